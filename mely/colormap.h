@@ -1,0 +1,41 @@
+/*
+ * colormap.h: which worker owns a color, and the protocol to lock it.
+ *
+ * The map holds one byte per color (64 KB). Initial placement hashes the color
+ * onto the workers as libasync-smp does: color % workers (so color 1, the SWS
+ * Accept color, starts on the second worker). Pinned colors MELY_COLORS + w
+ * belong to worker w forever.
+ *
+ * Ownership protocol (DESIGN.md): a producer reads the owner, takes that
+ * worker's lock, re-reads the owner; if it changed (a steal moved the color in
+ * between), it unlocks and retries. A thief changes an owner only while holding
+ * both its lock and the victim's, so the owner read under a lock is stable until
+ * that lock is released.
+ */
+#ifndef MELY_COLORMAP_H
+#define MELY_COLORMAP_H
+
+#include "mely/runtime.h"
+
+void mely__colormap_init(struct mely__rt *rt);
+
+static inline bool mely__color_valid(const struct mely__rt *rt, mely_color_t color)
+{
+    return color < MELY_COLORS || color - MELY_COLORS < rt->nworkers;
+}
+
+/* The current owner of a valid color (a hint unless its lock is held). */
+static inline unsigned mely__owner(const struct mely__rt *rt, mely_color_t color)
+{
+    if (color >= MELY_COLORS)
+        return color - MELY_COLORS;
+    return atomic_load_explicit((_Atomic uint8_t *)&rt->owner[color], memory_order_acquire);
+}
+
+/* Locks and returns the worker that owns `color`, charging lock waits to `ctr`
+ * (may be NULL). The retry loop runs again only if a steal moved the color
+ * between the read and the lock, so it ends as soon as steals pause. */
+struct mely__worker *mely__lock_owner(struct mely__rt *rt, mely_color_t color,
+                                      struct mely__counters *ctr);
+
+#endif

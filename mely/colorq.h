@@ -1,0 +1,86 @@
+/*
+ * colorq.h: the color-queue, a FIFO of one color's pending events.
+ *
+ * Each color has at most one color-queue, on the worker that owns the color.
+ * Tail posts append (libasync-smp's cpucb_tail), head posts prepend (cpucb).
+ * The queue counts its events per priority so that its own priority, the highest
+ * among its events, is exact after every pop (8 levels: O(1)).
+ * A color-queue is created the first time its color receives an event and lives
+ * until shutdown (at most MELY_COLORS + workers of them), so the post path never
+ * frees or re-creates one.
+ *
+ * Who may call: whoever holds the lock of the worker that owns the color.
+ */
+#ifndef MELY_COLORQ_H
+#define MELY_COLORQ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mely/event.h"
+
+struct mely__colorq {
+    struct mely__colorq *prev, *next; /* core-queue links (coreq.h) */
+    struct mely__event *head, *tail;
+    uint32_t count;   /* pending events */
+    uint32_t color;
+    uint8_t prio;     /* highest priority among pending events */
+    bool queued;      /* linked in its worker's core-queue */
+    bool running;     /* its worker is running one of its events */
+    uint32_t prio_count[MELY_PRIO_LEVELS];
+};
+
+static inline void mely__colorq_init(struct mely__colorq *cq, uint32_t color)
+{
+    *cq = (struct mely__colorq){.color = color};
+}
+
+static inline bool mely__colorq_empty(const struct mely__colorq *cq)
+{
+    return cq->count == 0;
+}
+
+/* Queues ev (its prio set) at the tail, or at the head when `head` is true.
+ * The caller compares cq->prio before and after to move cq in its core-queue. */
+static inline void mely__colorq_push(struct mely__colorq *cq, struct mely__event *ev, bool head)
+{
+    if (cq->count == 0) {
+        ev->next = NULL;
+        cq->head = cq->tail = ev;
+        cq->prio = ev->prio;
+    } else {
+        if (head) {
+            ev->next = cq->head;
+            cq->head = ev;
+        } else {
+            ev->next = NULL;
+            cq->tail->next = ev;
+            cq->tail = ev;
+        }
+        if (ev->prio > cq->prio)
+            cq->prio = ev->prio;
+    }
+    cq->count++;
+    cq->prio_count[ev->prio]++;
+}
+
+/* Removes and returns the head event; the queue must not be empty. When it
+ * empties, it keeps its priority (and its core-queue place) until its worker
+ * unlinks it; otherwise cq->prio drops to the highest level still present. */
+static inline struct mely__event *mely__colorq_pop(struct mely__colorq *cq)
+{
+    struct mely__event *ev = cq->head;
+    unsigned p = ev->prio;
+
+    cq->head = ev->next;
+    if (--cq->count == 0)
+        cq->tail = NULL;
+    if (--cq->prio_count[p] == 0 && p == cq->prio && cq->count != 0) {
+        while (cq->prio_count[p] == 0) /* bounded: some level below holds an event */
+            p--;
+        cq->prio = (uint8_t)p;
+    }
+    return ev;
+}
+
+#endif

@@ -1,0 +1,100 @@
+/*
+ * config.c: defaults, MELY_* environment overrides, and validation.
+ * The environment wins over the program's configuration, so that a deployed
+ * binary can be tuned (or a benchmark row chosen) without rebuilding it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "mely/config.h"
+
+void mely_config_init(mely_config_t *cfg)
+{
+    *cfg = (mely_config_t){
+        .workers = 0,
+        .pin = 1,
+        .batch = MELY_BATCH_DEFAULT,
+        .spin_us = MELY_SPIN_US_DEFAULT,
+    };
+}
+
+/* Parses env var `name` as an integer in [lo, hi] into *out if it is set.
+ * Returns false (after a message on stderr) if it is set to anything else. */
+static bool env_uint(const char *name, unsigned long lo, unsigned long hi, unsigned *out)
+{
+    const char *s = getenv(name);
+    if (!s)
+        return true;
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || end == s || *end != '\0' || *s == '-' || v < lo || v > hi) {
+        fprintf(stderr, "mely: %s=\"%s\": expected an integer in %lu..%lu\n", name, s, lo, hi);
+        return false;
+    }
+    *out = (unsigned)v;
+    return true;
+}
+
+static bool check_range(const char *what, unsigned long v, unsigned long lo, unsigned long hi)
+{
+    if (v >= lo && v <= hi)
+        return true;
+    fprintf(stderr, "mely: configuration %s=%lu: expected %lu..%lu\n", what, v, lo, hi);
+    return false;
+}
+
+int mely__config_resolve(const mely_config_t *in, struct mely__settings *out)
+{
+    mely_config_t cfg;
+    unsigned pin;
+
+    if (in)
+        cfg = *in;
+    else
+        mely_config_init(&cfg);
+    pin = cfg.pin != 0;
+    if (cfg.pin != 0 && cfg.pin != 1) {
+        fprintf(stderr, "mely: configuration pin=%d: expected 0 or 1\n", cfg.pin);
+        return MELY_EINVAL;
+    }
+    if (!env_uint("MELY_WORKERS", 1, MELY_MAX_WORKERS, &cfg.workers) ||
+        !env_uint("MELY_PIN", 0, 1, &pin) ||
+        !env_uint("MELY_BATCH", 1, UINT32_MAX, &cfg.batch) ||
+        !env_uint("MELY_SPIN_US", 0, 1000000, &cfg.spin_us))
+        return MELY_EINVAL;
+    if (!check_range("workers", cfg.workers, 0, MELY_MAX_WORKERS) ||
+        !check_range("batch", cfg.batch, 1, UINT32_MAX) ||
+        !check_range("spin_us", cfg.spin_us, 0, 1000000))
+        return MELY_EINVAL;
+
+    /* Usable CPUs come from the affinity mask, not get_nprocs(): taskset and
+     * container limits must be honoured. */
+    CPU_ZERO(&out->allowed);
+    if (sched_getaffinity(0, sizeof(out->allowed), &out->allowed) != 0 ||
+        CPU_COUNT(&out->allowed) == 0) {
+        CPU_ZERO(&out->allowed);
+        CPU_SET(0, &out->allowed);
+    }
+    unsigned ncpus = (unsigned)CPU_COUNT(&out->allowed);
+    out->workers = cfg.workers ? cfg.workers : (ncpus < MELY_MAX_WORKERS ? ncpus : MELY_MAX_WORKERS);
+    out->pin = pin;
+    out->batch = cfg.batch;
+    out->spin_us = cfg.spin_us;
+    out->ncpus = ncpus;
+    return 0;
+}
+
+int mely__config_cpu(const struct mely__settings *s, unsigned worker)
+{
+    if (!s->pin)
+        return -1;
+    unsigned k = worker % s->ncpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, &s->allowed) && k-- == 0)
+            return cpu;
+    return -1;
+}

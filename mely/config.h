@@ -1,0 +1,27 @@
+/* config.h: the resolved configuration of a runtime (internal; see config.c). */
+#ifndef MELY_CONFIG_H
+#define MELY_CONFIG_H
+
+#include <sched.h>
+#include <stdbool.h>
+
+#include "mely/mely.h"
+
+struct mely__settings {
+    unsigned workers;
+    unsigned batch;
+    unsigned spin_us;
+    bool pin;
+    unsigned ncpus;    /* CPUs in `allowed` */
+    cpu_set_t allowed; /* the process's affinity mask at init */
+};
+
+/* Applies defaults and MELY_* overrides to `in` (NULL: defaults) and checks
+ * them. Returns 0 or MELY_EINVAL (after a message on stderr). */
+int mely__config_resolve(const mely_config_t *in, struct mely__settings *out);
+
+/* The CPU worker `worker` is pinned to (the allowed CPUs in order, wrapping), or
+ * -1 when pinning is off. */
+int mely__config_cpu(const struct mely__settings *s, unsigned worker);
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * event.h: an event is a handler function, its argument (the continuation), the
+ * handler's descriptor and a priority. Its color is that of the color-queue it
+ * sits in. Events come from per-worker free lists (freelist.h), never from
+ * malloc per event.
+ */
+#ifndef MELY_EVENT_H
+#define MELY_EVENT_H
+
+#include <stdint.h>
+
+#include "mely/mely.h"
+
+struct mely__event {
+    struct mely__event *next; /* in a color-queue, or in a free chain */
+    union {
+        struct { /* while queued */
+            mely_fn_t fn;
+            void *arg;
+            const mely_handler_t *desc;
+            uint8_t prio;
+        };
+        struct { /* while free: the first event of a chain links the next chain */
+            struct mely__event *next_chain;
+        };
+    };
+};
+
+#endif

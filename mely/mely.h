@@ -1,0 +1,221 @@
+/*
+ * mely.h: the public C API of the mely runtime.
+ *
+ * mely runs event handlers on one worker thread per core. Every event carries a
+ * color (a 16-bit number): two events of one color never run at the same time and
+ * run in the order they were posted; events of different colors may run in
+ * parallel. Each color belongs to one worker at a time (the color map); a worker
+ * keeps one color-queue per color it owns, chained into its core-queue by priority.
+ *
+ * Conventions:
+ *  - Functions that can fail return 0 (or a count) on success and a negative
+ *    error code (MELY_E*, or a negative errno) on failure; mely_strerror() turns
+ *    any of them into a message. The library never aborts on a user error.
+ *  - "Any thread" means: a handler running on any worker of any runtime, the
+ *    thread that called mely_run(), or a thread the runtime does not know.
+ *  - A mely_t is a handle the caller owns (zero it, or leave it as mely_init()
+ *    or mely_shutdown() left it). Do not copy it: pass its address.
+ */
+#ifndef MELY_MELY_H
+#define MELY_MELY_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Limits ------------------------------------------------------------ */
+
+/* Ordinary colors are 0 .. MELY_COLORS-1. Color 0 is the default color shared by
+ * every unannotated event, so a program that never picks a color stays serial. */
+#define MELY_COLORS 65536u
+
+/* The color map stores a worker index in one byte per color (64 KB in all). */
+#define MELY_MAX_WORKERS 256u
+
+/* Priorities are 0 (lowest, the default) .. MELY_PRIO_MAX. A color-queue's
+ * priority is the highest priority among its pending events; a worker serves
+ * its color-queues from the highest priority down. */
+#define MELY_PRIO_LEVELS 8
+#define MELY_PRIO_DEFAULT 0
+#define MELY_PRIO_MAX (MELY_PRIO_LEVELS - 1)
+
+/* The same-color batch threshold of the paper: at most this many events of one
+ * color run back to back before the worker moves to its next color-queue. */
+#define MELY_BATCH_DEFAULT 10u
+
+/* How long an idle worker spins before it parks, in microseconds. */
+#define MELY_SPIN_US_DEFAULT 50u
+
+/* ---- Colors ------------------------------------------------------------ */
+
+typedef uint32_t mely_color_t;
+
+#define MELY_COLOR_DEFAULT ((mely_color_t)0)
+
+/* The pinned color of worker w: its events always run on worker w and the color
+ * is never stolen (the legacy API's color -(w+1)). Valid for w < mely_workers(). */
+#define MELY_COLOR_PINNED(w) ((mely_color_t)(MELY_COLORS + (mely_color_t)(w)))
+
+/* ---- Errors ------------------------------------------------------------ */
+
+#define MELY_EINVAL (-EINVAL)       /* a bad argument or configuration value */
+#define MELY_ENOMEM (-ENOMEM)       /* out of memory; nothing was queued */
+#define MELY_EBUSY (-EBUSY)         /* the runtime is running (or run twice) */
+#define MELY_ESHUTDOWN (-ESHUTDOWN) /* not initialized, or already shut down */
+#define MELY_ECOLOR (-1001)         /* color out of range */
+#define MELY_EPRIO (-1002)          /* priority out of range */
+#define MELY_ENOFN (-1003)          /* NULL handler function */
+
+/* A message for any code returned by this library (or any negative errno).
+ * Never returns NULL. Any thread. */
+const char *mely_strerror(int err);
+
+/* ---- Configuration ----------------------------------------------------- */
+
+typedef struct mely_config {
+    unsigned workers; /* worker threads; 0 = the CPUs this process may run on */
+    int pin;          /* 1: pin worker i to the i-th allowed CPU; 0: do not */
+    unsigned batch;   /* same-color batch threshold, >= 1 */
+    unsigned spin_us; /* idle spin before parking, in us (0: park at once) */
+} mely_config_t;
+
+/* Fills cfg with the defaults: workers = 0 (usable CPUs), pin = 1,
+ * batch = MELY_BATCH_DEFAULT, spin_us = MELY_SPIN_US_DEFAULT. Any thread. */
+void mely_config_init(mely_config_t *cfg);
+
+/* ---- Life cycle ---------------------------------------------------------- */
+
+typedef struct mely {
+    struct mely__rt *rt; /* private */
+} mely_t;
+
+/*
+ * Creates a runtime in *m from cfg (NULL: defaults). Environment variables
+ * override cfg: MELY_WORKERS (1..256), MELY_PIN (0/1), MELY_BATCH (>= 1),
+ * MELY_SPIN_US (0..1000000). No thread starts until mely_run().
+ * @return 0; MELY_EINVAL for a bad value in cfg or in the environment (a line
+ *         naming it goes to stderr); MELY_ENOMEM.
+ * Threads: any thread, but not concurrently with another call on the same *m.
+ */
+int mely_init(mely_t *m, const mely_config_t *cfg);
+
+/*
+ * Runs the runtime: starts workers 1..n-1 and makes the calling thread worker 0
+ * (pinned to the first allowed CPU when pinning is on; its affinity is restored
+ * on return). Returns once mely_stop() was called and every worker has finished
+ * the handler it was running. Events still queued stay queued: a later
+ * mely_run() runs them, mely_shutdown() discards them. A stop requested before
+ * mely_run() makes it return at once.
+ * @return 0; MELY_ESHUTDOWN; MELY_EBUSY if already running or called from a
+ *         handler; a negative errno if a worker thread could not be started.
+ * Threads: any one thread that is not a worker.
+ */
+int mely_run(mely_t *m);
+
+/*
+ * Asks mely_run() to return. Handlers that are running finish; no new handler
+ * starts after the workers notice the request.
+ * @return 0; MELY_ESHUTDOWN.
+ * Threads: any thread, including handlers and signal-free foreign threads.
+ */
+int mely_stop(mely_t *m);
+
+/*
+ * Frees everything the runtime holds. Events still queued are discarded without
+ * running (their arguments are not touched).
+ * @return the number of events discarded (>= 0); MELY_ESHUTDOWN; MELY_EBUSY if
+ *         mely_run() is in progress.
+ * Threads: any thread that is not a worker, once no other thread uses *m.
+ * Afterwards every call on *m returns MELY_ESHUTDOWN until mely_init().
+ */
+int mely_shutdown(mely_t *m);
+
+/* ---- Events ---------------------------------------------------------------- */
+
+typedef void (*mely_fn_t)(void *arg);
+
+/*
+ * A handler descriptor: annotations shared by every event of one handler, read
+ * by the work-stealing heuristics. Keep it alive (usually static) while events
+ * that point to it are queued. Zero-initialize it.
+ */
+typedef struct mely_handler {
+    const char *name;       /* for statistics and traces; may be NULL */
+    uint64_t timeleft;      /* expected processing cycles per event; 0: unknown */
+    uint32_t penalty;       /* work-stealing penalty (>= 1 discourages); 0: none */
+    uint64_t mely_private_[2]; /* runtime-owned (measured cost); leave zero */
+} mely_handler_t;
+
+#define MELY_POST_HEAD 1u /* queue at the head of the color's queue (cpucb) */
+
+/*
+ * Queues fn(arg) as an event of `color` at priority `prio`, described by h
+ * (may be NULL), at the tail of the color's queue (flags 0: libasync-smp's
+ * cpucb_tail) or at its head (MELY_POST_HEAD: cpucb; it runs before the color's
+ * other pending events). Events of one color run one at a time, in post order.
+ * Posting works before mely_run(), between runs, and while running.
+ * @return 0; MELY_ESHUTDOWN; MELY_ECOLOR (color >= MELY_COLORS and not a valid
+ *         MELY_COLOR_PINNED); MELY_EPRIO (prio outside 0..MELY_PRIO_MAX);
+ *         MELY_ENOFN (fn NULL); MELY_EINVAL (unknown flag); MELY_ENOMEM.
+ *         On error nothing was queued.
+ * Threads: any thread. Cost: O(1), no malloc in the steady state.
+ */
+int mely_post_ex(mely_t *m, mely_color_t color, int prio, const mely_handler_t *h,
+                 mely_fn_t fn, void *arg, unsigned flags);
+
+/* mely_post_ex(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, 0): a tail post. */
+int mely_post(mely_t *m, mely_color_t color, mely_fn_t fn, void *arg);
+
+/* mely_post_ex(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, MELY_POST_HEAD). */
+int mely_post_head(mely_t *m, mely_color_t color, mely_fn_t fn, void *arg);
+
+/* ---- Introspection ----------------------------------------------------------- */
+
+/* The color of the running handler, or -1 outside a handler. Any thread. */
+int mely_current_color(void);
+
+/* The index of the calling worker (0 .. workers-1), or -1 if the calling thread
+ * is not a worker. Any thread. */
+int mely_current_worker(void);
+
+/* The number of workers of the runtime, or 0 if *m is not initialized. Any thread. */
+unsigned mely_workers(const mely_t *m);
+
+/*
+ * The worker that owns `color` now (its events are queued there).
+ * @return 0 .. workers-1; MELY_ESHUTDOWN; MELY_ECOLOR.
+ * Threads: any thread; the answer may be stale once work stealing moves colors.
+ */
+int mely_color_owner(const mely_t *m, mely_color_t color);
+
+/* ---- Statistics ---------------------------------------------------------------- */
+
+typedef struct mely_stats {
+    uint64_t events_run;     /* handlers this worker ran */
+    uint64_t posts_local;    /* posts by this worker to colors it owned */
+    uint64_t posts_remote;   /* posts by this worker to other workers' colors */
+    uint64_t posts_foreign;  /* posts to this worker from threads that are no worker */
+    uint64_t parks;          /* times this worker went to sleep */
+    uint64_t wakeups;        /* times it was woken from sleep by a post or stop */
+    uint64_t wakes_sent;     /* wake-ups this worker issued to others */
+    uint64_t lock_contended; /* runtime lock acquisitions that had to wait */
+    uint64_t lock_cycles;    /* TSC cycles spent waiting for runtime locks */
+} mely_stats_t;
+
+/*
+ * Copies worker `worker`'s counters into *out. Counters only grow, from
+ * mely_init() on; each is read atomically, the set is not a snapshot.
+ * @return 0; MELY_ESHUTDOWN; MELY_EINVAL (worker out of range or out NULL).
+ * Threads: any thread.
+ */
+int mely_worker_stats(const mely_t *m, unsigned worker, mely_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MELY_MELY_H */

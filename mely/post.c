@@ -1,0 +1,119 @@
+/*
+ * post.c: queueing an event on the worker that owns its color.
+ *
+ * The path: validate; take a free event (the poster's own cache if it is a
+ * worker, else the depot); lock the owner (colormap.h's protocol); append or
+ * prepend to the color-queue, creating it on the color's first event; link the
+ * color-queue into the core-queue or move it if its priority rose; then, still
+ * under the lock, see whether the owner is parked. The wake-up system call, if
+ * any, is made after unlocking. A post touches the owner's lock and queue once.
+ */
+#include "mely/colormap.h"
+#include "mely/runtime.h"
+
+static struct mely__event *event_alloc(struct mely__rt *rt, struct mely__worker *self)
+{
+    return self ? mely__evcache_alloc(rt, &self->evcache) : mely__depot_alloc_one(rt);
+}
+
+static void event_unalloc(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
+{
+    if (self)
+        mely__evcache_free(rt, &self->evcache, ev);
+    else
+        mely__depot_free_one(rt, ev);
+}
+
+/* Under w->lock: the color's queue, created on its first event (NULL: no memory). */
+static struct mely__colorq *colorq_of(struct mely__rt *rt, struct mely__worker *w,
+                                      mely_color_t color)
+{
+    struct mely__colorq *cq = rt->cq_of[color];
+
+    if (__builtin_expect(cq == NULL, 0)) {
+        cq = mely__cq_alloc(rt, &w->cqslab);
+        if (!cq)
+            return NULL;
+        mely__colorq_init(cq, color);
+        rt->cq_of[color] = cq;
+    }
+    return cq;
+}
+
+/* Under w->lock: queues ev on cq and keeps the core-queue in order. */
+static void enqueue(struct mely__worker *w, struct mely__colorq *cq, struct mely__event *ev,
+                    bool head)
+{
+    unsigned old_prio = cq->prio;
+
+    mely__colorq_push(cq, ev, head);
+    if (!cq->queued)
+        mely__coreq_insert(&w->coreq, cq);
+    else if (cq->prio != old_prio)
+        mely__coreq_reprioritize(&w->coreq, cq, old_prio);
+    atomic_store_explicit(&w->nevents,
+                          atomic_load_explicit(&w->nevents, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+static void count_post(struct mely__worker *self, struct mely__worker *w)
+{
+    if (!self)
+        mely__count(&w->ctr.posts_foreign, 1); /* under w->lock */
+    else if (self == w)
+        mely__count(&self->ctr.posts_local, 1);
+    else
+        mely__count(&self->ctr.posts_remote, 1);
+}
+
+int mely_post_ex(mely_t *m, mely_color_t color, int prio, const mely_handler_t *h,
+                 mely_fn_t fn, void *arg, unsigned flags)
+{
+    struct mely__rt *rt = m ? m->rt : NULL;
+
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    if (!fn)
+        return MELY_ENOFN;
+    if (prio < 0 || prio > MELY_PRIO_MAX)
+        return MELY_EPRIO;
+    if (flags & ~MELY_POST_HEAD)
+        return MELY_EINVAL;
+    if (!mely__color_valid(rt, color))
+        return MELY_ECOLOR;
+
+    struct mely__worker *self = mely__self_in(rt);
+    struct mely__event *ev = event_alloc(rt, self);
+    if (!ev)
+        return MELY_ENOMEM;
+    ev->fn = fn;
+    ev->arg = arg;
+    ev->desc = h;
+    ev->prio = (uint8_t)prio;
+
+    struct mely__worker *w = mely__lock_owner(rt, color, self ? &self->ctr : NULL);
+    struct mely__colorq *cq = colorq_of(rt, w, color);
+    if (!cq) {
+        mely__spin_unlock(&w->lock);
+        event_unalloc(rt, self, ev);
+        return MELY_ENOMEM;
+    }
+    enqueue(w, cq, ev, flags & MELY_POST_HEAD);
+    count_post(self, w);
+    bool wake = mely__mark_woken(w);
+    mely__spin_unlock(&w->lock);
+
+    if (wake)
+        mely__wake(w, self);
+    return 0;
+}
+
+int mely_post(mely_t *m, mely_color_t color, mely_fn_t fn, void *arg)
+{
+    return mely_post_ex(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, 0);
+}
+
+int mely_post_head(mely_t *m, mely_color_t color, mely_fn_t fn, void *arg)
+{
+    return mely_post_ex(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, MELY_POST_HEAD);
+}

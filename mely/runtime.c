@@ -1,0 +1,124 @@
+/*
+ * runtime.c: the life cycle of a runtime: init, run, stop, shutdown.
+ *
+ * Shutdown steps: mely_stop() raises `stopping` and wakes parked workers; each
+ * worker finishes its handler and leaves its loop; mely_run() joins workers
+ * 1..n-1, clears `stopping` and returns; mely_shutdown() (never while running)
+ * counts and drops the events still queued and frees every slab, the color-queue
+ * table and the workers.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mely/colormap.h"
+#include "mely/config.h"
+#include "mely/runtime.h"
+
+static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned index, int cpu)
+{
+    memset(w, 0, sizeof(*w));
+    mely__spin_init(&w->lock);
+    mely__coreq_init(&w->coreq);
+    atomic_init(&w->nevents, 0);
+    atomic_init(&w->wake_seq, 0);
+    w->rt = rt;
+    w->index = index;
+    w->cpu = cpu;
+}
+
+static void rt_free(struct mely__rt *rt)
+{
+    mely__depot_destroy(&rt->depot);
+    free(rt->cq_of);
+    free(rt->workers);
+    free(rt);
+}
+
+int mely_init(mely_t *m, const mely_config_t *cfg)
+{
+    struct mely__settings s;
+    int err;
+
+    if (!m)
+        return MELY_EINVAL;
+    m->rt = NULL;
+    if ((err = mely__config_resolve(cfg, &s)) != 0)
+        return err;
+
+    struct mely__rt *rt = aligned_alloc(MELY__CACHELINE, sizeof(*rt) + MELY__CACHELINE -
+                                                             sizeof(*rt) % MELY__CACHELINE);
+    if (!rt)
+        return MELY_ENOMEM;
+    memset(rt, 0, sizeof(*rt));
+    mely__depot_init(&rt->depot);
+    rt->nworkers = s.workers;
+    rt->batch = s.batch;
+    rt->spin_us = s.spin_us;
+    rt->oversubscribed = !s.pin || s.workers > s.ncpus;
+    atomic_init(&rt->stopping, false);
+    atomic_init(&rt->running, false);
+    rt->workers = aligned_alloc(MELY__CACHELINE, s.workers * sizeof(struct mely__worker));
+    rt->cq_of = calloc(MELY_COLORS + s.workers, sizeof(*rt->cq_of));
+    if (!rt->workers || !rt->cq_of) {
+        rt_free(rt);
+        return MELY_ENOMEM;
+    }
+    for (unsigned i = 0; i < s.workers; i++)
+        worker_init(&rt->workers[i], rt, i, mely__config_cpu(&s, i));
+    mely__colormap_init(rt);
+    m->rt = rt;
+    return 0;
+}
+
+int mely_run(mely_t *m)
+{
+    struct mely__rt *rt = m ? m->rt : NULL;
+
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    if (mely__self) /* a handler of this or another runtime */
+        return MELY_EBUSY;
+    if (atomic_exchange(&rt->running, true))
+        return MELY_EBUSY;
+
+    int err = mely__stopping(rt) ? 0 : mely__workers_run(rt);
+
+    atomic_store(&rt->stopping, false);
+    atomic_store(&rt->running, false);
+    return err;
+}
+
+int mely_stop(mely_t *m)
+{
+    struct mely__rt *rt = m ? m->rt : NULL;
+
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    atomic_store(&rt->stopping, true);
+    mely__wake_all(rt);
+    return 0;
+}
+
+/* Events still queued; called when no worker runs. */
+static int count_pending(const struct mely__rt *rt)
+{
+    size_t n = 0;
+    for (size_t c = 0; c < MELY_COLORS + rt->nworkers; c++)
+        if (rt->cq_of[c])
+            n += rt->cq_of[c]->count;
+    return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+int mely_shutdown(mely_t *m)
+{
+    struct mely__rt *rt = m ? m->rt : NULL;
+
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    if (mely__self_in(rt) || atomic_load(&rt->running))
+        return MELY_EBUSY;
+    int discarded = count_pending(rt);
+    rt_free(rt);
+    m->rt = NULL;
+    return discarded;
+}

@@ -1,0 +1,112 @@
+/*
+ * runtime.h: the runtime object and its workers (internal).
+ *
+ * Terms (the Mely paper, section 4.1):
+ *  - worker: one thread per core, pinned, running the event loop (worker.c).
+ *  - color-queue: FIFO of one color's pending events (colorq.h).
+ *  - core-queue: a worker's color-queues by priority (coreq.h).
+ *  - color map: 64 KB, one byte per color: the worker that owns it (colormap.c).
+ *
+ * Per-worker data is split by who touches it, on separate cache lines:
+ *  - `shared`: fields other threads touch, only under `lock` (the core-queue,
+ *    the parked flag, the color-queue allocator), plus `nevents`, which other
+ *    threads may read without the lock as a hint;
+ *  - `wake`: the futex word, written by wakers, waited on by the owner;
+ *  - `own`: fields only the owning thread touches (event free list, the
+ *    current color), and its counters (read by anyone, relaxed).
+ *
+ * Lock order: a worker's lock, then the event depot's lock. A thread never holds
+ * two worker locks in this issue's code; the steal driver will take the
+ * victim's then the thief's, in an order it documents.
+ */
+#ifndef MELY_RUNTIME_H
+#define MELY_RUNTIME_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mely/colorq.h"
+#include "mely/coreq.h"
+#include "mely/counters.h"
+#include "mely/freelist.h"
+#include "mely/mely.h"
+#include "mely/spinlock.h"
+
+#define MELY__CACHELINE 64
+
+struct mely__rt;
+
+struct mely__worker {
+    /* shared: under `lock` */
+    alignas(MELY__CACHELINE) mely__spinlock_t lock;
+    struct mely__coreq coreq;
+    bool parked;                  /* sleeping, or about to: a post must wake it */
+    struct mely__cqslab cqslab;   /* color-queues for colors this worker owns */
+    _Atomic uint32_t nevents;     /* pending events: written under lock, read anywhere */
+
+    /* wake: the futex word, bumped by a waker under `lock` */
+    alignas(MELY__CACHELINE) _Atomic uint32_t wake_seq;
+
+    /* own: only the worker's thread */
+    alignas(MELY__CACHELINE) struct mely__evcache evcache;
+    struct mely__rt *rt;
+    unsigned index;
+    int cpu;                      /* CPU to pin to, or -1 */
+    pthread_t thread;
+    struct mely__counters ctr;    /* single writer (see counters.h) */
+};
+
+struct mely__rt {
+    /* read-mostly configuration */
+    unsigned nworkers;
+    unsigned batch;
+    unsigned spin_us;
+    bool oversubscribed;          /* more workers than allowed CPUs, or no pinning */
+
+    struct mely__worker *workers; /* nworkers, cache-line aligned */
+
+    /* Color -> owning worker (the paper's 64 KB static array). Pinned colors
+     * (>= MELY_COLORS) are not in it: their owner is fixed. */
+    _Atomic uint8_t owner[MELY_COLORS];
+
+    /* Color -> its color-queue or NULL; guarded by the owning worker's lock. */
+    struct mely__colorq **cq_of;  /* MELY_COLORS + nworkers entries */
+
+    struct mely__depot depot;
+
+    alignas(MELY__CACHELINE) atomic_bool stopping; /* a stop was requested */
+    atomic_bool running;                          /* inside mely_run() */
+};
+
+/* The worker the calling thread is, or NULL; set for the duration of mely_run(). */
+extern _Thread_local struct mely__worker *mely__self __attribute__((tls_model("initial-exec")));
+
+/* The color of the handler running on this thread, or -1. */
+extern _Thread_local int mely__current_color __attribute__((tls_model("initial-exec")));
+
+/* The calling thread's worker if it belongs to rt, else NULL. */
+static inline struct mely__worker *mely__self_in(const struct mely__rt *rt)
+{
+    struct mely__worker *w = mely__self;
+    return w && w->rt == rt ? w : NULL;
+}
+
+static inline bool mely__stopping(const struct mely__rt *rt)
+{
+    return atomic_load_explicit((atomic_bool *)&rt->stopping, memory_order_relaxed);
+}
+
+/* worker.c */
+int mely__workers_run(struct mely__rt *rt);
+
+/* park.c: the idle path of a worker, and waking it. */
+void mely__idle(struct mely__worker *w);
+bool mely__mark_woken(struct mely__worker *w); /* under w->lock: must the caller wake w? */
+void mely__wake(struct mely__worker *w, struct mely__worker *self);
+void mely__wake_all(struct mely__rt *rt);
+
+#endif

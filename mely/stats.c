@@ -1,0 +1,52 @@
+/* stats.c: introspection and statistics (any thread). */
+#include "mely/colormap.h"
+#include "mely/runtime.h"
+
+int mely_current_color(void)
+{
+    return mely__current_color;
+}
+
+int mely_current_worker(void)
+{
+    return mely__self ? (int)mely__self->index : -1;
+}
+
+unsigned mely_workers(const mely_t *m)
+{
+    return m && m->rt ? m->rt->nworkers : 0;
+}
+
+int mely_color_owner(const mely_t *m, mely_color_t color)
+{
+    const struct mely__rt *rt = m ? m->rt : NULL;
+
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    if (!mely__color_valid(rt, color))
+        return MELY_ECOLOR;
+    return (int)mely__owner(rt, color);
+}
+
+int mely_worker_stats(const mely_t *m, unsigned worker, mely_stats_t *out)
+{
+    const struct mely__rt *rt = m ? m->rt : NULL;
+
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    if (worker >= rt->nworkers || !out)
+        return MELY_EINVAL;
+    const struct mely__counters *c = &rt->workers[worker].ctr;
+    *out = (mely_stats_t){
+        .events_run = mely__counter_read(&c->events_run),
+        .posts_local = mely__counter_read(&c->posts_local),
+        .posts_remote = mely__counter_read(&c->posts_remote),
+        .posts_foreign = mely__counter_read(&c->posts_foreign),
+        .parks = mely__counter_read(&c->parks),
+        .wakeups = mely__counter_read(&c->wakeups),
+        .wakes_sent = mely__counter_read(&c->wakes_sent),
+        .lock_contended = mely__counter_read(&c->lock_contended),
+        .lock_cycles = mely__counter_read(&c->lock_cycles),
+    };
+    return 0;
+}

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "mely/event.h"
 
@@ -81,6 +82,43 @@ static inline struct mely__event *mely__colorq_pop(struct mely__colorq *cq)
         cq->prio = (uint8_t)p;
     }
     return ev;
+}
+
+/* Moves every event of src into the empty dst, in O(1). src keeps its priority
+ * (and so its core-queue place). A worker detaches a color's events this way
+ * to run them outside its lock (worker.c). */
+static inline void mely__colorq_move_all(struct mely__colorq *dst, struct mely__colorq *src)
+{
+    dst->head = src->head;
+    dst->tail = src->tail;
+    dst->count = src->count;
+    dst->prio = src->prio;
+    memcpy(dst->prio_count, src->prio_count, sizeof(dst->prio_count));
+    src->head = src->tail = NULL;
+    src->count = 0;
+    memset(src->prio_count, 0, sizeof(src->prio_count));
+}
+
+/* Puts every event of `front` before cq's own, in order, and empties front.
+ * O(MELY_PRIO_LEVELS). */
+static inline void mely__colorq_prepend(struct mely__colorq *cq, struct mely__colorq *front)
+{
+    if (front->count == 0)
+        return;
+    front->tail->next = cq->head;
+    if (cq->count == 0) {
+        cq->tail = front->tail;
+        cq->prio = front->prio;
+    } else if (front->prio > cq->prio) {
+        cq->prio = front->prio;
+    }
+    cq->head = front->head;
+    cq->count += front->count;
+    for (int p = 0; p < MELY_PRIO_LEVELS; p++)
+        cq->prio_count[p] += front->prio_count[p];
+    front->head = front->tail = NULL;
+    front->count = 0;
+    memset(front->prio_count, 0, sizeof(front->prio_count));
 }
 
 #endif

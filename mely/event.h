@@ -18,7 +18,9 @@ struct mely__event {
             mely_fn_t fn;
             void *arg;
             const mely_handler_t *desc;
+            uint32_t color; /* needed while staged in an outbox (outbox.h) */
             uint8_t prio;
+            uint8_t head;   /* a head post (MELY_POST_HEAD) */
         };
         struct { /* while free: the first event of a chain links the next chain */
             struct mely__event *next_chain;

@@ -2,11 +2,12 @@
  * post.c: queueing an event on the worker that owns its color.
  *
  * The path: validate; take a free event (the poster's own cache if it is a
- * worker, else the depot); lock the owner (colormap.h's protocol); append or
- * prepend to the color-queue, creating it on the color's first event; link the
- * color-queue into the core-queue or move it if its priority rose; then, still
- * under the lock, see whether the owner is parked. The wake-up system call, if
- * any, is made after unlocking. A post touches the owner's lock and queue once.
+ * worker, else the depot); a worker posting to another worker's color stages
+ * the event in its outbox (outbox.h) and is done. Otherwise: lock the owner
+ * (colormap.h's protocol); append or prepend to the color-queue, creating it on
+ * the color's first event; link the color-queue into the core-queue or move it
+ * if its priority rose; then, still under the lock, see whether the owner is
+ * parked. The wake-up system call, if any, is made after unlocking.
  */
 #include "mely/colormap.h"
 #include "mely/runtime.h"
@@ -28,29 +29,20 @@ static void event_unalloc(struct mely__rt *rt, struct mely__worker *self, struct
 static struct mely__colorq *colorq_of(struct mely__rt *rt, struct mely__worker *w,
                                       mely_color_t color)
 {
-    struct mely__colorq *cq = rt->cq_of[color];
+    struct mely__colorq *cq = mely__cq_of(rt, color);
 
     if (__builtin_expect(cq == NULL, 0)) {
         cq = mely__cq_alloc(rt, &w->cqslab);
         if (!cq)
             return NULL;
         mely__colorq_init(cq, color);
-        rt->cq_of[color] = cq;
+        atomic_store_explicit(&rt->cq_of[color], cq, memory_order_release);
     }
     return cq;
 }
 
-/* Under w->lock: queues ev on cq and keeps the core-queue in order. */
-static void enqueue(struct mely__worker *w, struct mely__colorq *cq, struct mely__event *ev,
-                    bool head)
+static void add_pending(struct mely__worker *w)
 {
-    unsigned old_prio = cq->prio;
-
-    mely__colorq_push(cq, ev, head);
-    if (!cq->queued)
-        mely__coreq_insert(&w->coreq, cq);
-    else if (cq->prio != old_prio)
-        mely__coreq_reprioritize(&w->coreq, cq, old_prio);
     atomic_store_explicit(&w->nevents,
                           atomic_load_explicit(&w->nevents, memory_order_relaxed) + 1,
                           memory_order_relaxed);
@@ -64,6 +56,45 @@ static void count_post(struct mely__worker *self, struct mely__worker *w)
         mely__count(&self->ctr.posts_local, 1);
     else
         mely__count(&self->ctr.posts_remote, 1);
+}
+
+/* A head post by a handler of cq's running batch goes to the front of that batch
+ * (the batch was detached from cq's head; see worker.c). */
+bool mely__enqueue(struct mely__worker *w, struct mely__worker *self, struct mely__colorq *cq,
+                   struct mely__event *ev)
+{
+    count_post(self, w);
+    if (ev->head && self == w && w->run_cq == cq) {
+        mely__colorq_push(&w->run, ev, true);
+        return false;
+    }
+
+    unsigned old_prio = cq->prio;
+    mely__colorq_push(cq, ev, ev->head);
+    if (!cq->queued)
+        mely__coreq_insert(&w->coreq, cq);
+    else if (cq->prio != old_prio)
+        mely__coreq_reprioritize(&w->coreq, cq, old_prio);
+    add_pending(w);
+    return mely__mark_woken(w);
+}
+
+/* Queues ev now; on failure (no memory for the color's queue) ev is freed. */
+static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
+{
+    struct mely__worker *w = mely__lock_owner(rt, ev->color, self ? &self->ctr : NULL);
+    struct mely__colorq *cq = colorq_of(rt, w, ev->color);
+
+    if (!cq) {
+        mely__spin_unlock(&w->lock);
+        event_unalloc(rt, self, ev);
+        return MELY_ENOMEM;
+    }
+    bool wake = mely__enqueue(w, self, cq, ev);
+    mely__spin_unlock(&w->lock);
+    if (wake)
+        mely__wake(w, self);
+    return 0;
 }
 
 int mely_post_ex(mely_t *m, mely_color_t color, int prio, const mely_handler_t *h,
@@ -89,23 +120,20 @@ int mely_post_ex(mely_t *m, mely_color_t color, int prio, const mely_handler_t *
     ev->fn = fn;
     ev->arg = arg;
     ev->desc = h;
+    ev->color = color;
     ev->prio = (uint8_t)prio;
+    ev->head = (flags & MELY_POST_HEAD) != 0;
 
-    struct mely__worker *w = mely__lock_owner(rt, color, self ? &self->ctr : NULL);
-    struct mely__colorq *cq = colorq_of(rt, w, color);
-    if (!cq) {
-        mely__spin_unlock(&w->lock);
-        event_unalloc(rt, self, ev);
-        return MELY_ENOMEM;
+    if (self) {
+        unsigned owner = mely__owner(rt, color);
+        if (owner != self->index && mely__cq_of(rt, color)) {
+            mely__outbox_stage(self, owner, ev);
+            return 0;
+        }
+        if (mely__outbox_pending(&self->outbox))
+            mely__outbox_flush(self);
     }
-    enqueue(w, cq, ev, flags & MELY_POST_HEAD);
-    count_post(self, w);
-    bool wake = mely__mark_woken(w);
-    mely__spin_unlock(&w->lock);
-
-    if (wake)
-        mely__wake(w, self);
-    return 0;
+    return post_now(rt, self, ev);
 }
 
 int mely_post(mely_t *m, mely_color_t color, mely_fn_t fn, void *arg)

@@ -28,6 +28,8 @@ static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned in
 
 static void rt_free(struct mely__rt *rt)
 {
+    for (unsigned i = 0; rt->workers && i < rt->nworkers; i++)
+        mely__outbox_destroy(&rt->workers[i].outbox);
     mely__depot_destroy(&rt->depot);
     free(rt->cq_of);
     free(rt->workers);
@@ -58,6 +60,8 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
     atomic_init(&rt->stopping, false);
     atomic_init(&rt->running, false);
     rt->workers = aligned_alloc(MELY__CACHELINE, s.workers * sizeof(struct mely__worker));
+    if (rt->workers)
+        memset(rt->workers, 0, s.workers * sizeof(struct mely__worker));
     rt->cq_of = calloc(MELY_COLORS + s.workers, sizeof(*rt->cq_of));
     if (!rt->workers || !rt->cq_of) {
         rt_free(rt);
@@ -65,6 +69,12 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
     }
     for (unsigned i = 0; i < s.workers; i++)
         worker_init(&rt->workers[i], rt, i, mely__config_cpu(&s, i));
+    for (unsigned i = 0; i < s.workers; i++) {
+        if (mely__outbox_init(&rt->workers[i].outbox, s.workers) != 0) {
+            rt_free(rt);
+            return MELY_ENOMEM;
+        }
+    }
     mely__colormap_init(rt);
     m->rt = rt;
     return 0;
@@ -104,8 +114,8 @@ static int count_pending(const struct mely__rt *rt)
 {
     size_t n = 0;
     for (size_t c = 0; c < MELY_COLORS + rt->nworkers; c++)
-        if (rt->cq_of[c])
-            n += rt->cq_of[c]->count;
+        if (mely__cq_of(rt, (mely_color_t)c))
+            n += mely__cq_of(rt, (mely_color_t)c)->count;
     return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 

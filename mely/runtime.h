@@ -34,6 +34,7 @@
 #include "mely/counters.h"
 #include "mely/freelist.h"
 #include "mely/mely.h"
+#include "mely/outbox.h"
 #include "mely/spinlock.h"
 
 #define MELY__CACHELINE 64
@@ -53,6 +54,10 @@ struct mely__worker {
 
     /* own: only the worker's thread */
     alignas(MELY__CACHELINE) struct mely__evcache evcache;
+    struct mely__colorq *run_cq;  /* the color-queue whose batch is running */
+    struct mely__colorq run;      /* the events detached from run_cq (only their
+                                     event fields are used) */
+    struct mely__outbox outbox;   /* staged posts to other workers (outbox.h) */
     struct mely__rt *rt;
     unsigned index;
     int cpu;                      /* CPU to pin to, or -1 */
@@ -73,8 +78,10 @@ struct mely__rt {
      * (>= MELY_COLORS) are not in it: their owner is fixed. */
     _Atomic uint8_t owner[MELY_COLORS];
 
-    /* Color -> its color-queue or NULL; guarded by the owning worker's lock. */
-    struct mely__colorq **cq_of;  /* MELY_COLORS + nworkers entries */
+    /* Color -> its color-queue or NULL. Set once, under the owning worker's
+     * lock, and never cleared before shutdown, so a non-NULL value read without
+     * the lock stays valid; the queue's content needs the owner's lock. */
+    struct mely__colorq *_Atomic *cq_of; /* MELY_COLORS + nworkers entries */
 
     struct mely__depot depot;
 
@@ -102,6 +109,16 @@ static inline bool mely__stopping(const struct mely__rt *rt)
 
 /* worker.c */
 int mely__workers_run(struct mely__rt *rt);
+
+/* post.c: under w->lock, queues ev (fields set) on its color's existing queue
+ * cq; returns whether the caller must wake w after unlocking. */
+bool mely__enqueue(struct mely__worker *w, struct mely__worker *self, struct mely__colorq *cq,
+                   struct mely__event *ev);
+
+static inline struct mely__colorq *mely__cq_of(const struct mely__rt *rt, mely_color_t color)
+{
+    return atomic_load_explicit(&rt->cq_of[color], memory_order_acquire);
+}
 
 /* park.c: the idle path of a worker, and waking it. */
 void mely__idle(struct mely__worker *w);

@@ -2,14 +2,25 @@
  * worker.c: the per-core event loop (the paper's section 4.1).
  *
  * A worker takes the first color-queue of its core-queue (the highest priority,
- * oldest at that level) and runs its events back to back, one per lock hold,
- * until one of these ends the batch: `batch` events ran (the paper's threshold,
- * 10 by default, so no color starves the others), the color-queue is empty,
- * another color-queue now comes first (a higher priority arrived), or a stop
- * was requested. While it runs, the color-queue is marked running (a steal must
- * never take it) and stays linked; afterwards an empty one is unlinked and a
- * full batch moves it behind its priority level's other color-queues.
- * With nothing to run the worker goes idle (park.c).
+ * oldest at that level) and runs a batch of its events back to back: up to
+ * `batch` of them (the paper's threshold, 10 by default, so that no color
+ * starves the others).
+ *
+ * To run a batch the worker detaches all the color's pending events in O(1)
+ * under its lock (into w->run), runs up to `batch` of them without the lock,
+ * then, under the lock again, puts the rest back in front of whatever was
+ * posted meanwhile: O(1) lock holds whatever the queue length, and the event
+ * lines are walked outside the lock, so remote producers are not held up. To
+ * other threads the detached events are simply already dequeued. The one poster
+ * that could tell is a handler of the batch posting at the head of its own
+ * color: post.c queues that event at the head of w->run, so it runs next, as
+ * cpucb promises. A stop request ends the batch after the running handler.
+ *
+ * While its batch runs, the color-queue is marked running (a steal must never
+ * take it) and stays linked; afterwards an empty one is unlinked and a non-empty
+ * one moves behind the other color-queues of its priority level (so a color
+ * whose producer keeps it non-empty still yields). Priorities are enforced
+ * between batches. With nothing to run the worker goes idle (park.c).
  *
  * Who may call: each function here runs on the worker's own thread, except
  * mely__workers_run(), which mely_run() calls on the thread that becomes worker 0.
@@ -22,68 +33,83 @@
 _Thread_local struct mely__worker *mely__self __attribute__((tls_model("initial-exec")));
 _Thread_local int mely__current_color __attribute__((tls_model("initial-exec"))) = -1;
 
-static void set_pending(struct mely__worker *w, int delta)
+static void add_pending(struct mely__worker *w, int delta)
 {
     atomic_store_explicit(&w->nevents,
                           atomic_load_explicit(&w->nevents, memory_order_relaxed) + delta,
                           memory_order_relaxed);
 }
 
-/* Pops cq's head event under w->lock and keeps cq's core-queue place right. */
-static struct mely__event *take(struct mely__worker *w, struct mely__colorq *cq)
+/* Under w->lock: detaches cq's events into w->run. */
+static void take_batch(struct mely__worker *w, struct mely__colorq *cq)
+{
+    mely__colorq_move_all(&w->run, cq);
+    w->run_cq = cq;
+    cq->running = true;
+    add_pending(w, -(int)w->run.count);
+}
+
+/* Under w->lock: the batch is over; puts back what is left and requeues cq. */
+static void end_batch(struct mely__worker *w, struct mely__colorq *cq)
 {
     unsigned old_prio = cq->prio;
-    struct mely__event *ev = mely__colorq_pop(cq);
 
-    if (cq->prio != old_prio)
-        mely__coreq_reprioritize(&w->coreq, cq, old_prio);
-    set_pending(w, -1);
-    return ev;
+    add_pending(w, (int)w->run.count);
+    mely__colorq_prepend(cq, &w->run);
+    w->run_cq = NULL;
+    cq->running = false;
+    if (mely__colorq_empty(cq)) {
+        mely__coreq_remove(&w->coreq, cq);
+    } else {
+        if (cq->prio != old_prio)
+            mely__coreq_reprioritize(&w->coreq, cq, old_prio);
+        mely__coreq_rotate(&w->coreq, cq);
+    }
 }
 
-/* Runs one batch of cq. Called with w->lock held; returns with it released. */
-static void run_batch(struct mely__worker *w, struct mely__colorq *cq)
+/* Runs the detached batch of cq without the lock; returns how many ran. */
+static unsigned run_detached(struct mely__worker *w, struct mely__colorq *cq)
 {
     struct mely__rt *rt = w->rt;
-    unsigned n = 0;
+    unsigned ran = 0;
 
-    cq->running = true;
-    for (;;) {
-        struct mely__event *ev = take(w, cq);
-        mely__spin_unlock(&w->lock);
-
-        mely__current_color = (int)cq->color;
+    mely__current_color = (int)cq->color;
+    while (ran < rt->batch && !mely__colorq_empty(&w->run) && !mely__stopping(rt)) {
+        struct mely__event *ev = mely__colorq_pop(&w->run);
         ev->fn(ev->arg);
-        mely__current_color = -1;
+        if (mely__outbox_pending(&w->outbox))
+            mely__outbox_flush(w);
         mely__evcache_free(rt, &w->evcache, ev);
-        mely__count(&w->ctr.events_run, 1);
-        n++;
-
-        mely__spin_lock(&w->lock, &w->ctr);
-        if (n >= rt->batch || mely__colorq_empty(cq) || mely__coreq_first(&w->coreq) != cq ||
-            mely__stopping(rt))
-            break;
+        ran++;
     }
-    cq->running = false;
-    if (mely__colorq_empty(cq))
-        mely__coreq_remove(&w->coreq, cq);
-    else if (n >= rt->batch)
-        mely__coreq_rotate(&w->coreq, cq);
-    mely__spin_unlock(&w->lock);
+    mely__current_color = -1;
+    mely__count(&w->ctr.events_run, ran);
+    return ran;
 }
 
+/* One lock hold per batch: ending a batch and taking the next share it. */
 static void loop(struct mely__worker *w)
 {
+    struct mely__colorq *cq = NULL;
+
+    mely__spin_lock(&w->lock, &w->ctr);
     while (!mely__stopping(w->rt)) {
-        mely__spin_lock(&w->lock, &w->ctr);
-        struct mely__colorq *cq = mely__coreq_first(&w->coreq);
+        if (cq)
+            end_batch(w, cq);
+        cq = mely__coreq_first(&w->coreq);
         if (cq) {
-            run_batch(w, cq);
+            take_batch(w, cq);
+            mely__spin_unlock(&w->lock);
+            run_detached(w, cq);
         } else {
             mely__spin_unlock(&w->lock);
             mely__idle(w);
         }
+        mely__spin_lock(&w->lock, &w->ctr);
     }
+    if (cq)
+        end_batch(w, cq);
+    mely__spin_unlock(&w->lock);
 }
 
 static void pin(struct mely__worker *w)

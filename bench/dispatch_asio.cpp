@@ -1,0 +1,467 @@
+/*
+ * dispatch_asio.cpp: the Boost.Asio peer of bench/dispatch.
+ *
+ * The same three workloads as bench/dispatch.c, written the way an Asio user
+ * would: one asio::io_context run by W threads (pinned like mely's workers:
+ * thread i on the i-th allowed CPU, the calling thread being thread 0), one
+ * asio::strand<io_context::executor_type> per color, asio::post(strand, h) per
+ * event.
+ *
+ *   local      one strand; a driver posts 1000 empty handlers to its own strand,
+ *              then re-posts itself, until N handlers ran -> ns per handler.
+ *   crosscore  a producer strand posts empty handlers round-robin to 64 other
+ *              strands, 1000 per producer run, re-posting itself; it only
+ *              re-posts itself while more than 100,000 are in flight. The
+ *              handler that consumes the N-th event stops the clock -> events/s.
+ *              Asio does not tie a strand to a thread, so the consumers may run
+ *              on any thread: their counter is a relaxed fetch_add (mely's is a
+ *              plain relaxed store, written by worker 1 only).
+ *   pingpong   two strands post to each other, N/10 round trips -> ns per trip.
+ *
+ * Each workload runs R times on a fresh io_context; the median is printed on
+ * stdout as `asio,<workload>,<value>` (the lines bench/dispatch parses); per-run
+ * figures go to stderr. A watchdog stops a run that takes far longer than it
+ * should, so the program always ends.
+ *
+ * Options: --workers N (2), --events N (10,000,000), --runs R (5), --quick.
+ * Build: g++ -std=c++17 -O2 -pthread bench/dispatch_asio.cpp -o bench/dispatch-asio
+ */
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
+namespace asio = boost::asio;
+using strand_t = asio::strand<asio::io_context::executor_type>;
+
+namespace {
+
+/* ---- Parameters (kept equal to bench/dispatch.c) ------------------------------ */
+
+constexpr uint64_t kEventsDefault = 10000000; /* N for local and crosscore */
+constexpr uint64_t kEventsQuick = 500000;
+constexpr unsigned kRunsDefault = 5;
+constexpr unsigned kRunsQuick = 3;
+constexpr unsigned kChunk = 1000;         /* events posted per driver/producer run */
+constexpr unsigned kConsumers = 64;       /* consumer strands in crosscore */
+constexpr uint64_t kMaxInFlight = 100000; /* crosscore flow control */
+constexpr uint64_t kPingPongDivisor = 10; /* round trips = N / 10 */
+constexpr int kCacheLine = 64;
+
+struct options {
+    unsigned workers = 2;
+    uint64_t events = 0; /* 0: the default for the mode */
+    unsigned runs = 0;
+    bool quick = false;
+};
+
+uint64_t now_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+double median(std::vector<double> v)
+{
+    if (v.empty())
+        return 0.0;
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
+
+/* ---- Threads: run one io_context on W pinned threads ---------------------------- */
+
+std::vector<int> allowed_cpus()
+{
+    cpu_set_t set;
+    std::vector<int> cpus;
+
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &set))
+                cpus.push_back(c);
+    if (cpus.empty())
+        cpus.push_back(0);
+    return cpus;
+}
+
+void pin_self(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+/*
+ * Runs ctx on `workers` threads until ctx.stop(): threads 1..W-1 are started
+ * here, the caller is thread 0 (its affinity is restored afterwards). A
+ * watchdog stops the context after `limit_ns`; returns false if it had to.
+ */
+bool run_context(asio::io_context &ctx, unsigned workers, uint64_t limit_ns)
+{
+    static const std::vector<int> cpus = allowed_cpus();
+    auto guard = asio::make_work_guard(ctx); /* threads wait for work until stop() */
+    std::mutex mu;
+    std::condition_variable cv;
+    bool finished = false;
+    bool expired = false;
+
+    std::thread watchdog([&] {
+        std::unique_lock<std::mutex> lock(mu);
+        if (!cv.wait_for(lock, std::chrono::nanoseconds(limit_ns), [&] { return finished; })) {
+            expired = true;
+            ctx.stop();
+        }
+    });
+
+    std::vector<std::thread> threads;
+    for (unsigned i = 1; i < workers; i++)
+        threads.emplace_back([&ctx, i] {
+            pin_self(cpus[i % cpus.size()]);
+            ctx.run();
+        });
+
+    cpu_set_t saved;
+    bool restore = pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) == 0;
+    pin_self(cpus[0]);
+    ctx.run();
+    for (auto &t : threads)
+        t.join();
+    if (restore)
+        (void)pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        finished = true;
+    }
+    cv.notify_one();
+    watchdog.join();
+    return !expired;
+}
+
+/* A run's time limit: generous, only there so that a stuck run cannot hang. */
+uint64_t limit_for(uint64_t count, uint64_t ns_per_item)
+{
+    return 30000000000ull + count * ns_per_item;
+}
+
+/* ---- (i) local: one strand, driver + empty handlers ----------------------------- */
+
+struct local_state {
+    asio::io_context *ctx;
+    strand_t *strand;
+    uint64_t total;   /* N: empty handlers + driver runs */
+    uint64_t ran = 0; /* handlers that have run, as seen by the driver */
+    uint64_t runs = 0;
+    uint64_t t0 = 0, t1 = 0;
+};
+
+struct empty_handler {
+    void operator()() const {}
+};
+
+struct local_driver {
+    local_state *s;
+    void operator()() const
+    {
+        uint64_t t = now_ns();
+        if (s->runs++ == 0)
+            s->t0 = t;
+        s->ran++; /* this run; the empties posted before it ran before it (FIFO) */
+        if (s->ran >= s->total) {
+            s->t1 = t;
+            s->ctx->stop();
+            return;
+        }
+        uint64_t k = std::min<uint64_t>(kChunk, s->total - s->ran - 1);
+        for (uint64_t i = 0; i < k; i++)
+            asio::post(*s->strand, empty_handler{});
+        s->ran += k; /* they will have run when the driver runs next */
+        asio::post(*s->strand, local_driver{s});
+    }
+};
+
+/* Returns ns per handler, or a negative value if the run was stopped. */
+double run_local(unsigned workers, uint64_t n)
+{
+    asio::io_context ctx((int)workers);
+    strand_t strand = asio::make_strand(ctx);
+    local_state s;
+    s.ctx = &ctx;
+    s.strand = &strand;
+    s.total = n;
+
+    asio::post(strand, local_driver{&s});
+    if (!run_context(ctx, workers, limit_for(n, 5000)) || s.t1 == 0)
+        return -1.0;
+    /* From the driver's first run to its last: the N-1 handlers before the last. */
+    return (double)(s.t1 - s.t0) / (double)(n - 1);
+}
+
+/* ---- (ii) crosscore: producer strand -> 64 consumer strands --------------------- */
+
+struct alignas(kCacheLine) consumed_counter {
+    std::atomic<uint64_t> n{0};
+};
+
+struct cross_state {
+    asio::io_context *ctx;
+    strand_t *producer;
+    std::vector<strand_t> consumers;
+    uint64_t total;
+    alignas(kCacheLine) uint64_t posted = 0; /* producer only */
+    unsigned next = 0;
+    uint64_t t0 = 0;
+    bool started = false;
+    consumed_counter consumed; /* written by consumers only, own line */
+    alignas(kCacheLine) uint64_t t1 = 0;
+};
+
+struct consumer_handler {
+    cross_state *s;
+    void operator()() const
+    {
+        uint64_t c = s->consumed.n.fetch_add(1, std::memory_order_relaxed) + 1;
+        if (c == s->total) {
+            s->t1 = now_ns();
+            s->ctx->stop();
+        }
+    }
+};
+
+struct producer_handler {
+    cross_state *s;
+    void operator()() const
+    {
+        if (!s->started) {
+            s->started = true;
+            s->t0 = now_ns();
+        }
+        uint64_t done = s->consumed.n.load(std::memory_order_relaxed);
+        if (s->posted - done <= kMaxInFlight) {
+            uint64_t k = std::min<uint64_t>(kChunk, s->total - s->posted);
+            for (uint64_t i = 0; i < k; i++) {
+                asio::post(s->consumers[s->next], consumer_handler{s});
+                s->next = (s->next + 1) % kConsumers;
+            }
+            s->posted += k;
+        }
+        if (s->posted < s->total)
+            asio::post(*s->producer, producer_handler{s});
+    }
+};
+
+/* Returns events/s, or a negative value if the run was stopped. */
+double run_crosscore(unsigned workers, uint64_t n)
+{
+    asio::io_context ctx((int)workers);
+    strand_t producer = asio::make_strand(ctx);
+    cross_state s;
+    s.ctx = &ctx;
+    s.producer = &producer;
+    s.total = n;
+    for (unsigned i = 0; i < kConsumers; i++)
+        s.consumers.push_back(asio::make_strand(ctx));
+
+    asio::post(producer, producer_handler{&s});
+    if (!run_context(ctx, workers, limit_for(n, 5000)) || s.t1 == 0)
+        return -1.0;
+    return (double)n * 1e9 / (double)(s.t1 - s.t0);
+}
+
+/* ---- (iii) pingpong: two strands ------------------------------------------------ */
+
+struct pp_state {
+    asio::io_context *ctx;
+    strand_t *a, *b;
+    uint64_t trips;
+    uint64_t count = 0; /* A's handler only */
+    uint64_t t0 = 0, t1 = 0;
+};
+
+struct pong_handler;
+
+struct ping_handler {
+    pp_state *s;
+    void operator()() const;
+};
+
+struct pong_handler {
+    pp_state *s;
+    void operator()() const { asio::post(*s->a, ping_handler{s}); }
+};
+
+void ping_handler::operator()() const
+{
+    if (s->count == 0)
+        s->t0 = now_ns();
+    if (s->count == s->trips) {
+        s->t1 = now_ns();
+        s->ctx->stop();
+        return;
+    }
+    s->count++;
+    asio::post(*s->b, pong_handler{s});
+}
+
+/* Returns ns per round trip, or a negative value if the run was stopped. */
+double run_pingpong(unsigned workers, uint64_t trips)
+{
+    asio::io_context ctx((int)workers);
+    strand_t a = asio::make_strand(ctx);
+    strand_t b = asio::make_strand(ctx);
+    pp_state s;
+    s.ctx = &ctx;
+    s.a = &a;
+    s.b = &b;
+    s.trips = trips;
+
+    asio::post(a, ping_handler{&s});
+    if (!run_context(ctx, workers, limit_for(trips, 200000)) || s.t1 == 0)
+        return -1.0;
+    return (double)(s.t1 - s.t0) / (double)trips;
+}
+
+/* ---- Driver --------------------------------------------------------------------- */
+
+bool parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*s == '-')
+        return false;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+void usage(FILE *f)
+{
+    fprintf(f, "usage: dispatch-asio [--workers N] [--events N] [--runs R] [--quick]\n"
+               "Prints asio,<workload>,<value> for local_ns_per_event,\n"
+               "crosscore_events_per_s and pingpong_ns_per_rt (medians of R runs).\n");
+}
+
+int parse_options(int argc, char **argv, options *o)
+{
+    static const struct option longopts[] = {
+        {"workers", required_argument, nullptr, 'w'}, {"events", required_argument, nullptr, 'e'},
+        {"runs", required_argument, nullptr, 'r'},    {"quick", no_argument, nullptr, 'q'},
+        {"help", no_argument, nullptr, 'h'},          {nullptr, 0, nullptr, 0},
+    };
+    int c;
+    uint64_t v;
+
+    while ((c = getopt_long(argc, argv, "", longopts, nullptr)) != -1) {
+        switch (c) {
+        case 'w':
+            if (!parse_u64(optarg, 2, 256, &v)) {
+                fprintf(stderr, "dispatch-asio: --workers: expected 2..256\n");
+                return 2;
+            }
+            o->workers = (unsigned)v;
+            break;
+        case 'e':
+            if (!parse_u64(optarg, 1000, 10000000000ull, &v)) {
+                fprintf(stderr, "dispatch-asio: --events: expected 1000..10000000000\n");
+                return 2;
+            }
+            o->events = v;
+            break;
+        case 'r':
+            if (!parse_u64(optarg, 1, 1000, &v)) {
+                fprintf(stderr, "dispatch-asio: --runs: expected 1..1000\n");
+                return 2;
+            }
+            o->runs = (unsigned)v;
+            break;
+        case 'q':
+            o->quick = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 1;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "dispatch-asio: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (o->events == 0)
+        o->events = o->quick ? kEventsQuick : kEventsDefault;
+    if (o->runs == 0)
+        o->runs = o->quick ? kRunsQuick : kRunsDefault;
+    return 0;
+}
+
+/* Runs fn R times, prints each run on stderr and the median on stdout. */
+template <typename Fn>
+bool measure(const char *workload, const char *unit, unsigned runs, Fn fn)
+{
+    std::vector<double> ok;
+    for (unsigned r = 0; r < runs; r++) {
+        double v = fn();
+        if (v < 0)
+            fprintf(stderr, "asio %-22s run %u: stopped by the watchdog\n", workload, r + 1);
+        else {
+            fprintf(stderr, "asio %-22s run %u: %.2f %s\n", workload, r + 1, v, unit);
+            ok.push_back(v);
+        }
+    }
+    if (ok.empty())
+        return false;
+    printf("asio,%s,%.3f\n", workload, median(ok));
+    fflush(stdout);
+    return true;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    options o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+
+    uint64_t trips = std::max<uint64_t>(1, o.events / kPingPongDivisor);
+    fprintf(stderr, "asio peer: %u threads, N=%" PRIu64 ", %" PRIu64 " round trips, %u runs\n",
+            o.workers, o.events, trips, o.runs);
+
+    bool all = true;
+    all &= measure("local_ns_per_event", "ns/event", o.runs,
+                   [&] { return run_local(o.workers, o.events); });
+    all &= measure("crosscore_events_per_s", "events/s", o.runs,
+                   [&] { return run_crosscore(o.workers, o.events); });
+    all &= measure("pingpong_ns_per_rt", "ns/round trip", o.runs,
+                   [&] { return run_pingpong(o.workers, trips); });
+    return all ? 0 : 1;
+}

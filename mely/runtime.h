@@ -42,12 +42,14 @@
 struct mely__rt;
 
 struct mely__worker {
-    /* shared: under `lock` */
+    /* shared: under `lock`. The fields a post touches come first, so that the
+     * lock, the pending count an idle worker watches, and the head of the
+     * core-queue travel between cores in one cache line. */
     alignas(MELY__CACHELINE) mely__spinlock_t lock;
-    struct mely__coreq coreq;
     bool parked;                  /* sleeping, or about to: a post must wake it */
-    struct mely__cqslab cqslab;   /* color-queues for colors this worker owns */
     _Atomic uint32_t nevents;     /* pending events: written under lock, read anywhere */
+    struct mely__cqslab cqslab;   /* color-queues for colors this worker owns */
+    struct mely__coreq coreq;
 
     /* wake: the futex word, bumped by a waker under `lock` */
     alignas(MELY__CACHELINE) _Atomic uint32_t wake_seq;

@@ -102,7 +102,7 @@ START_TEST(random_against_model)
     mely__coreq_init(&q);
     for (int i = 0; i < NQ; i++)
         mk(i, 0);
-    for (int step = 0; step < 50000; step++) {
+    for (int step = 0; step < 10000; step++) {
         int i = rand_r(&seed) % NQ;
         struct mely__colorq *c = &cqs[i];
         int op = rand_r(&seed) % 4;

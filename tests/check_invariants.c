@@ -1,0 +1,1086 @@
+/*
+ * check_invariants.c: the runtime's invariants (doc: DESIGN.md, "Invariants"),
+ * checked through the public API only (mely/mely.h):
+ *  - every posted event runs exactly once, also across stop, run and shutdown;
+ *  - two events of one color never overlap;
+ *  - one producer's events of one color run in its post order;
+ *  - different colors run in parallel;
+ *  - head posts go first, and color-queues are served by priority;
+ *  - a post to a parked worker wakes it.
+ *
+ * Handlers and helper threads never call ck_assert: from worker 0 it would
+ * jump out of mely_run(), from another thread it would end the process with the
+ * runtime still running. They record what went wrong (note()), and the test
+ * thread asserts once mely_run() has returned.
+ *
+ * Every wait is bounded: a watchdog thread stops the runtime when a test runs
+ * too long (an event lost or a worker that never wakes would otherwise hang
+ * mely_run()), and the test then fails saying how far it got.
+ *
+ * MELY_TEST_SCALE (default 1) multiplies the event counts: 0.2 for slow
+ * sanitizer builds, 10 for a soak.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mely/mely.h"
+
+/* ---- helpers: scale, clock, failure notes, watchdog ------------------------ */
+
+static double test_scale(void)
+{
+    const char *s = getenv("MELY_TEST_SCALE");
+    if (!s || !*s)
+        return 1.0;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end != '\0' || !(v > 0.0) || v > 1000.0) {
+        fprintf(stderr, "MELY_TEST_SCALE=\"%s\": expected a number in (0, 1000]; using 1\n", s);
+        return 1.0;
+    }
+    return v;
+}
+
+/* n scaled by MELY_TEST_SCALE, but at least `min`, so that a small scale still
+ * leaves enough events for the test to mean something. */
+static unsigned scaled(unsigned n, unsigned min)
+{
+    double v = n * test_scale();
+    if (v < min)
+        return min;
+    return v > 1e8 ? 100000000u : (unsigned)v;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_us(unsigned us)
+{
+    struct timespec ts = {.tv_sec = us / 1000000u, .tv_nsec = (long)(us % 1000000u) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Waits until *flag is set, for at most `ms` milliseconds. */
+static bool wait_flag(atomic_bool *flag, unsigned ms)
+{
+    uint64_t deadline = now_ns() + (uint64_t)ms * 1000000u;
+    while (!atomic_load(flag)) {
+        if (now_ns() >= deadline)
+            return false;
+        sleep_us(100);
+    }
+    return true;
+}
+
+static atomic_uint nnotes;
+static char first_note[512];
+static pthread_mutex_t note_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Records a failure seen outside the test thread; the first one is kept. */
+__attribute__((format(printf, 1, 2))) static void note(const char *fmt, ...)
+{
+    if (atomic_fetch_add(&nnotes, 1) != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&note_mu);
+    vsnprintf(first_note, sizeof(first_note), fmt, ap);
+    pthread_mutex_unlock(&note_mu);
+    va_end(ap);
+}
+
+static void reset_notes(void)
+{
+    atomic_store(&nnotes, 0);
+    first_note[0] = '\0';
+}
+
+/* Call only when no handler or helper thread can still note(). */
+static void assert_no_notes(void)
+{
+    unsigned n = atomic_load(&nnotes);
+    pthread_mutex_lock(&note_mu);
+    ck_assert_msg(n == 0, "%u failure(s) seen in handlers or helper threads; the first: %s", n,
+                  first_note);
+    pthread_mutex_unlock(&note_mu);
+}
+
+struct watchdog {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    atomic_bool fired;
+    mely_t *m;
+    struct timespec deadline;
+};
+
+static void *watchdog_main(void *arg)
+{
+    struct watchdog *wd = arg;
+    int rc = 0;
+
+    pthread_mutex_lock(&wd->mu);
+    while (!wd->done && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&wd->cv, &wd->mu, &wd->deadline);
+    bool fire = !wd->done;
+    pthread_mutex_unlock(&wd->mu);
+    if (fire) {
+        atomic_store(&wd->fired, true);
+        mely_stop(wd->m);
+    }
+    return NULL;
+}
+
+/* Stops *m after `seconds` unless watchdog_end() comes first. */
+static void watchdog_start(struct watchdog *wd, mely_t *m, unsigned seconds)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&wd->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_mutex_init(&wd->mu, NULL);
+    wd->done = false;
+    atomic_store(&wd->fired, false);
+    wd->m = m;
+    clock_gettime(CLOCK_MONOTONIC, &wd->deadline);
+    wd->deadline.tv_sec += seconds;
+    ck_assert_int_eq(pthread_create(&wd->thread, NULL, watchdog_main, wd), 0);
+}
+
+/* Returns whether the watchdog had to stop the runtime. */
+static bool watchdog_end(struct watchdog *wd)
+{
+    pthread_mutex_lock(&wd->mu);
+    wd->done = true;
+    pthread_cond_signal(&wd->cv);
+    pthread_mutex_unlock(&wd->mu);
+    pthread_join(wd->thread, NULL);
+    pthread_cond_destroy(&wd->cv);
+    pthread_mutex_destroy(&wd->mu);
+    return atomic_load(&wd->fired);
+}
+
+static void sum_stats(const mely_t *m, mely_stats_t *sum)
+{
+    memset(sum, 0, sizeof(*sum));
+    for (unsigned w = 0; w < mely_workers(m); w++) {
+        mely_stats_t s;
+        ck_assert_int_eq(mely_worker_stats(m, w, &s), 0);
+        sum->events_run += s.events_run;
+        sum->posts_local += s.posts_local;
+        sum->posts_remote += s.posts_remote;
+        sum->posts_foreign += s.posts_foreign;
+        sum->parks += s.parks;
+        sum->wakeups += s.wakeups;
+        sum->wakes_sent += s.wakes_sent;
+    }
+}
+
+static void init_runtime(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us)
+{
+    mely_config_t cfg;
+    mely_config_init(&cfg);
+    cfg.workers = workers;
+    cfg.pin = pin;
+    cfg.batch = batch;
+    cfg.spin_us = spin_us;
+    ck_assert_int_eq(mely_init(m, &cfg), 0);
+    ck_assert_uint_eq(mely_workers(m), workers);
+}
+
+/* The two runtime shapes every stress test runs in: one worker per core of the
+ * 2-core CI machine, pinned; and 4x oversubscribed, unpinned, where workers are
+ * preempted in the middle of handlers and lock holds. */
+static const struct shape {
+    unsigned workers;
+    int pin;
+} shapes[] = {{2, 1}, {8, 0}};
+enum { NSHAPES = sizeof(shapes) / sizeof(shapes[0]) };
+
+/* ---- producers and checked events --------------------------------------------- */
+
+enum { NCOLORS = 4096, CHUNK = 64, MAX_PRODUCERS = 16, BEACON_COLOR = 4095 };
+
+enum producer_kind {
+    PRE_RUN,      /* the test thread, before mely_run() */
+    EARLY_THREAD, /* a foreign thread that starts posting before the workers run */
+    LIVE_THREAD,  /* a foreign thread that posts once handlers are running */
+    GENERATOR,    /* a handler of its own color that posts CHUNK events, then
+                     posts itself again until its quota is done */
+};
+
+static const char *const kind_name[] = {"pre-run", "early thread", "live thread", "generator"};
+
+/* One posted event. A producer's events of one color get seq 1, 2, 3... in post
+ * order, so each must run right after its predecessor. */
+struct slot {
+    uint32_t color;
+    uint32_t seq;
+    uint32_t producer;
+    atomic_uint runs;
+};
+
+struct producer {
+    enum producer_kind kind;
+    unsigned id;
+    unsigned n;         /* events to post */
+    unsigned posted;    /* touched only by the producer */
+    uint32_t rng;
+    uint32_t *next_seq; /* [NCOLORS] */
+    struct slot *slots; /* [n] */
+    mely_color_t color; /* a generator's own color */
+    pthread_t thread;
+};
+
+static struct {
+    mely_t m;
+    struct producer prod[MAX_PRODUCERS];
+    unsigned nprod;
+    atomic_int inflight[NCOLORS];
+    /* The last seq run per (producer, color): touched only by handlers of that
+     * color, so deliberately not atomic: the runtime must order same-color
+     * handlers (happens-before), and ThreadSanitizer checks that it does. */
+    uint32_t *last_seq;
+    unsigned expected;   /* finish() calls after which the runtime stops */
+    unsigned stop_after; /* if not 0: stop after this many finish() calls */
+    atomic_uint done;
+    atomic_uint gen_runs;
+    atomic_bool running;
+    struct watchdog wd;
+} st;
+
+static const mely_handler_t leaf_desc = {.name = "leaf"};
+static const mely_handler_t gen_desc = {.name = "generator", .timeleft = 20000};
+
+static uint32_t xorshift32(uint32_t *s)
+{
+    uint32_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return *s = x;
+}
+
+static void reset_state(void)
+{
+    memset(&st, 0, sizeof(st));
+    reset_notes();
+}
+
+static struct producer *add_producer(enum producer_kind kind, unsigned n)
+{
+    ck_assert_uint_lt(st.nprod, MAX_PRODUCERS);
+    struct producer *p = &st.prod[st.nprod];
+    p->kind = kind;
+    p->id = st.nprod++;
+    p->n = n;
+    p->rng = 0x9E3779B9u * (p->id + 1);
+    p->next_seq = calloc(NCOLORS, sizeof(*p->next_seq));
+    p->slots = calloc(n, sizeof(*p->slots));
+    ck_assert(p->next_seq && p->slots);
+    /* Generators sit on consecutive colors, hence on different workers. */
+    p->color = 4000 + p->id;
+    return p;
+}
+
+static void alloc_last_seq(void)
+{
+    free(st.last_seq);
+    st.last_seq = calloc((size_t)st.nprod * NCOLORS, sizeof(*st.last_seq));
+    ck_assert_ptr_nonnull(st.last_seq);
+}
+
+static void free_producers(void)
+{
+    for (unsigned i = 0; i < st.nprod; i++) {
+        free(st.prod[i].next_seq);
+        free(st.prod[i].slots);
+    }
+    free(st.last_seq);
+    st.last_seq = NULL;
+    st.nprod = 0;
+}
+
+static unsigned total_events(void)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < st.nprod; i++)
+        n += st.prod[i].n;
+    return n;
+}
+
+static void enter(uint32_t color)
+{
+    if (atomic_exchange(&st.inflight[color], 1) != 0)
+        note("two events of color %u ran at the same time", color);
+    if (mely_current_color() != (int)color)
+        note("mely_current_color() is %d in a handler of color %u", mely_current_color(), color);
+}
+
+static void leave(uint32_t color)
+{
+    atomic_store(&st.inflight[color], 0);
+}
+
+/* Keeps a handler inside its color for a moment, and now and then gives up the
+ * CPU there, so that a second event of the color started elsewhere meanwhile
+ * would find the in-handler flag set. */
+static void dawdle(uint32_t k)
+{
+    if (k % 64 == 0) {
+        sched_yield();
+    } else {
+        for (volatile int i = 0; i < 16; i++) {
+        }
+    }
+}
+
+static void finish(void)
+{
+    unsigned n = atomic_fetch_add(&st.done, 1) + 1;
+    if (n == st.expected || n == st.stop_after)
+        mely_stop(&st.m);
+}
+
+static void give_up(int err)
+{
+    note("mely_post_ex failed: %d (%s)", err, mely_strerror(err));
+    mely_stop(&st.m);
+}
+
+static void leaf(void *arg)
+{
+    struct slot *s = arg;
+
+    enter(s->color);
+    unsigned runs = atomic_fetch_add(&s->runs, 1) + 1;
+    if (runs != 1)
+        note("event #%u of producer %u to color %u ran %u times", s->seq, s->producer, s->color,
+             runs);
+    uint32_t *last = &st.last_seq[(size_t)s->producer * NCOLORS + s->color];
+    if (s->seq != *last + 1)
+        note("color %u, producer %u (%s): event #%u ran right after #%u", s->color, s->producer,
+             kind_name[st.prod[s->producer].kind], s->seq, *last);
+    *last = s->seq;
+    dawdle(s->seq * 2654435761u ^ s->color);
+    leave(s->color);
+    finish();
+}
+
+/* Posts p's next event to a pseudo-random color at a pseudo-random priority
+ * (priorities reorder color-queues, never the events of one color). */
+static int post_next(struct producer *p)
+{
+    struct slot *s = &p->slots[p->posted];
+    uint32_t r = xorshift32(&p->rng);
+
+    s->color = r % NCOLORS;
+    s->producer = p->id;
+    s->seq = p->next_seq[s->color] + 1;
+    int err = mely_post_ex(&st.m, s->color, (int)((r >> 24) % MELY_PRIO_LEVELS), &leaf_desc, leaf,
+                           s, 0);
+    if (err == 0) {
+        p->next_seq[s->color] = s->seq;
+        p->posted++;
+    }
+    return err;
+}
+
+static void generator(void *arg)
+{
+    struct producer *p = arg;
+
+    enter(p->color);
+    atomic_fetch_add(&st.gen_runs, 1);
+    for (unsigned k = 0; k < CHUNK && p->posted < p->n; k++) {
+        int err = post_next(p);
+        if (err) {
+            give_up(err);
+            break;
+        }
+    }
+    /* Posted while still inside the color: it must not start before we leave. */
+    if (p->posted < p->n) {
+        int err = mely_post_ex(&st.m, p->color, MELY_PRIO_DEFAULT, &gen_desc, generator, p, 0);
+        if (err)
+            give_up(err);
+    }
+    leave(p->color);
+}
+
+static void beacon(void *arg)
+{
+    (void)arg;
+    enter(BEACON_COLOR);
+    atomic_store(&st.running, true);
+    leave(BEACON_COLOR);
+    finish();
+}
+
+static void *producer_thread(void *arg)
+{
+    struct producer *p = arg;
+
+    if (mely_current_worker() != -1 || mely_current_color() != -1)
+        note("a foreign thread sees worker %d, color %d", mely_current_worker(),
+             mely_current_color());
+    if (p->kind == LIVE_THREAD && !wait_flag(&st.running, 20000)) {
+        note("no handler ran within 20 s of mely_run()");
+        mely_stop(&st.m);
+        return NULL;
+    }
+    while (p->posted < p->n && !atomic_load(&st.wd.fired)) {
+        int err = post_next(p);
+        if (err) {
+            give_up(err);
+            break;
+        }
+        if (p->posted % 4096 == 0)
+            sched_yield(); /* lets workers interleave with posting */
+    }
+    return NULL;
+}
+
+/* Asserts that every slot ran exactly `want` times (want < 0: at most once,
+ * returning how many never ran). */
+static unsigned check_runs(int want)
+{
+    unsigned bad = 0, never = 0;
+    const struct slot *first = NULL;
+    unsigned first_runs = 0;
+
+    for (unsigned i = 0; i < st.nprod; i++) {
+        for (unsigned k = 0; k < st.prod[i].posted; k++) {
+            const struct slot *s = &st.prod[i].slots[k];
+            unsigned r = atomic_load(&s->runs);
+            never += r == 0;
+            if (want >= 0 ? r != (unsigned)want : r > 1) {
+                if (!bad++) {
+                    first = s;
+                    first_runs = r;
+                }
+            }
+        }
+    }
+    ck_assert_msg(bad == 0,
+                  "%u events did not run %s; e.g. #%u of producer %u to color %u ran %u times",
+                  bad, want >= 0 ? "exactly once" : "at most once", first ? first->seq : 0,
+                  first ? first->producer : 0, first ? first->color : 0, first_runs);
+    return never;
+}
+
+/* ---- exactly once, mutual exclusion, FIFO, under load ------------------------ */
+
+struct scenario {
+    unsigned pre_run, early, live, gens; /* producers of each kind */
+    unsigned n_pre, n_thread, n_gen;     /* events per producer, before scaling */
+};
+
+/*
+ * Runs the producers of `sc` against a runtime of shape `sh` until every event
+ * ran, then checks: each ran exactly once, never overlapping its color, in its
+ * producer's order; generators ran the expected number of times; the counters
+ * add up; shutdown finds nothing left.
+ */
+static void run_scenario(const struct scenario *sc, const struct shape *sh)
+{
+    reset_state();
+    init_runtime(&st.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+
+    for (unsigned i = 0; i < sc->pre_run; i++)
+        add_producer(PRE_RUN, scaled(sc->n_pre, 64));
+    for (unsigned i = 0; i < sc->early; i++)
+        add_producer(EARLY_THREAD, scaled(sc->n_thread, 64));
+    for (unsigned i = 0; i < sc->live; i++)
+        add_producer(LIVE_THREAD, scaled(sc->n_thread, 64));
+    for (unsigned i = 0; i < sc->gens; i++)
+        add_producer(GENERATOR, scaled(sc->n_gen, CHUNK));
+    alloc_last_seq();
+    unsigned total = total_events();
+    st.expected = total + 1; /* + the beacon */
+
+    ck_assert_int_eq(mely_post(&st.m, BEACON_COLOR, beacon, NULL), 0);
+    unsigned foreign_posts = 1, gen_expected = 0;
+    for (unsigned i = 0; i < st.nprod; i++) {
+        struct producer *p = &st.prod[i];
+        switch (p->kind) {
+        case PRE_RUN:
+            while (p->posted < p->n)
+                ck_assert_int_eq(post_next(p), 0);
+            foreign_posts += p->n;
+            break;
+        case EARLY_THREAD:
+        case LIVE_THREAD:
+            foreign_posts += p->n;
+            break;
+        case GENERATOR:
+            ck_assert_int_eq(mely_post_ex(&st.m, p->color, 0, &gen_desc, generator, p, 0), 0);
+            foreign_posts++;
+            gen_expected += (p->n + CHUNK - 1) / CHUNK;
+            break;
+        }
+    }
+    for (unsigned i = 0; i < st.nprod; i++) {
+        struct producer *p = &st.prod[i];
+        if (p->kind == EARLY_THREAD || p->kind == LIVE_THREAD)
+            ck_assert_int_eq(pthread_create(&p->thread, NULL, producer_thread, p), 0);
+    }
+
+    watchdog_start(&st.wd, &st.m, 100);
+    uint64_t t0 = now_ns();
+    int rc = mely_run(&st.m);
+    uint64_t t1 = now_ns();
+    bool fired = watchdog_end(&st.wd);
+    for (unsigned i = 0; i < st.nprod; i++) {
+        struct producer *p = &st.prod[i];
+        if (p->kind == EARLY_THREAD || p->kind == LIVE_THREAD)
+            pthread_join(p->thread, NULL);
+    }
+
+    ck_assert_int_eq(rc, 0);
+    assert_no_notes();
+    ck_assert_msg(!fired, "%u workers: not done after 100 s: %u of %u events ran", sh->workers,
+                  atomic_load(&st.done), st.expected);
+    ck_assert_uint_eq(atomic_load(&st.done), st.expected);
+    check_runs(1);
+    ck_assert_uint_eq(atomic_load(&st.gen_runs), gen_expected);
+
+    mely_stats_t sum;
+    sum_stats(&st.m, &sum);
+    ck_assert_uint_eq(sum.events_run, (uint64_t)st.expected + gen_expected);
+    ck_assert_uint_eq(sum.posts_foreign, foreign_posts);
+    /* Handlers post the generators' events and their re-posts, nothing else. */
+    unsigned handler_posts = total + gen_expected - foreign_posts + 1;
+    ck_assert_uint_eq(sum.posts_local + sum.posts_remote, handler_posts);
+    ck_assert_int_eq(mely_shutdown(&st.m), 0);
+
+    if (getenv("MELY_TEST_VERBOSE"))
+        fprintf(stderr, "%u workers, pin %d: %u events in %.3f s\n", sh->workers, sh->pin,
+                st.expected, (t1 - t0) / 1e9);
+    free_producers();
+}
+
+/* Producers of every kind at once: the test thread before the run, foreign
+ * threads before and during it, and handlers posting from every worker. */
+START_TEST(stress_all_producers)
+{
+    const struct scenario sc = {.pre_run = 1, .early = 1, .live = 1, .gens = 4,
+                                .n_pre = 5000, .n_thread = 200000, .n_gen = 80000};
+    run_scenario(&sc, &shapes[_i]);
+}
+END_TEST
+
+START_TEST(events_posted_before_run_run)
+{
+    const struct scenario sc = {.pre_run = 2, .n_pre = 50000};
+    run_scenario(&sc, &shapes[_i]);
+}
+END_TEST
+
+START_TEST(foreign_threads_post_while_running)
+{
+    const struct scenario sc = {.live = 2, .n_thread = 50000};
+    run_scenario(&sc, &shapes[_i]);
+}
+END_TEST
+
+/* ---- exactly once across stop, run and shutdown -------------------------------- */
+
+static const unsigned stop_workers[] = {1, 2, 8};
+
+/*
+ * The first handler stops the runtime with thousands of events queued: those
+ * that ran plus those shutdown discards must be all of them, none twice, and
+ * the ones that ran must be, per color, a prefix of the post order.
+ */
+START_TEST(exactly_once_across_shutdown)
+{
+    unsigned workers = stop_workers[_i];
+
+    reset_state();
+    init_runtime(&st.m, workers, workers <= 2, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    struct producer *p = add_producer(PRE_RUN, scaled(20000, 1000));
+    alloc_last_seq();
+    st.expected = p->n;
+    st.stop_after = 1;
+    while (p->posted < p->n)
+        ck_assert_int_eq(post_next(p), 0);
+
+    watchdog_start(&st.wd, &st.m, 30);
+    int rc = mely_run(&st.m);
+    bool fired = watchdog_end(&st.wd);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(!fired, "mely_stop() from the first handler did not end mely_run() in 30 s");
+    assert_no_notes();
+
+    unsigned ran = atomic_load(&st.done);
+    int discarded = mely_shutdown(&st.m);
+    ck_assert_int_ge(discarded, 0);
+    ck_assert_uint_eq(ran + (unsigned)discarded, p->n);
+    /* Checked after shutdown: a discarded event must not have run either. */
+    unsigned never = check_runs(-1);
+    ck_assert_uint_eq(never, (unsigned)discarded);
+    /* With one worker, the thread that asked to stop is the only one that
+     * could start another handler, and it knows of the request. */
+    if (workers == 1)
+        ck_assert_uint_eq(ran, 1);
+    free_producers();
+}
+END_TEST
+
+/*
+ * Run 1 stops after its first event; then more events are posted to the same
+ * colors; run 2 must run what run 1 left queued and the new ones, each once, in
+ * post order across both runs, and shutdown must find nothing left.
+ */
+START_TEST(run_stop_run)
+{
+    const struct shape *sh = &shapes[_i];
+
+    reset_state();
+    init_runtime(&st.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    struct producer *p = add_producer(PRE_RUN, 2 * scaled(10000, 500));
+    alloc_last_seq();
+    unsigned n1 = p->n / 2;
+
+    while (p->posted < n1)
+        ck_assert_int_eq(post_next(p), 0);
+    st.expected = n1;
+    st.stop_after = 1;
+    watchdog_start(&st.wd, &st.m, 30);
+    int rc = mely_run(&st.m);
+    bool fired = watchdog_end(&st.wd);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(!fired, "run 1: mely_stop() from a handler did not end mely_run() in 30 s");
+    unsigned ran1 = atomic_load(&st.done);
+    ck_assert_uint_ge(ran1, 1);
+
+    /* Between runs: no worker runs, so these fields need no synchronization
+     * beyond what mely_run() gives (its threads are joined and restarted). */
+    while (p->posted < p->n)
+        ck_assert_int_eq(post_next(p), 0);
+    st.stop_after = 0;
+    st.expected = p->n;
+    watchdog_start(&st.wd, &st.m, 60);
+    rc = mely_run(&st.m);
+    fired = watchdog_end(&st.wd);
+    ck_assert_int_eq(rc, 0);
+    assert_no_notes();
+    ck_assert_msg(!fired, "run 2: not done after 60 s: %u of %u events ran (%u in run 1)",
+                  atomic_load(&st.done), p->n, ran1);
+    ck_assert_uint_eq(atomic_load(&st.done), p->n);
+    check_runs(1);
+    ck_assert_int_eq(mely_shutdown(&st.m), 0);
+    free_producers();
+}
+END_TEST
+
+/* ---- different colors run in parallel ------------------------------------------- */
+
+static struct {
+    mely_t m;
+    atomic_bool started[2];
+    bool saw[2];
+    int worker[2];
+    atomic_uint finished;
+} par;
+
+/* Each of two handlers announces itself, then waits (at most 2 s) to see the
+ * other one running: with two free workers they must overlap. Run one after
+ * the other, the first would wait in vain. */
+static void par_handler(void *arg)
+{
+    unsigned me = (unsigned)(uintptr_t)arg;
+    uint64_t deadline = now_ns() + 2000000000u;
+    bool saw;
+
+    par.worker[me] = mely_current_worker();
+    atomic_store(&par.started[me], true);
+    while (!(saw = atomic_load(&par.started[1 - me])) && now_ns() < deadline) {
+    }
+    par.saw[me] = saw;
+    if (atomic_fetch_add(&par.finished, 1) + 1 == 2)
+        mely_stop(&par.m);
+}
+
+static void run_pair(mely_color_t a, mely_color_t b)
+{
+    atomic_store(&par.started[0], false);
+    atomic_store(&par.started[1], false);
+    atomic_store(&par.finished, 0);
+    par.saw[0] = par.saw[1] = false;
+    ck_assert_int_eq(mely_post(&par.m, a, par_handler, (void *)(uintptr_t)0), 0);
+    ck_assert_int_eq(mely_post(&par.m, b, par_handler, (void *)(uintptr_t)1), 0);
+
+    struct watchdog wd;
+    watchdog_start(&wd, &par.m, 20);
+    int rc = mely_run(&par.m);
+    bool fired = watchdog_end(&wd);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(!fired, "colors %u and %u: handlers not done after 20 s", a, b);
+    ck_assert_msg(par.saw[0] && par.saw[1],
+                  "colors %u and %u (owners %d, %d) did not run in parallel: the handler on "
+                  "worker %d saw the other: %d; the one on worker %d: %d",
+                  a, b, mely_color_owner(&par.m, a), mely_color_owner(&par.m, b), par.worker[0],
+                  par.saw[0], par.worker[1], par.saw[1]);
+}
+
+START_TEST(different_colors_run_in_parallel)
+{
+    reset_notes();
+    init_runtime(&par.m, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+
+    mely_color_t a = 10, b = a + 1;
+    int oa = mely_color_owner(&par.m, a);
+    ck_assert_int_ge(oa, 0);
+    while (b < MELY_COLORS && mely_color_owner(&par.m, b) == oa)
+        b++;
+    ck_assert_msg(b < MELY_COLORS, "every color is owned by worker %d", oa);
+    run_pair(a, b);
+    run_pair(MELY_COLOR_PINNED(0), MELY_COLOR_PINNED(1));
+    ck_assert_int_eq(mely_shutdown(&par.m), 0);
+}
+END_TEST
+
+/* ---- head posts and priorities: exact run orders ---------------------------------- */
+
+enum { MAX_ORDER = 32 };
+
+static struct {
+    mely_t m;
+    atomic_uint n;
+    unsigned expected;
+    int order[MAX_ORDER]; /* written by handlers that never overlap (see callers) */
+    mely_color_t color;   /* for self_poster */
+} rec;
+
+static void record(void *arg)
+{
+    unsigned k = atomic_fetch_add(&rec.n, 1);
+    if (k < MAX_ORDER)
+        rec.order[k] = (int)(intptr_t)arg;
+    if (k + 1 == rec.expected)
+        mely_stop(&rec.m);
+}
+
+static void post_or_note(mely_color_t color, int prio, int id, unsigned flags)
+{
+    int err = mely_post_ex(&rec.m, color, prio, NULL, record, (void *)(intptr_t)id, flags);
+    if (err)
+        note("post of %d to color %u: %s", id, color, mely_strerror(err));
+}
+
+/* Runs rec.m until `n` events were recorded and checks their order. */
+static void run_expect(const int *want, unsigned n, const char *what)
+{
+    struct watchdog wd;
+
+    rec.expected = n;
+    watchdog_start(&wd, &rec.m, 20);
+    int rc = mely_run(&rec.m);
+    bool fired = watchdog_end(&wd);
+    ck_assert_int_eq(rc, 0);
+    assert_no_notes();
+    ck_assert_msg(!fired, "%s: only %u of %u events ran in 20 s", what, atomic_load(&rec.n), n);
+    ck_assert_uint_eq(atomic_load(&rec.n), n);
+
+    char got[256] = "", exp[256] = "";
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(got + strlen(got), sizeof(got) - strlen(got), " %d", rec.order[i]);
+        snprintf(exp + strlen(exp), sizeof(exp) - strlen(exp), " %d", want[i]);
+    }
+    ck_assert_msg(memcmp(rec.order, want, n * sizeof(*want)) == 0, "%s: ran%s, expected%s", what,
+                  got, exp);
+    atomic_store(&rec.n, 0);
+}
+
+static const unsigned batches[] = {1, 10};
+
+/* Before mely_run(): T1..T5 at the tail, then H1 and H2 at the head: each head
+ * post goes to the very front, so H2, H1, T1..T5. */
+START_TEST(head_posts_run_first)
+{
+    reset_notes();
+    init_runtime(&rec.m, 2, 1, batches[_i], MELY_SPIN_US_DEFAULT);
+    const mely_color_t c = 77;
+    for (int t = 1; t <= 5; t++)
+        ck_assert_int_eq(mely_post(&rec.m, c, record, (void *)(intptr_t)t), 0);
+    ck_assert_int_eq(mely_post_head(&rec.m, c, record, (void *)(intptr_t)101), 0);
+    ck_assert_int_eq(mely_post_ex(&rec.m, c, MELY_PRIO_DEFAULT, NULL, record,
+                                  (void *)(intptr_t)102, MELY_POST_HEAD),
+                     0);
+    const int want[] = {102, 101, 1, 2, 3, 4, 5};
+    run_expect(want, 7, "head posts before mely_run()");
+    ck_assert_int_eq(mely_shutdown(&rec.m), 0);
+}
+END_TEST
+
+/* S runs with T1, T2 of its color still pending and posts X at the tail, then
+ * Y at the head: Y goes before every pending event of the color, X after all. */
+static void self_poster(void *arg)
+{
+    record(arg);
+    post_or_note(rec.color, MELY_PRIO_DEFAULT, 90, 0);
+    post_or_note(rec.color, MELY_PRIO_DEFAULT, 91, MELY_POST_HEAD);
+}
+
+START_TEST(head_post_from_own_handler_runs_next)
+{
+    reset_notes();
+    init_runtime(&rec.m, 2, 1, batches[_i], MELY_SPIN_US_DEFAULT);
+    /* one color on each worker */
+    for (rec.color = 300; rec.color < 302; rec.color++) {
+        ck_assert_int_eq(mely_post(&rec.m, rec.color, self_poster, (void *)(intptr_t)50), 0);
+        ck_assert_int_eq(mely_post(&rec.m, rec.color, record, (void *)(intptr_t)1), 0);
+        ck_assert_int_eq(mely_post(&rec.m, rec.color, record, (void *)(intptr_t)2), 0);
+        const int want[] = {50, 91, 1, 2, 90};
+        run_expect(want, 5, "tail X then head Y posted by a handler of the color");
+    }
+    ck_assert_int_eq(mely_shutdown(&rec.m), 0);
+}
+END_TEST
+
+/* With one worker, color-queues are served from the highest priority down,
+ * whatever the order of posting. */
+START_TEST(priorities_order_color_queues)
+{
+    reset_notes();
+    init_runtime(&rec.m, 1, 1, batches[_i], MELY_SPIN_US_DEFAULT);
+    const mely_color_t a = 1, b = 2, c = 3;
+
+    post_or_note(a, 0, 'A', 0);
+    post_or_note(b, 5, 'B', 0);
+    post_or_note(c, 3, 'C', 0);
+    const int want1[] = {'B', 'C', 'A'};
+    run_expect(want1, 3, "A at 0, B at 5, C at 3");
+
+    /* A color-queue takes the highest priority among its events, and its
+     * events keep their post order. */
+    post_or_note(a, 0, 'A', 0);
+    post_or_note(b, 5, 'B', 0);
+    post_or_note(c, 3, 'C', 0);
+    post_or_note(a, MELY_PRIO_MAX, 'a', 0);
+    const int want2[] = {'A', 'a', 'B', 'C'};
+    run_expect(want2, 4, "A at 0, B at 5, C at 3, then A at 7");
+    ck_assert_int_eq(mely_shutdown(&rec.m), 0);
+}
+END_TEST
+
+static void prio_poster(void *arg)
+{
+    record(arg);
+    post_or_note(1, 0, 'A', 0);
+    post_or_note(2, 5, 'B', 0);
+    post_or_note(3, 3, 'C', 0);
+}
+
+START_TEST(priorities_order_posts_from_a_handler)
+{
+    reset_notes();
+    init_runtime(&rec.m, 1, 1, batches[_i], MELY_SPIN_US_DEFAULT);
+    ck_assert_int_eq(mely_post(&rec.m, 9, prio_poster, (void *)(intptr_t)'S'), 0);
+    const int want[] = {'S', 'B', 'C', 'A'};
+    run_expect(want, 4, "a handler posts A at 0, B at 5, C at 3");
+    ck_assert_int_eq(mely_shutdown(&rec.m), 0);
+}
+END_TEST
+
+/* ---- no lost wake-ups ---------------------------------------------------------- */
+
+enum { WAKE_ROUND_MS = 5000, WAKE_WATCHDOG_S = 20 };
+
+static struct {
+    mely_t m;
+    unsigned workers;
+    mely_color_t own[8]; /* an ordinary color each worker owns at init */
+    atomic_uint ran;
+    unsigned rounds, expected;
+    struct watchdog wd;
+} wk;
+
+static void wake_leaf(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&wk.ran, 1);
+}
+
+/* A handler's post to another worker's color must wake that worker too. */
+static void wake_relay(void *arg)
+{
+    unsigned to = (unsigned)(uintptr_t)arg;
+    int err = mely_post(&wk.m, wk.own[to], wake_leaf, NULL);
+    if (err)
+        note("relay post: %s", mely_strerror(err));
+    atomic_fetch_add(&wk.ran, 1);
+}
+
+/* The pause before round r: long enough for every worker to park first, none
+ * at all (the post races with a worker on its way to sleep), or in between. */
+static unsigned pause_us(unsigned r)
+{
+    if (r == 0)
+        return 50000;
+    switch (r % 4) {
+    case 2:
+        return 0;
+    case 3:
+        return (r * 37u) % 300u;
+    default:
+        return 1000;
+    }
+}
+
+static void *wake_poster(void *arg)
+{
+    (void)arg;
+    unsigned expected = 0;
+
+    for (unsigned r = 0; r < wk.rounds && !atomic_load(&wk.wd.fired); r++) {
+        sleep_us(pause_us(r));
+        for (unsigned w = 0; w < wk.workers; w++) {
+            mely_color_t c = r % 2 ? wk.own[w] : MELY_COLOR_PINNED(w);
+            int err = mely_post(&wk.m, c, wake_leaf, NULL);
+            if (err)
+                note("round %u: post to color %u: %s", r, c, mely_strerror(err));
+        }
+        unsigned from = r % wk.workers, to = (r + 1) % wk.workers;
+        int err = mely_post(&wk.m, wk.own[from], wake_relay, (void *)(uintptr_t)to);
+        if (err)
+            note("round %u: relay post: %s", r, mely_strerror(err));
+        expected += wk.workers + 2;
+
+        uint64_t deadline = now_ns() + WAKE_ROUND_MS * 1000000ull;
+        while (atomic_load(&wk.ran) < expected && now_ns() < deadline)
+            sleep_us(20);
+        unsigned ran = atomic_load(&wk.ran);
+        if (ran != expected) {
+            note("round %u (pause %u us): %u of %u events ran after %u ms: a wake-up was lost",
+                 r, pause_us(r), ran, expected, WAKE_ROUND_MS);
+            break;
+        }
+    }
+    wk.expected = expected;
+    mely_stop(&wk.m);
+    return NULL;
+}
+
+/*
+ * Workers park as soon as they are idle (spin_us 0). Round after round, a
+ * foreign thread waits, then posts to a color of every worker and to a relay
+ * handler that posts to the next worker; every event must run.
+ */
+START_TEST(posts_wake_parked_workers)
+{
+    const struct shape *sh = &shapes[_i];
+
+    reset_notes();
+    memset(&wk, 0, sizeof(wk));
+    wk.workers = sh->workers;
+    wk.rounds = scaled(200, 20);
+    init_runtime(&wk.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, 0);
+    for (unsigned w = 0; w < wk.workers; w++) {
+        mely_color_t c = 500;
+        while (c < MELY_COLORS && mely_color_owner(&wk.m, c) != (int)w)
+            c++;
+        ck_assert_msg(c < MELY_COLORS, "no color owned by worker %u", w);
+        wk.own[w] = c;
+    }
+
+    pthread_t poster;
+    watchdog_start(&wk.wd, &wk.m, WAKE_WATCHDOG_S);
+    ck_assert_int_eq(pthread_create(&poster, NULL, wake_poster, NULL), 0);
+    int rc = mely_run(&wk.m);
+    bool fired = watchdog_end(&wk.wd);
+    pthread_join(poster, NULL);
+
+    ck_assert_int_eq(rc, 0);
+    assert_no_notes();
+    ck_assert_msg(!fired, "%u rounds not done within %u s (%u events ran)", wk.rounds,
+                  WAKE_WATCHDOG_S, atomic_load(&wk.ran));
+    ck_assert_uint_eq(wk.expected, wk.rounds * (wk.workers + 2));
+    ck_assert_uint_eq(atomic_load(&wk.ran), wk.expected);
+    /* Otherwise the test proved nothing about waking. */
+    for (unsigned w = 0; w < wk.workers; w++) {
+        mely_stats_t s;
+        ck_assert_int_eq(mely_worker_stats(&wk.m, w, &s), 0);
+        ck_assert_msg(s.parks >= 1, "worker %u never parked (spin_us 0, 50 ms idle)", w);
+    }
+    ck_assert_int_eq(mely_shutdown(&wk.m), 0);
+}
+END_TEST
+
+/* ---- the suite ------------------------------------------------------------------ */
+
+static Suite *invariants_suite(void)
+{
+    Suite *s = suite_create("invariants");
+
+    TCase *tc = tcase_create("stress");
+    tcase_add_loop_test(tc, stress_all_producers, 0, NSHAPES);
+    tcase_add_loop_test(tc, events_posted_before_run_run, 0, NSHAPES);
+    tcase_add_loop_test(tc, foreign_threads_post_while_running, 0, NSHAPES);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("stop");
+    tcase_add_loop_test(tc, exactly_once_across_shutdown, 0,
+                        sizeof(stop_workers) / sizeof(stop_workers[0]));
+    tcase_add_loop_test(tc, run_stop_run, 0, NSHAPES);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("parallel");
+    tcase_add_test(tc, different_colors_run_in_parallel);
+    tcase_set_timeout(tc, 60);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("order");
+    tcase_add_loop_test(tc, head_posts_run_first, 0, 2);
+    tcase_add_loop_test(tc, head_post_from_own_handler_runs_next, 0, 2);
+    tcase_add_loop_test(tc, priorities_order_color_queues, 0, 2);
+    tcase_add_loop_test(tc, priorities_order_posts_from_a_handler, 0, 2);
+    tcase_set_timeout(tc, 60);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("wakeup");
+    tcase_add_loop_test(tc, posts_wake_parked_workers, 0, NSHAPES);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    /* The tests choose their runtime shapes; MELY_* overrides from the caller's
+     * environment would silently change them. */
+    unsetenv("MELY_WORKERS");
+    unsetenv("MELY_PIN");
+    unsetenv("MELY_BATCH");
+    unsetenv("MELY_SPIN_US");
+
+    SRunner *sr = srunner_create(invariants_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -6,15 +6,13 @@
 #include <time.h>
 
 #include "mely/colormap.h"
+#include "tests/testutil.h"
 
 static mely_t m;
 
 static void setup(void)
 {
-    mely_config_t cfg;
-    mely_config_init(&cfg);
-    cfg.workers = 3;
-    ck_assert_int_eq(mely_init(&m, &cfg), 0);
+    init_runtime(&m, 3, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
 }
 
 static void teardown(void)
@@ -86,16 +84,10 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("colormap");
-    TCase *tc = tcase_create("colormap");
+    TCase *tc = new_tcase(s, "colormap", 60);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, initial_placement_hashes_colors);
     tcase_add_test(tc, lock_owner_locks_the_owner);
     tcase_add_test(tc, lock_owner_retries_after_a_move);
-    tcase_set_timeout(tc, 60);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return mely_test_main(s);
 }

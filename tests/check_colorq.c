@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "mely/colorq.h"
+#include "tests/testutil.h"
 
 static struct mely__event evs[64];
 
@@ -132,16 +133,10 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("colorq");
-    TCase *tc = tcase_create("colorq");
+    TCase *tc = new_tcase(s, "colorq", 60);
     tcase_add_test(tc, fifo_and_head);
     tcase_add_test(tc, priority_is_max_of_pending);
     tcase_add_test(tc, move_all_and_prepend_keep_order);
     tcase_add_test(tc, random_against_model);
-    tcase_set_timeout(tc, 60);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return mely_test_main(s);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "mely/coreq.h"
+#include "tests/testutil.h"
 
 enum { NQ = 64 };
 static struct mely__colorq cqs[NQ];
@@ -135,15 +136,9 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("coreq");
-    TCase *tc = tcase_create("coreq");
+    TCase *tc = new_tcase(s, "coreq", 60);
     tcase_add_test(tc, orders_by_priority_then_fifo);
     tcase_add_test(tc, remove_rotate_reprioritize);
     tcase_add_test(tc, random_against_model);
-    tcase_set_timeout(tc, 60);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return mely_test_main(s);
 }

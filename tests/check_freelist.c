@@ -4,15 +4,13 @@
 #include <stdlib.h>
 
 #include "mely/runtime.h"
+#include "tests/testutil.h"
 
 static mely_t m;
 
 static void setup(void)
 {
-    mely_config_t cfg;
-    mely_config_init(&cfg);
-    cfg.workers = 2;
-    ck_assert_int_eq(mely_init(&m, &cfg), 0);
+    init_runtime(&m, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
 }
 
 static void teardown(void)
@@ -136,17 +134,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("freelist");
-    TCase *tc = tcase_create("freelist");
+    TCase *tc = new_tcase(s, "freelist", 60);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, magazines_flow_between_workers);
     tcase_add_test(tc, foreign_threads_use_the_depot);
     tcase_add_test(tc, allocation_failure_returns_null);
     tcase_add_test(tc, post_reports_enomem);
-    tcase_set_timeout(tc, 60);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return mely_test_main(s);
 }

@@ -8,177 +8,27 @@
  *  - head posts go first, and color-queues are served by priority;
  *  - a post to a parked worker wakes it.
  *
- * Handlers and helper threads never call ck_assert: from worker 0 it would
- * jump out of mely_run(), from another thread it would end the process with the
- * runtime still running. They record what went wrong (note()), and the test
- * thread asserts once mely_run() has returned.
- *
- * Every wait is bounded: a watchdog thread stops the runtime when a test runs
- * too long (an event lost or a worker that never wakes would otherwise hang
- * mely_run()), and the test then fails saying how far it got.
- *
- * MELY_TEST_SCALE (default 1) multiplies the event counts: 0.2 for slow
- * sanitizer builds, 10 for a soak.
+ * Handlers and helper threads never call ck_assert, every wait is bounded, and
+ * MELY_TEST_SCALE multiplies the event counts (see tests/testutil.h). When a
+ * watchdog has to stop a runtime, the test fails saying how far it got.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <check.h>
-#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "mely/mely.h"
+#include "tests/testutil.h"
 
-/* ---- helpers: scale, clock, failure notes, watchdog ------------------------ */
-
-static double test_scale(void)
-{
-    const char *s = getenv("MELY_TEST_SCALE");
-    if (!s || !*s)
-        return 1.0;
-    char *end;
-    double v = strtod(s, &end);
-    if (*end != '\0' || !(v > 0.0) || v > 1000.0) {
-        fprintf(stderr, "MELY_TEST_SCALE=\"%s\": expected a number in (0, 1000]; using 1\n", s);
-        return 1.0;
-    }
-    return v;
-}
-
-/* n scaled by MELY_TEST_SCALE, but at least `min`, so that a small scale still
- * leaves enough events for the test to mean something. */
-static unsigned scaled(unsigned n, unsigned min)
-{
-    double v = n * test_scale();
-    if (v < min)
-        return min;
-    return v > 1e8 ? 100000000u : (unsigned)v;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_us(unsigned us)
-{
-    struct timespec ts = {.tv_sec = us / 1000000u, .tv_nsec = (long)(us % 1000000u) * 1000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-/* Waits until *flag is set, for at most `ms` milliseconds. */
-static bool wait_flag(atomic_bool *flag, unsigned ms)
-{
-    uint64_t deadline = now_ns() + (uint64_t)ms * 1000000u;
-    while (!atomic_load(flag)) {
-        if (now_ns() >= deadline)
-            return false;
-        sleep_us(100);
-    }
-    return true;
-}
-
-static atomic_uint nnotes;
-static char first_note[512];
-static pthread_mutex_t note_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* Records a failure seen outside the test thread; the first one is kept. */
-__attribute__((format(printf, 1, 2))) static void note(const char *fmt, ...)
-{
-    if (atomic_fetch_add(&nnotes, 1) != 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    pthread_mutex_lock(&note_mu);
-    vsnprintf(first_note, sizeof(first_note), fmt, ap);
-    pthread_mutex_unlock(&note_mu);
-    va_end(ap);
-}
-
-static void reset_notes(void)
-{
-    atomic_store(&nnotes, 0);
-    first_note[0] = '\0';
-}
-
-/* Call only when no handler or helper thread can still note(). */
-static void assert_no_notes(void)
-{
-    unsigned n = atomic_load(&nnotes);
-    pthread_mutex_lock(&note_mu);
-    ck_assert_msg(n == 0, "%u failure(s) seen in handlers or helper threads; the first: %s", n,
-                  first_note);
-    pthread_mutex_unlock(&note_mu);
-}
-
-struct watchdog {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-    atomic_bool fired;
-    mely_t *m;
-    struct timespec deadline;
-};
-
-static void *watchdog_main(void *arg)
-{
-    struct watchdog *wd = arg;
-    int rc = 0;
-
-    pthread_mutex_lock(&wd->mu);
-    while (!wd->done && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&wd->cv, &wd->mu, &wd->deadline);
-    bool fire = !wd->done;
-    pthread_mutex_unlock(&wd->mu);
-    if (fire) {
-        atomic_store(&wd->fired, true);
-        mely_stop(wd->m);
-    }
-    return NULL;
-}
-
-/* Stops *m after `seconds` unless watchdog_end() comes first. */
-static void watchdog_start(struct watchdog *wd, mely_t *m, unsigned seconds)
-{
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&wd->cv, &attr);
-    pthread_condattr_destroy(&attr);
-    pthread_mutex_init(&wd->mu, NULL);
-    wd->done = false;
-    atomic_store(&wd->fired, false);
-    wd->m = m;
-    clock_gettime(CLOCK_MONOTONIC, &wd->deadline);
-    wd->deadline.tv_sec += seconds;
-    ck_assert_int_eq(pthread_create(&wd->thread, NULL, watchdog_main, wd), 0);
-}
-
-/* Returns whether the watchdog had to stop the runtime. */
-static bool watchdog_end(struct watchdog *wd)
-{
-    pthread_mutex_lock(&wd->mu);
-    wd->done = true;
-    pthread_cond_signal(&wd->cv);
-    pthread_mutex_unlock(&wd->mu);
-    pthread_join(wd->thread, NULL);
-    pthread_cond_destroy(&wd->cv);
-    pthread_mutex_destroy(&wd->mu);
-    return atomic_load(&wd->fired);
-}
+/* ---- helpers: counters, runtime shapes ------------------------------------------ */
 
 static void sum_stats(const mely_t *m, mely_stats_t *sum)
 {
@@ -194,18 +44,6 @@ static void sum_stats(const mely_t *m, mely_stats_t *sum)
         sum->wakeups += s.wakeups;
         sum->wakes_sent += s.wakes_sent;
     }
-}
-
-static void init_runtime(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us)
-{
-    mely_config_t cfg;
-    mely_config_init(&cfg);
-    cfg.workers = workers;
-    cfg.pin = pin;
-    cfg.batch = batch;
-    cfg.spin_us = spin_us;
-    ck_assert_int_eq(mely_init(m, &cfg), 0);
-    ck_assert_uint_eq(mely_workers(m), workers);
 }
 
 /* The two runtime shapes every stress test runs in: one worker per core of the
@@ -428,7 +266,8 @@ static void generator(void *arg)
     leave(p->color);
 }
 
-static void beacon(void *arg)
+/* The first event of a scenario: LIVE_THREAD producers wait for it. */
+static void mark_running(void *arg)
 {
     (void)arg;
     enter(BEACON_COLOR);
@@ -508,18 +347,18 @@ static void run_scenario(const struct scenario *sc, const struct shape *sh)
     init_runtime(&st.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
 
     for (unsigned i = 0; i < sc->pre_run; i++)
-        add_producer(PRE_RUN, scaled(sc->n_pre, 64));
+        add_producer(PRE_RUN, scaled(sc->n_pre, 64, SCALED_MAX));
     for (unsigned i = 0; i < sc->early; i++)
-        add_producer(EARLY_THREAD, scaled(sc->n_thread, 64));
+        add_producer(EARLY_THREAD, scaled(sc->n_thread, 64, SCALED_MAX));
     for (unsigned i = 0; i < sc->live; i++)
-        add_producer(LIVE_THREAD, scaled(sc->n_thread, 64));
+        add_producer(LIVE_THREAD, scaled(sc->n_thread, 64, SCALED_MAX));
     for (unsigned i = 0; i < sc->gens; i++)
-        add_producer(GENERATOR, scaled(sc->n_gen, CHUNK));
+        add_producer(GENERATOR, scaled(sc->n_gen, CHUNK, SCALED_MAX));
     alloc_last_seq();
     unsigned total = total_events();
-    st.expected = total + 1; /* + the beacon */
+    st.expected = total + 1; /* + mark_running */
 
-    ck_assert_int_eq(mely_post(&st.m, BEACON_COLOR, beacon, NULL), 0);
+    ck_assert_int_eq(mely_post(&st.m, BEACON_COLOR, mark_running, NULL), 0);
     unsigned foreign_posts = 1, gen_expected = 0;
     for (unsigned i = 0; i < st.nprod; i++) {
         struct producer *p = &st.prod[i];
@@ -619,7 +458,7 @@ START_TEST(exactly_once_across_shutdown)
 
     reset_state();
     init_runtime(&st.m, workers, workers <= 2, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
-    struct producer *p = add_producer(PRE_RUN, scaled(20000, 1000));
+    struct producer *p = add_producer(PRE_RUN, scaled(20000, 1000, SCALED_MAX));
     alloc_last_seq();
     st.expected = p->n;
     st.stop_after = 1;
@@ -659,7 +498,7 @@ START_TEST(run_stop_run)
 
     reset_state();
     init_runtime(&st.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
-    struct producer *p = add_producer(PRE_RUN, 2 * scaled(10000, 500));
+    struct producer *p = add_producer(PRE_RUN, 2 * scaled(10000, 500, SCALED_MAX));
     alloc_last_seq();
     unsigned n1 = p->n / 2;
 
@@ -996,7 +835,7 @@ START_TEST(posts_wake_parked_workers)
     reset_notes();
     memset(&wk, 0, sizeof(wk));
     wk.workers = sh->workers;
-    wk.rounds = scaled(200, 20);
+    wk.rounds = scaled(200, 20, SCALED_MAX);
     init_runtime(&wk.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, 0);
     for (unsigned w = 0; w < wk.workers; w++) {
         mely_color_t c = 500;
@@ -1031,56 +870,31 @@ END_TEST
 
 /* ---- the suite ------------------------------------------------------------------ */
 
-static Suite *invariants_suite(void)
+/* new_tcase()'s fixture clears MELY_* overrides from the caller's environment
+ * before each test: the tests choose their runtime shapes. */
+int main(void)
 {
     Suite *s = suite_create("invariants");
 
-    TCase *tc = tcase_create("stress");
+    TCase *tc = new_tcase(s, "stress", 120);
     tcase_add_loop_test(tc, stress_all_producers, 0, NSHAPES);
     tcase_add_loop_test(tc, events_posted_before_run_run, 0, NSHAPES);
     tcase_add_loop_test(tc, foreign_threads_post_while_running, 0, NSHAPES);
-    tcase_set_timeout(tc, 120);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("stop");
-    tcase_add_loop_test(tc, exactly_once_across_shutdown, 0,
-                        sizeof(stop_workers) / sizeof(stop_workers[0]));
+    tc = new_tcase(s, "stop", 120);
+    tcase_add_loop_test(tc, exactly_once_across_shutdown, 0, NELEM(stop_workers));
     tcase_add_loop_test(tc, run_stop_run, 0, NSHAPES);
-    tcase_set_timeout(tc, 120);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("parallel");
+    tc = new_tcase(s, "parallel", 60);
     tcase_add_test(tc, different_colors_run_in_parallel);
-    tcase_set_timeout(tc, 60);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("order");
+    tc = new_tcase(s, "order", 60);
     tcase_add_loop_test(tc, head_posts_run_first, 0, 2);
     tcase_add_loop_test(tc, head_post_from_own_handler_runs_next, 0, 2);
     tcase_add_loop_test(tc, priorities_order_color_queues, 0, 2);
     tcase_add_loop_test(tc, priorities_order_posts_from_a_handler, 0, 2);
-    tcase_set_timeout(tc, 60);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("wakeup");
+    tc = new_tcase(s, "wakeup", 120);
     tcase_add_loop_test(tc, posts_wake_parked_workers, 0, NSHAPES);
-    tcase_set_timeout(tc, 120);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    /* The tests choose their runtime shapes; MELY_* overrides from the caller's
-     * environment would silently change them. */
-    unsetenv("MELY_WORKERS");
-    unsetenv("MELY_PIN");
-    unsetenv("MELY_BATCH");
-    unsetenv("MELY_SPIN_US");
-
-    SRunner *sr = srunner_create(invariants_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return mely_test_main(s);
 }

@@ -1,0 +1,477 @@
+/*
+ * check_introspect.c: what the public API (mely/mely.h) tells about a
+ * runtime: the current color and worker, pinned colors, the color map's
+ * initial placement (mely_color_owner()), the statistics counters, and what
+ * an idle runtime costs.
+ *
+ * Handlers and helper threads never call ck_assert; every wait is bounded (see
+ * tests/testutil.h). MELY_TEST_SCALE (default 1) multiplies the event counts.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <check.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "mely/mely.h"
+#include "tests/testutil.h"
+
+/* ---- introspection ---------------------------------------------------------------- */
+
+static const mely_color_t intro_colors[] = {0, 1, 4095, MELY_COLORS - 1, MELY_COLOR_PINNED(0),
+                                            MELY_COLOR_PINNED(1)};
+enum { NINTRO = sizeof(intro_colors) / sizeof(intro_colors[0]) };
+
+static struct {
+    pthread_t main_thread;
+    int color[NINTRO], worker[NINTRO];
+    bool on_main[NINTRO];
+    int foreign_color, foreign_worker;
+} intro;
+
+static void record_identity(void *arg)
+{
+    unsigned i = (unsigned)(uintptr_t)arg;
+    intro.color[i] = mely_current_color();
+    intro.worker[i] = mely_current_worker();
+    intro.on_main[i] = pthread_equal(pthread_self(), intro.main_thread);
+    atomic_fetch_add(&ran, 1);
+}
+
+static void *foreign_identity(void *arg)
+{
+    (void)arg;
+    uint64_t deadline = now_ns() + 20000000000ull;
+    while (atomic_load(&ran) < NINTRO && now_ns() < deadline)
+        sleep_us(100);
+    if (atomic_load(&ran) < NINTRO)
+        note("only %u of %u handlers ran in 20 s", atomic_load(&ran), NINTRO);
+    /* Asked while the runtime runs. */
+    intro.foreign_color = mely_current_color();
+    intro.foreign_worker = mely_current_worker();
+    mely_stop(&rt);
+    return NULL;
+}
+
+START_TEST(current_color_and_worker)
+{
+    ck_assert_int_eq(mely_current_color(), -1);
+    ck_assert_int_eq(mely_current_worker(), -1);
+    init_runtime(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    ck_assert_int_eq(mely_current_color(), -1);
+    ck_assert_int_eq(mely_current_worker(), -1);
+    intro.main_thread = pthread_self();
+    intro.foreign_color = intro.foreign_worker = 99;
+    atomic_store(&ran, 0);
+    for (unsigned i = 0; i < NINTRO; i++)
+        ck_assert_int_eq(mely_post(&rt, intro_colors[i], record_identity, (void *)(uintptr_t)i), 0);
+    run_with_helper(&rt, foreign_identity, NULL, 40, "identity handlers");
+
+    for (unsigned i = 0; i < NINTRO; i++) {
+        mely_color_t c = intro_colors[i];
+        ck_assert_msg(intro.color[i] == (int)c, "color %u: mely_current_color() = %d", c,
+                      intro.color[i]);
+        ck_assert_msg(intro.worker[i] >= 0 && intro.worker[i] < 2,
+                      "color %u: mely_current_worker() = %d", c, intro.worker[i]);
+        ck_assert_msg(intro.on_main[i] == (intro.worker[i] == 0),
+                      "color %u ran on worker %d, %s the thread that called mely_run", c,
+                      intro.worker[i], intro.on_main[i] ? "which is" : "which is not");
+        if (c >= MELY_COLORS)
+            ck_assert_int_eq(intro.worker[i], (int)(c - MELY_COLORS));
+    }
+    ck_assert_int_eq(intro.foreign_color, -1);
+    ck_assert_int_eq(intro.foreign_worker, -1);
+    ck_assert_int_eq(mely_current_color(), -1);
+    ck_assert_int_eq(mely_current_worker(), -1);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
+enum { PIN_WORKERS = 3, PIN_THREADS = 3, PIN_CHILD_EVERY = 8 };
+
+static unsigned pin_per_thread;
+
+/* arg: the worker the event is pinned to, and whether it posts a child to the
+ * next worker's pinned color. */
+static void pinned_event(void *arg)
+{
+    uintptr_t a = (uintptr_t)arg;
+    unsigned w = (unsigned)(a >> 1);
+
+    if (mely_current_worker() != (int)w || mely_current_color() != (int)MELY_COLOR_PINNED(w))
+        note("an event of MELY_COLOR_PINNED(%u) ran on worker %d with color %d", w,
+             mely_current_worker(), mely_current_color());
+    if (a & 1) {
+        unsigned next = (w + 1) % PIN_WORKERS;
+        int err = mely_post(&rt, MELY_COLOR_PINNED(next), pinned_event,
+                            (void *)(uintptr_t)(next << 1));
+        if (err)
+            note("post from a handler: %s", mely_strerror(err));
+    }
+    count_and_stop(NULL);
+}
+
+static void *pin_poster(void *arg)
+{
+    unsigned t = (unsigned)(uintptr_t)arg;
+    for (unsigned i = 0; i < pin_per_thread; i++) {
+        unsigned w = (t + i) % PIN_WORKERS;
+        bool child = i % PIN_CHILD_EVERY == 0;
+        int err = mely_post(&rt, MELY_COLOR_PINNED(w), pinned_event,
+                            (void *)(uintptr_t)(w << 1 | child));
+        if (err) {
+            note("post from thread %u: %s", t, mely_strerror(err));
+            mely_stop(&rt);
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Events of MELY_COLOR_PINNED(w), from foreign threads and from handlers on
+ * other workers, all run on worker w (more workers than CPUs, unpinned). */
+START_TEST(pinned_colors_run_on_their_worker)
+{
+    pthread_t t[PIN_THREADS];
+
+    pin_per_thread = scaled(3000, 100, 1000000);
+    init_runtime(&rt, PIN_WORKERS, 0, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    atomic_store(&ran, 0);
+    stop_at = PIN_THREADS * (pin_per_thread + (pin_per_thread + PIN_CHILD_EVERY - 1) /
+                                                  PIN_CHILD_EVERY);
+    for (unsigned i = 0; i < PIN_THREADS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, pin_poster, (void *)(uintptr_t)i), 0);
+    run_bounded(&rt, 60, "pinned events");
+    for (unsigned i = 0; i < PIN_THREADS; i++)
+        pthread_join(t[i], NULL);
+    assert_no_notes();
+    ck_assert_uint_eq(atomic_load(&ran), stop_at);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
+static const unsigned owner_workers[] = {1, 2, 3, 7};
+
+/* Colors start on worker color % workers (libasync-smp's placement); pinned
+ * color w belongs to worker w. */
+START_TEST(color_owner_initial_placement)
+{
+    unsigned n = owner_workers[_i];
+    mely_t m = {0};
+
+    init_runtime(&m, n, 0, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    for (mely_color_t c = 0; c < MELY_COLORS; c++) {
+        int o = mely_color_owner(&m, c);
+        if (o != (int)(c % n))
+            ck_abort_msg("%u workers: color %u owned by %d, expected %u", n, c, o, c % n);
+    }
+    for (unsigned w = 0; w < n; w++)
+        ck_assert_int_eq(mely_color_owner(&m, MELY_COLOR_PINNED(w)), (int)w);
+    ck_assert_int_eq(mely_color_owner(&m, MELY_COLOR_PINNED(n)), MELY_ECOLOR);
+    ck_assert_int_eq(mely_color_owner(&m, MELY_COLORS + MELY_MAX_WORKERS), MELY_ECOLOR);
+    ck_assert_int_eq(mely_color_owner(&m, UINT32_MAX), MELY_ECOLOR);
+    ck_assert_int_eq(mely_shutdown(&m), 0);
+    ck_assert_int_eq(mely_color_owner(&m, 0), MELY_ESHUTDOWN);
+}
+END_TEST
+
+/* ---- statistics ---------------------------------------------------------------------- */
+
+START_TEST(stats_start_at_zero_and_check_arguments)
+{
+    mely_t m = {0};
+    mely_stats_t s, zero;
+
+    memset(&zero, 0, sizeof(zero));
+    init_runtime(&m, 3, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    for (unsigned w = 0; w < 3; w++) {
+        memset(&s, 0xa5, sizeof(s));
+        ck_assert_int_eq(mely_worker_stats(&m, w, &s), 0);
+        ck_assert_msg(memcmp(&s, &zero, sizeof(s)) == 0, "worker %u: counters not zero after init",
+                      w);
+    }
+    ck_assert_int_eq(mely_worker_stats(&m, 3, &s), MELY_EINVAL);
+    ck_assert_int_eq(mely_worker_stats(&m, UINT_MAX, &s), MELY_EINVAL);
+    ck_assert_int_eq(mely_worker_stats(&m, 0, NULL), MELY_EINVAL);
+    ck_assert_int_eq(mely_shutdown(&m), 0);
+}
+END_TEST
+
+enum { MAXW = 2 };
+
+static struct {
+    unsigned n_handler, n_foreign;
+    mely_color_t seed_color;
+    /* expected counts, tallied by the poster from mely_color_owner() just
+     * before each post to a color that has never had an event (so no steal can
+     * move it in between) */
+    unsigned local[MAXW], remote[MAXW], foreign[MAXW];
+    atomic_bool seeded;
+} sc;
+
+static void seeder(void *arg)
+{
+    (void)arg;
+    int self = mely_current_worker();
+    if (self < 0 || self >= MAXW) {
+        note("seeder on worker %d", self);
+        return;
+    }
+    for (unsigned i = 0; i < sc.n_handler; i++) {
+        mely_color_t c = 1000 + i;
+        int o = mely_color_owner(&rt, c);
+        if (o == self)
+            sc.local[self]++;
+        else
+            sc.remote[self]++;
+        int err = mely_post(&rt, c, count_and_stop, NULL);
+        if (err)
+            note("post from seeder: %s", mely_strerror(err));
+    }
+    atomic_store(&sc.seeded, true);
+    count_and_stop(NULL);
+}
+
+static void *foreign_poster(void *arg)
+{
+    (void)arg;
+    if (!wait_flag(&sc.seeded, 20000)) {
+        note("the seeder did not run within 20 s");
+        mely_stop(&rt);
+        return NULL;
+    }
+    for (unsigned i = 0; i < sc.n_foreign; i++) {
+        mely_color_t c = 20000 + i;
+        int o = mely_color_owner(&rt, c);
+        if (o >= 0 && o < MAXW)
+            sc.foreign[o]++;
+        int err = mely_post(&rt, c, count_and_stop, NULL);
+        if (err)
+            note("post from a foreign thread: %s", mely_strerror(err));
+    }
+    return NULL;
+}
+
+/* Each post counts once, where the header says: local or remote for the
+ * posting worker, foreign for the owner when the poster is no worker; every
+ * handler that ran counts once in events_run. */
+START_TEST(stats_count_posts_and_runs)
+{
+    unsigned workers = _i + 1;
+
+    memset(&sc, 0, sizeof(sc));
+    sc.n_handler = scaled(2000, 100, 15000);
+    sc.n_foreign = scaled(2000, 100, 40000);
+    sc.seed_color = 100;
+    init_runtime(&rt, workers, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    atomic_store(&ran, 0);
+    stop_at = 1 + sc.n_handler + sc.n_foreign;
+    int seed_owner = mely_color_owner(&rt, sc.seed_color);
+    ck_assert_int_ge(seed_owner, 0);
+    sc.foreign[seed_owner]++;
+    ck_assert_int_eq(mely_post(&rt, sc.seed_color, seeder, NULL), 0);
+    run_with_helper(&rt, foreign_poster, NULL, 60, "counted events");
+    ck_assert_uint_eq(atomic_load(&ran), stop_at);
+
+    uint64_t events = 0, posts = 0;
+    for (unsigned w = 0; w < workers; w++) {
+        mely_stats_t s;
+        ck_assert_int_eq(mely_worker_stats(&rt, w, &s), 0);
+        ck_assert_msg(s.posts_local == sc.local[w] && s.posts_remote == sc.remote[w] &&
+                          s.posts_foreign == sc.foreign[w],
+                      "worker %u: posts local/remote/foreign %" PRIu64 "/%" PRIu64 "/%" PRIu64
+                      ", expected %u/%u/%u",
+                      w, s.posts_local, s.posts_remote, s.posts_foreign, sc.local[w], sc.remote[w],
+                      sc.foreign[w]);
+        events += s.events_run;
+        posts += s.posts_local + s.posts_remote + s.posts_foreign;
+    }
+    ck_assert_uint_eq(events, stop_at);
+    ck_assert_uint_eq(posts, stop_at);
+    if (workers == 1)
+        ck_assert_uint_eq(sc.local[0], sc.n_handler);
+    else
+        ck_assert_uint_gt(sc.remote[0] + sc.remote[1], 0);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
+static struct {
+    atomic_bool a, b;
+} pk;
+
+static void set_pk_a(void *arg)
+{
+    (void)arg;
+    atomic_store(&pk.a, true);
+}
+
+static void set_pk_b(void *arg)
+{
+    (void)arg;
+    atomic_store(&pk.b, true);
+}
+
+static void relay_to_worker1(void *arg)
+{
+    (void)arg;
+    int err = mely_post(&rt, MELY_COLOR_PINNED(1), set_pk_b, NULL);
+    if (err)
+        note("relay: %s", mely_strerror(err));
+}
+
+static mely_stats_t stats_of(unsigned w)
+{
+    mely_stats_t s;
+    memset(&s, 0, sizeof(s));
+    if (mely_worker_stats(&rt, w, &s) != 0)
+        note("mely_worker_stats(%u) failed", w);
+    return s;
+}
+
+/* Polls worker w's counter at byte offset `off` until it exceeds `than`, for at
+ * most 5 s (counters are updated around the event that a test waits for, not
+ * necessarily before it). */
+static bool counter_exceeds(unsigned w, size_t off, uint64_t than)
+{
+    uint64_t deadline = now_ns() + 5000000000ull;
+    for (;;) {
+        mely_stats_t s = stats_of(w);
+        uint64_t v;
+        memcpy(&v, (const char *)&s + off, sizeof(v));
+        if (v > than)
+            return true;
+        if (now_ns() >= deadline)
+            return false;
+        sleep_us(200);
+    }
+}
+
+static void *park_observer(void *arg)
+{
+    (void)arg;
+    if (!wait_flag(&beacon_ran, 20000)) {
+        note("no handler ran within 20 s");
+        goto out;
+    }
+    sleep_us(100000); /* idle, with spin_us 0 */
+    for (unsigned w = 0; w < 2; w++)
+        if (!counter_exceeds(w, offsetof(mely_stats_t, parks), 0))
+            note("worker %u did not park while idle", w);
+
+    mely_stats_t before = stats_of(1);
+    if (mely_post(&rt, MELY_COLOR_PINNED(1), set_pk_a, NULL) != 0 || !wait_flag(&pk.a, 5000)) {
+        note("a post to parked worker 1 did not run within 5 s");
+        goto out;
+    }
+    if (!counter_exceeds(1, offsetof(mely_stats_t, wakeups), before.wakeups))
+        note("worker 1 was woken by a post but its wakeups stayed %" PRIu64, before.wakeups);
+    /* Compared with the count from before the post: worker 1 may have parked
+     * again already. */
+    if (!counter_exceeds(1, offsetof(mely_stats_t, parks), before.parks))
+        note("worker 1 went idle again but its parks stayed %" PRIu64, before.parks);
+
+    /* Worker 0, woken by us, wakes parked worker 1 with a post. */
+    uint64_t sent = stats_of(0).wakes_sent;
+    if (mely_post(&rt, MELY_COLOR_PINNED(0), relay_to_worker1, NULL) != 0 ||
+        !wait_flag(&pk.b, 5000)) {
+        note("a relayed post to parked worker 1 did not run within 5 s");
+        goto out;
+    }
+    if (!counter_exceeds(0, offsetof(mely_stats_t, wakes_sent), sent))
+        note("worker 0 woke worker 1 but its wakes_sent stayed %" PRIu64, sent);
+out:
+    mely_stop(&rt);
+    return NULL;
+}
+
+START_TEST(stats_count_parks_and_wakeups)
+{
+    init_runtime(&rt, 2, 1, MELY_BATCH_DEFAULT, 0);
+    ck_assert_int_eq(mely_post(&rt, 3, beacon, NULL), 0);
+    run_with_helper(&rt, park_observer, NULL, 60, "parks and wake-ups");
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
+/* ---- idle cost ------------------------------------------------------------------------ */
+
+static struct {
+    double cpu_s, wall_s;
+} idle_m;
+
+static double rusage_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+static void *idle_meter(void *arg)
+{
+    (void)arg;
+    if (!wait_flag(&beacon_ran, 20000)) {
+        note("no handler ran within 20 s");
+        mely_stop(&rt);
+        return NULL;
+    }
+    sleep_us(200000); /* let the workers settle */
+    double cpu0 = rusage_cpu_s();
+    uint64_t t0 = now_ns();
+    sleep_us(1000000);
+    idle_m.cpu_s = rusage_cpu_s() - cpu0;
+    idle_m.wall_s = (now_ns() - t0) / 1e9;
+    mely_stop(&rt);
+    return NULL;
+}
+
+static const struct {
+    unsigned workers;
+    int pin;
+} idle_shapes[] = {{2, 1}, {8, 0}};
+
+/* A runtime with nothing to do must sleep: the whole process (workers,
+ * this meter, a sanitizer's threads) may use at most 10% of one core. */
+START_TEST(idle_runtime_uses_no_cpu)
+{
+    init_runtime(&rt, idle_shapes[_i].workers, idle_shapes[_i].pin, MELY_BATCH_DEFAULT,
+                 MELY_SPIN_US_DEFAULT);
+    ck_assert_int_eq(mely_post(&rt, 1, beacon, NULL), 0);
+    run_with_helper(&rt, idle_meter, NULL, 30, "idle runtime");
+    ck_assert_msg(idle_m.wall_s >= 0.99, "the idle period lasted %.3f s", idle_m.wall_s);
+    ck_assert_msg(idle_m.cpu_s < 0.10 * idle_m.wall_s,
+                  "%u idle workers used %.1f ms of CPU in %.3f s (bound: 10%% of one core)",
+                  idle_shapes[_i].workers, idle_m.cpu_s * 1e3, idle_m.wall_s);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
+/* ---- the suite ------------------------------------------------------------------------- */
+
+int main(void)
+{
+    Suite *s = suite_create("introspect");
+
+    TCase *tc = new_tcase(s, "introspection", 60);
+    tcase_add_test(tc, current_color_and_worker);
+    tcase_add_test(tc, pinned_colors_run_on_their_worker);
+    tcase_add_loop_test(tc, color_owner_initial_placement, 0, NELEM(owner_workers));
+
+    tc = new_tcase(s, "stats", 60);
+    tcase_add_test(tc, stats_start_at_zero_and_check_arguments);
+    tcase_add_loop_test(tc, stats_count_posts_and_runs, 0, MAXW);
+    tcase_add_test(tc, stats_count_parks_and_wakeups);
+
+    tc = new_tcase(s, "idle", 60);
+    tcase_add_loop_test(tc, idle_runtime_uses_no_cpu, 0, NELEM(idle_shapes));
+    return mely_test_main(s);
+}

@@ -1,0 +1,237 @@
+/*
+ * testutil.c: the helpers the Check test programs share (see testutil.h).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "tests/testutil.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- scale ---------------------------------------------------------------- */
+
+static double test_scale(void)
+{
+    const char *s = getenv("MELY_TEST_SCALE");
+    if (!s || !*s)
+        return 1.0;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end != '\0' || !(v > 0.0) || v > 1000.0) {
+        fprintf(stderr, "MELY_TEST_SCALE=\"%s\": expected a number in (0, 1000]; using 1\n", s);
+        return 1.0;
+    }
+    return v;
+}
+
+unsigned scaled(unsigned n, unsigned min, unsigned max)
+{
+    double v = n * test_scale();
+    return v < min ? min : v > max ? max : (unsigned)v;
+}
+
+/* ---- clock and bounded waits ------------------------------------------------ */
+
+uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void sleep_us(unsigned us)
+{
+    struct timespec ts = {.tv_sec = us / 1000000u, .tv_nsec = (long)(us % 1000000u) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+bool wait_flag(atomic_bool *flag, unsigned ms)
+{
+    uint64_t deadline = now_ns() + (uint64_t)ms * 1000000u;
+    while (!atomic_load(flag)) {
+        if (now_ns() >= deadline)
+            return false;
+        sleep_us(100);
+    }
+    return true;
+}
+
+/* ---- failure notes ------------------------------------------------------------ */
+
+static atomic_uint nnotes;
+static char first_note[512]; /* under note_mu */
+static pthread_mutex_t note_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void note(const char *fmt, ...)
+{
+    if (atomic_fetch_add(&nnotes, 1) != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&note_mu);
+    vsnprintf(first_note, sizeof(first_note), fmt, ap);
+    pthread_mutex_unlock(&note_mu);
+    va_end(ap);
+}
+
+void reset_notes(void)
+{
+    atomic_store(&nnotes, 0);
+    pthread_mutex_lock(&note_mu);
+    first_note[0] = '\0';
+    pthread_mutex_unlock(&note_mu);
+}
+
+void assert_no_notes(void)
+{
+    unsigned n = atomic_load(&nnotes);
+    pthread_mutex_lock(&note_mu);
+    ck_assert_msg(n == 0, "%u failure(s) seen in handlers or helper threads; the first: %s", n,
+                  first_note);
+    pthread_mutex_unlock(&note_mu);
+}
+
+/* ---- watchdog ------------------------------------------------------------------ */
+
+static void *watchdog_main(void *arg)
+{
+    struct watchdog *wd = arg;
+    int rc = 0;
+
+    pthread_mutex_lock(&wd->mu);
+    while (!wd->done && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&wd->cv, &wd->mu, &wd->deadline);
+    bool fire = !wd->done;
+    pthread_mutex_unlock(&wd->mu);
+    if (fire) {
+        atomic_store(&wd->fired, true);
+        mely_stop(wd->m);
+    }
+    return NULL;
+}
+
+void watchdog_start(struct watchdog *wd, mely_t *m, unsigned seconds)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&wd->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_mutex_init(&wd->mu, NULL);
+    wd->done = false;
+    atomic_store(&wd->fired, false);
+    wd->m = m;
+    clock_gettime(CLOCK_MONOTONIC, &wd->deadline);
+    wd->deadline.tv_sec += seconds;
+    ck_assert_int_eq(pthread_create(&wd->thread, NULL, watchdog_main, wd), 0);
+}
+
+bool watchdog_end(struct watchdog *wd)
+{
+    pthread_mutex_lock(&wd->mu);
+    wd->done = true;
+    pthread_cond_signal(&wd->cv);
+    pthread_mutex_unlock(&wd->mu);
+    pthread_join(wd->thread, NULL);
+    pthread_cond_destroy(&wd->cv);
+    pthread_mutex_destroy(&wd->mu);
+    return atomic_load(&wd->fired);
+}
+
+void run_bounded(mely_t *m, unsigned seconds, const char *what)
+{
+    struct watchdog wd;
+    watchdog_start(&wd, m, seconds);
+    int rc = mely_run(m);
+    bool fired = watchdog_end(&wd);
+    ck_assert_msg(rc == 0, "%s: mely_run() returned %d (%s)", what, rc, mely_strerror(rc));
+    ck_assert_msg(!fired, "%s: still running after %u s", what, seconds);
+}
+
+void run_with_helper(mely_t *m, void *(*helper)(void *), void *arg, unsigned seconds,
+                     const char *what)
+{
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, helper, arg), 0);
+    run_bounded(m, seconds, what);
+    pthread_join(t, NULL);
+    assert_no_notes();
+}
+
+/* ---- runtime setup ---------------------------------------------------------------- */
+
+void init_runtime(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us)
+{
+    mely_config_t cfg;
+    mely_config_init(&cfg);
+    cfg.workers = workers;
+    cfg.pin = pin;
+    cfg.batch = batch;
+    cfg.spin_us = spin_us;
+    ck_assert_int_eq(mely_init(m, &cfg), 0);
+    ck_assert_uint_eq(mely_workers(m), workers);
+}
+
+void clear_mely_env(void)
+{
+    unsetenv("MELY_WORKERS");
+    unsetenv("MELY_PIN");
+    unsetenv("MELY_BATCH");
+    unsetenv("MELY_SPIN_US");
+}
+
+/* ---- a runtime and handlers for the small API tests ------------------------------------- */
+
+mely_t rt;
+atomic_uint ran;
+unsigned stop_at;
+atomic_bool beacon_ran;
+
+void count_and_stop(void *arg)
+{
+    (void)arg;
+    if (atomic_fetch_add(&ran, 1) + 1 == stop_at)
+        mely_stop(&rt);
+}
+
+void beacon(void *arg)
+{
+    (void)arg;
+    atomic_store(&beacon_ran, true);
+}
+
+void nop(void *arg)
+{
+    (void)arg;
+}
+
+/* ---- suites ------------------------------------------------------------------------- */
+
+void test_setup(void)
+{
+    clear_mely_env();
+    reset_notes();
+    atomic_store(&beacon_ran, false);
+}
+
+TCase *new_tcase(Suite *s, const char *name, int timeout)
+{
+    TCase *tc = tcase_create(name);
+    tcase_add_checked_fixture(tc, test_setup, NULL);
+    tcase_set_timeout(tc, timeout);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+int mely_test_main(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

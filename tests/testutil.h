@@ -1,0 +1,151 @@
+/*
+ * testutil.h: what the Check test programs share: scaled event counts, a
+ * monotonic clock and bounded waits, failure notes, a watchdog that stops a
+ * runtime, runtime setup, a runtime and handlers for the small API tests, and
+ * the suite boilerplate (test cases, main()).
+ *
+ * Rules every test program follows (the helpers below are built for them):
+ *  - Handlers and helper threads never call ck_assert: from worker 0 it would
+ *    jump out of mely_run(), from another thread it would end the process with
+ *    the runtime still running. They note() what went wrong, and the test
+ *    thread calls assert_no_notes() once mely_run() has returned and every
+ *    helper thread is joined.
+ *  - Every wait is bounded: wait_flag() takes a limit, and a watchdog stops a
+ *    runtime that does not finish in time (an event lost or a worker that never
+ *    wakes would otherwise hang mely_run()); the test then fails saying so.
+ *  - MELY_TEST_SCALE (default 1, at most 1000) multiplies the event counts
+ *    (through scaled()): 0.2 for slow sanitizer builds, 10 for a soak.
+ *
+ * Threads: the Check-facing helpers (those that may fail the test: watchdog_*,
+ * run_*, init_runtime, assert_no_notes, new_tcase, mely_test_main) are for the
+ * test thread only; scaled, now_ns, sleep_us, wait_flag and note may be called
+ * from any thread.
+ *
+ * Unit tests link the core library and may use all of this too: it uses the
+ * public API (mely/mely.h) only.
+ */
+#ifndef MELY_TESTS_TESTUTIL_H
+#define MELY_TESTS_TESTUTIL_H
+
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "mely/mely.h"
+
+#define NELEM(a) (int)(sizeof(a) / sizeof((a)[0]))
+
+/* ---- scale ---------------------------------------------------------------- */
+
+/* A `max` for scaled() that only keeps counts sane (calloc'ed per event). */
+#define SCALED_MAX 100000000u
+
+/* n multiplied by MELY_TEST_SCALE, clamped to [min, max]: the minimum keeps a
+ * small scale from leaving too few events for the test to mean something.
+ * A malformed MELY_TEST_SCALE is reported on stderr and taken as 1. */
+unsigned scaled(unsigned n, unsigned min, unsigned max);
+
+/* ---- clock and bounded waits ------------------------------------------------ */
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t now_ns(void);
+
+/* Sleeps `us` microseconds, resuming after signals. */
+void sleep_us(unsigned us);
+
+/* Waits until *flag is set, for at most `ms` milliseconds (polling every
+ * 100 us). Returns whether it was set. */
+bool wait_flag(atomic_bool *flag, unsigned ms);
+
+/* ---- failure notes ------------------------------------------------------------ */
+
+/* Records a failure seen outside the test thread (printf format); the first
+ * one is kept for the message, the others are counted. */
+__attribute__((format(printf, 1, 2))) void note(const char *fmt, ...);
+
+/* Forgets every note (test_setup() does this before each test). */
+void reset_notes(void);
+
+/* Fails the test if anything was noted, quoting the first note. Call only
+ * when no handler or helper thread can still note(). */
+void assert_no_notes(void);
+
+/* ---- watchdog ------------------------------------------------------------------ */
+
+struct watchdog {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;         /* under mu */
+    atomic_bool fired; /* set before the watchdog calls mely_stop(); any thread may read */
+    mely_t *m;
+    struct timespec deadline; /* CLOCK_MONOTONIC */
+};
+
+/* Starts a thread that calls mely_stop(m) after `seconds` unless
+ * watchdog_end() comes first. */
+void watchdog_start(struct watchdog *wd, mely_t *m, unsigned seconds);
+
+/* Ends and joins the watchdog. Returns whether it had to stop the runtime. */
+bool watchdog_end(struct watchdog *wd);
+
+/* mely_run(m) under a watchdog of `seconds`; fails the test, naming `what`, if
+ * mely_run() fails or the watchdog had to stop it. */
+void run_bounded(mely_t *m, unsigned seconds, const char *what);
+
+/* Starts helper(arg) on a new thread (a thread the runtime does not know),
+ * run_bounded(m, seconds, what), joins the helper and assert_no_notes().
+ * The helper must make mely_run() return (mely_stop()) or let a handler do it. */
+void run_with_helper(mely_t *m, void *(*helper)(void *), void *arg, unsigned seconds,
+                     const char *what);
+
+/* ---- runtime setup ---------------------------------------------------------------- */
+
+/* mely_init(m) from mely_config_init() defaults with these fields set; fails
+ * the test unless it succeeds with `workers` workers (a MELY_* variable in the
+ * environment still overrides the configuration, as it does for users). */
+void init_runtime(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us);
+
+/* Unsets MELY_WORKERS, MELY_PIN, MELY_BATCH and MELY_SPIN_US: the tests choose
+ * their runtime shapes, and the caller's overrides would silently change them. */
+void clear_mely_env(void);
+
+/* ---- a runtime and handlers for the small API tests ------------------------------------- */
+
+/* Zeroed at start; a test initializes and shuts it down itself. */
+extern mely_t rt;
+
+/* count_and_stop() counts in `ran` and calls mely_stop(&rt) when `ran`
+ * reaches `stop_at`. The test sets both before mely_run(). */
+extern atomic_uint ran;
+extern unsigned stop_at;
+void count_and_stop(void *arg);
+
+/* beacon() sets beacon_ran: a helper thread waits for it to know that a handler
+ * has run (test_setup() clears it). */
+extern atomic_bool beacon_ran;
+void beacon(void *arg);
+
+/* Does nothing. */
+void nop(void *arg);
+
+/* ---- suites ------------------------------------------------------------------------- */
+
+/* The checked fixture new_tcase() installs: every test starts from a clean
+ * environment (clear_mely_env()), no notes, and beacon_ran clear. */
+void test_setup(void);
+
+/* A test case `name` of suite s, with test_setup() as its checked fixture and a
+ * timeout of `timeout` seconds (CK_TIMEOUT_MULTIPLIER still applies). */
+TCase *new_tcase(Suite *s, const char *name, int timeout);
+
+/* Runs every test of s (CK_NORMAL output), frees the runner, and returns the
+ * program's exit status: EXIT_SUCCESS if every test passed, else EXIT_FAILURE.
+ * A test program's main() builds its suite with new_tcase() and ends with
+ * `return mely_test_main(s);`. */
+int mely_test_main(Suite *s);
+
+#endif /* MELY_TESTS_TESTUTIL_H */

@@ -5,7 +5,9 @@
  *
  * To keep insertion O(1), the list remembers the last color-queue of each
  * priority level and a bitmap of non-empty levels: a color-queue of priority p
- * goes right after the last one of the nearest level >= p.
+ * goes right after the last one of the nearest level >= p. The struct is small
+ * (no sentinel) so that, with default priorities, all a post touches of it
+ * shares the owner's lock cache line (runtime.h).
  *
  * Who may call: whoever holds the owning worker's lock.
  */
@@ -18,24 +20,24 @@
 #include "mely/colorq.h"
 
 struct mely__coreq {
-    struct mely__colorq head; /* sentinel: head.next is the first color-queue */
-    struct mely__colorq *last[MELY_PRIO_LEVELS];
-    uint32_t levels; /* bit p set: last[p] != NULL */
+    struct mely__colorq *first; /* NULL-terminated list, linked by prev/next */
+    uint32_t levels;  /* bit p set: last[p] != NULL */
     uint32_t ncolors; /* color-queues linked */
+    struct mely__colorq *last[MELY_PRIO_LEVELS];
 };
 
 static inline void mely__coreq_init(struct mely__coreq *q)
 {
-    q->head.next = q->head.prev = &q->head;
-    for (int p = 0; p < MELY_PRIO_LEVELS; p++)
-        q->last[p] = NULL;
+    q->first = NULL;
     q->levels = 0;
     q->ncolors = 0;
+    for (int p = 0; p < MELY_PRIO_LEVELS; p++)
+        q->last[p] = NULL;
 }
 
 static inline struct mely__colorq *mely__coreq_first(const struct mely__coreq *q)
 {
-    return q->head.next == &q->head ? NULL : q->head.next;
+    return q->first;
 }
 
 /* Links cq at the end of its priority level (cq->prio). */
@@ -43,13 +45,16 @@ static inline void mely__coreq_insert(struct mely__coreq *q, struct mely__colorq
 {
     unsigned p = cq->prio;
     uint32_t higher_or_same = q->levels & (~0u << p);
-    struct mely__colorq *after =
-        higher_or_same ? q->last[__builtin_ctz(higher_or_same)] : &q->head;
+    struct mely__colorq *after = higher_or_same ? q->last[__builtin_ctz(higher_or_same)] : NULL;
 
     cq->prev = after;
-    cq->next = after->next;
-    after->next->prev = cq;
-    after->next = cq;
+    cq->next = after ? after->next : q->first;
+    if (cq->next)
+        cq->next->prev = cq;
+    if (after)
+        after->next = cq;
+    else
+        q->first = cq;
     q->last[p] = cq;
     q->levels |= 1u << p;
     cq->queued = true;
@@ -60,16 +65,19 @@ static inline void mely__coreq_insert(struct mely__coreq *q, struct mely__colorq
 static inline void mely__coreq_unlink_at(struct mely__coreq *q, struct mely__colorq *cq, unsigned p)
 {
     if (q->last[p] == cq) {
-        struct mely__colorq *prev = cq->prev;
-        if (prev != &q->head && prev->prio == p) {
-            q->last[p] = prev;
+        if (cq->prev && cq->prev->prio == p) {
+            q->last[p] = cq->prev;
         } else {
             q->last[p] = NULL;
             q->levels &= ~(1u << p);
         }
     }
-    cq->prev->next = cq->next;
-    cq->next->prev = cq->prev;
+    if (cq->prev)
+        cq->prev->next = cq->next;
+    else
+        q->first = cq->next;
+    if (cq->next)
+        cq->next->prev = cq->prev;
     cq->prev = cq->next = NULL;
     cq->queued = false;
     q->ncolors--;

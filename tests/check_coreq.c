@@ -20,13 +20,13 @@ static struct mely__colorq *mk(int i, int prio)
 static int order(struct mely__coreq *q, int *out)
 {
     int n = 0;
-    struct mely__colorq *prev = &q->head;
-    for (struct mely__colorq *c = q->head.next; c != &q->head; c = c->next) {
+    struct mely__colorq *prev = NULL;
+    for (struct mely__colorq *c = q->first; c; c = c->next) {
         ck_assert_ptr_eq(c->prev, prev);
         ck_assert(c->queued);
-        if (prev != &q->head)
+        if (prev)
             ck_assert_uint_ge(prev->prio, c->prio);
-        if (c->next == &q->head || c->next->prio != c->prio)
+        if (!c->next || c->next->prio != c->prio)
             ck_assert_ptr_eq(q->last[c->prio], c);
         out[n++] = (int)c->color;
         prev = c;

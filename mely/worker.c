@@ -67,8 +67,9 @@ static void end_batch(struct mely__worker *w, struct mely__colorq *cq)
     }
 }
 
-/* Runs the detached batch of cq without the lock; returns how many ran. */
-static unsigned run_detached(struct mely__worker *w, struct mely__colorq *cq)
+/* Runs up to `batch` detached events of cq, without the lock. Posts a handler
+ * staged for other workers leave before the next handler starts. */
+static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
 {
     struct mely__rt *rt = w->rt;
     unsigned ran = 0;
@@ -84,7 +85,6 @@ static unsigned run_detached(struct mely__worker *w, struct mely__colorq *cq)
     }
     mely__current_color = -1;
     mely__count(&w->ctr.events_run, ran);
-    return ran;
 }
 
 /* One lock hold per batch: ending a batch and taking the next share it. */

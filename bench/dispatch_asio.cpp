@@ -17,6 +17,9 @@
  *              on any thread: their counter is a relaxed fetch_add (mely's is a
  *              plain relaxed store, written by worker 1 only).
  *   pingpong   two strands post to each other, N/10 round trips -> ns per trip.
+ *              The thread that posts to the other strand usually runs it
+ *              itself: each run reports on stderr the share of hops that
+ *              changed threads (every hop of mely's ping-pong crosses workers).
  *
  * Each workload runs R times on a fresh io_context; the median is printed on
  * stdout as `asio,<workload>,<value>` (the lines bench/dispatch parses); per-run
@@ -42,6 +45,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -72,6 +76,16 @@ struct options {
     uint64_t events = 0; /* 0: the default for the mode */
     unsigned runs = 0;
     bool quick = false;
+};
+
+/* The index of the calling thread in run_context() (0: the caller), for the
+ * per-run notes on where handlers ran; read only outside the timed hot loops. */
+thread_local unsigned tl_thread = 0;
+
+/* A run's figure and a note on where its handlers ran; value < 0: stopped. */
+struct result {
+    double value = -1.0;
+    std::string note;
 };
 
 uint64_t now_ns()
@@ -140,12 +154,14 @@ bool run_context(asio::io_context &ctx, unsigned workers, uint64_t limit_ns)
     std::vector<std::thread> threads;
     for (unsigned i = 1; i < workers; i++)
         threads.emplace_back([&ctx, i] {
+            tl_thread = i;
             pin_self(cpus[i % cpus.size()]);
             ctx.run();
         });
 
     cpu_set_t saved;
     bool restore = pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) == 0;
+    tl_thread = 0;
     pin_self(cpus[0]);
     ctx.run();
     for (auto &t : threads)
@@ -176,6 +192,8 @@ struct local_state {
     uint64_t total;   /* N: empty handlers + driver runs */
     uint64_t ran = 0; /* handlers that have run, as seen by the driver */
     uint64_t runs = 0;
+    uint64_t on_other = 0; /* driver runs on another thread than the previous one */
+    unsigned last_thread = 0;
     uint64_t t0 = 0, t1 = 0;
 };
 
@@ -190,6 +208,9 @@ struct local_driver {
         uint64_t t = now_ns();
         if (s->runs++ == 0)
             s->t0 = t;
+        else if (tl_thread != s->last_thread)
+            s->on_other++;
+        s->last_thread = tl_thread;
         s->ran++; /* this run; the empties posted before it ran before it (FIFO) */
         if (s->ran >= s->total) {
             s->t1 = t;
@@ -204,9 +225,10 @@ struct local_driver {
     }
 };
 
-/* Returns ns per handler, or a negative value if the run was stopped. */
-double run_local(unsigned workers, uint64_t n)
+/* ns per handler. */
+result run_local(unsigned workers, uint64_t n)
 {
+    result r;
     asio::io_context ctx((int)workers);
     strand_t strand = asio::make_strand(ctx);
     local_state s;
@@ -216,9 +238,12 @@ double run_local(unsigned workers, uint64_t n)
 
     asio::post(strand, local_driver{&s});
     if (!run_context(ctx, workers, limit_for(n, 5000)) || s.t1 == 0)
-        return -1.0;
+        return r;
     /* From the driver's first run to its last: the N-1 handlers before the last. */
-    return (double)(s.t1 - s.t0) / (double)(n - 1);
+    r.value = (double)(s.t1 - s.t0) / (double)(n - 1);
+    r.note = "the strand changed threads between driver runs " + std::to_string(s.on_other) +
+             " times in " + std::to_string(s.runs - 1);
+    return r;
 }
 
 /* ---- (ii) crosscore: producer strand -> 64 consumer strands --------------------- */
@@ -274,9 +299,10 @@ struct producer_handler {
     }
 };
 
-/* Returns events/s, or a negative value if the run was stopped. */
-double run_crosscore(unsigned workers, uint64_t n)
+/* events/s. */
+result run_crosscore(unsigned workers, uint64_t n)
 {
+    result r;
     asio::io_context ctx((int)workers);
     strand_t producer = asio::make_strand(ctx);
     cross_state s;
@@ -288,8 +314,9 @@ double run_crosscore(unsigned workers, uint64_t n)
 
     asio::post(producer, producer_handler{&s});
     if (!run_context(ctx, workers, limit_for(n, 5000)) || s.t1 == 0)
-        return -1.0;
-    return (double)n * 1e9 / (double)(s.t1 - s.t0);
+        return r;
+    r.value = (double)n * 1e9 / (double)(s.t1 - s.t0);
+    return r;
 }
 
 /* ---- (iii) pingpong: two strands ------------------------------------------------ */
@@ -299,6 +326,8 @@ struct pp_state {
     strand_t *a, *b;
     uint64_t trips;
     uint64_t count = 0; /* A's handler only */
+    uint64_t crossed = 0; /* hops that ran on another thread than the previous handler */
+    unsigned last_thread = 0;
     uint64_t t0 = 0, t1 = 0;
 };
 
@@ -311,13 +340,21 @@ struct ping_handler {
 
 struct pong_handler {
     pp_state *s;
-    void operator()() const { asio::post(*s->a, ping_handler{s}); }
+    void operator()() const
+    {
+        s->crossed += tl_thread != s->last_thread;
+        s->last_thread = tl_thread;
+        asio::post(*s->a, ping_handler{s});
+    }
 };
 
 void ping_handler::operator()() const
 {
     if (s->count == 0)
         s->t0 = now_ns();
+    else
+        s->crossed += tl_thread != s->last_thread;
+    s->last_thread = tl_thread;
     if (s->count == s->trips) {
         s->t1 = now_ns();
         s->ctx->stop();
@@ -327,9 +364,10 @@ void ping_handler::operator()() const
     asio::post(*s->b, pong_handler{s});
 }
 
-/* Returns ns per round trip, or a negative value if the run was stopped. */
-double run_pingpong(unsigned workers, uint64_t trips)
+/* Both strands on one io_context run by W threads: ns per round trip. */
+result run_pingpong(unsigned workers, uint64_t trips)
 {
+    result r;
     asio::io_context ctx((int)workers);
     strand_t a = asio::make_strand(ctx);
     strand_t b = asio::make_strand(ctx);
@@ -341,8 +379,13 @@ double run_pingpong(unsigned workers, uint64_t trips)
 
     asio::post(a, ping_handler{&s});
     if (!run_context(ctx, workers, limit_for(trips, 200000)) || s.t1 == 0)
-        return -1.0;
-    return (double)(s.t1 - s.t0) / (double)trips;
+        return r;
+    r.value = (double)(s.t1 - s.t0) / (double)trips;
+    char note[96];
+    snprintf(note, sizeof(note), "%.1f%% of the hops changed threads",
+             100.0 * (double)s.crossed / (double)(2 * trips));
+    r.note = note;
+    return r;
 }
 
 /* ---- Driver --------------------------------------------------------------------- */
@@ -428,12 +471,13 @@ bool measure(const char *workload, const char *unit, unsigned runs, Fn fn)
 {
     std::vector<double> ok;
     for (unsigned r = 0; r < runs; r++) {
-        double v = fn();
-        if (v < 0)
+        result res = fn();
+        if (res.value < 0)
             fprintf(stderr, "asio %-22s run %u: stopped by the watchdog\n", workload, r + 1);
         else {
-            fprintf(stderr, "asio %-22s run %u: %.2f %s\n", workload, r + 1, v, unit);
-            ok.push_back(v);
+            fprintf(stderr, "asio %-22s run %u: %.2f %s%s%s\n", workload, r + 1, res.value, unit,
+                    res.note.empty() ? "" : "   ", res.note.c_str());
+            ok.push_back(res.value);
         }
     }
     if (ok.empty())

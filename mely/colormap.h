@@ -34,8 +34,20 @@ static inline unsigned mely__owner(const struct mely__rt *rt, mely_color_t color
 
 /* Locks and returns the worker that owns `color`, charging lock waits to `ctr`
  * (may be NULL). The retry loop runs again only if a steal moved the color
- * between the read and the lock, so it ends as soon as steals pause. */
-struct mely__worker *mely__lock_owner(struct mely__rt *rt, mely_color_t color,
-                                      struct mely__counters *ctr);
+ * between the read and the lock, so it ends as soon as steals pause. Inline:
+ * every post goes through it. */
+static inline struct mely__worker *mely__lock_owner(struct mely__rt *rt, mely_color_t color,
+                                                    struct mely__counters *ctr)
+{
+    for (;;) {
+        unsigned o = mely__owner(rt, color);
+        struct mely__worker *w = &rt->workers[o];
+
+        mely__spin_lock(&w->lock, ctr);
+        if (__builtin_expect(mely__owner(rt, color) == o, 1))
+            return w;
+        mely__spin_unlock(&w->lock);
+    }
+}
 
 #endif

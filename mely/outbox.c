@@ -2,7 +2,8 @@
 #include <stdlib.h>
 
 #include "mely/colormap.h"
-#include "mely/runtime.h"
+#include "mely/enqueue.h"
+#include "mely/park.h"
 
 int mely__outbox_init(struct mely__outbox *ob, unsigned nworkers)
 {

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "mely/cycles.h"
-#include "mely/runtime.h"
+#include "mely/park.h"
 
 /* Pauses between two reads of the clock while spinning. */
 enum { SPIN_CLOCK_EVERY = 32 };
@@ -95,15 +95,6 @@ void mely__idle(struct mely__worker *w)
 {
     if (!spin(w))
         park(w);
-}
-
-bool mely__mark_woken(struct mely__worker *w)
-{
-    if (!w->parked)
-        return false;
-    w->parked = false;
-    atomic_fetch_add_explicit(&w->wake_seq, 1, memory_order_release);
-    return true;
 }
 
 void mely__wake(struct mely__worker *w, struct mely__worker *self)

@@ -10,7 +10,8 @@
  * parked. The wake-up system call, if any, is made after unlocking.
  */
 #include "mely/colormap.h"
-#include "mely/runtime.h"
+#include "mely/enqueue.h"
+#include "mely/park.h"
 
 static struct mely__event *event_alloc(struct mely__rt *rt, struct mely__worker *self)
 {
@@ -41,44 +42,6 @@ static struct mely__colorq *colorq_of(struct mely__rt *rt, struct mely__worker *
     return cq;
 }
 
-static void add_pending(struct mely__worker *w)
-{
-    atomic_store_explicit(&w->nevents,
-                          atomic_load_explicit(&w->nevents, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
-
-static void count_post(struct mely__worker *self, struct mely__worker *w)
-{
-    if (!self)
-        mely__count(&w->ctr.posts_foreign, 1); /* under w->lock */
-    else if (self == w)
-        mely__count(&self->ctr.posts_local, 1);
-    else
-        mely__count(&self->ctr.posts_remote, 1);
-}
-
-/* A head post by a handler of cq's running batch goes to the front of that batch
- * (the batch was detached from cq's head; see worker.c). */
-bool mely__enqueue(struct mely__worker *w, struct mely__worker *self, struct mely__colorq *cq,
-                   struct mely__event *ev)
-{
-    count_post(self, w);
-    if (ev->head && self == w && w->run_cq == cq) {
-        mely__colorq_push(&w->run, ev, true);
-        return false;
-    }
-
-    unsigned old_prio = cq->prio;
-    mely__colorq_push(cq, ev, ev->head);
-    if (!cq->queued)
-        mely__coreq_insert(&w->coreq, cq);
-    else if (cq->prio != old_prio)
-        mely__coreq_reprioritize(&w->coreq, cq, old_prio);
-    add_pending(w);
-    return mely__mark_woken(w);
-}
-
 /* Queues ev now; on failure (no memory for the color's queue) ev is freed. */
 static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
 {
@@ -97,8 +60,9 @@ static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely_
     return 0;
 }
 
-int mely_post_ex(mely_t *m, mely_color_t color, int prio, const mely_handler_t *h,
-                 mely_fn_t fn, void *arg, unsigned flags)
+/* The three public entry points share this body, inlined into each. */
+static inline __attribute__((always_inline)) int post(mely_t *m, mely_color_t color, int prio, const mely_handler_t *h,
+                       mely_fn_t fn, void *arg, unsigned flags)
 {
     struct mely__rt *rt = m ? m->rt : NULL;
 
@@ -136,12 +100,18 @@ int mely_post_ex(mely_t *m, mely_color_t color, int prio, const mely_handler_t *
     return post_now(rt, self, ev);
 }
 
+int mely_post_ex(mely_t *m, mely_color_t color, int prio, const mely_handler_t *h,
+                 mely_fn_t fn, void *arg, unsigned flags)
+{
+    return post(m, color, prio, h, fn, arg, flags);
+}
+
 int mely_post(mely_t *m, mely_color_t color, mely_fn_t fn, void *arg)
 {
-    return mely_post_ex(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, 0);
+    return post(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, 0);
 }
 
 int mely_post_head(mely_t *m, mely_color_t color, mely_fn_t fn, void *arg)
 {
-    return mely_post_ex(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, MELY_POST_HEAD);
+    return post(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, MELY_POST_HEAD);
 }

@@ -12,6 +12,7 @@
 
 #include "mely/colormap.h"
 #include "mely/config.h"
+#include "mely/park.h"
 #include "mely/runtime.h"
 
 static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned index, int cpu)

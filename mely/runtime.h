@@ -112,20 +112,9 @@ static inline bool mely__stopping(const struct mely__rt *rt)
 /* worker.c */
 int mely__workers_run(struct mely__rt *rt);
 
-/* post.c: under w->lock, queues ev (fields set) on its color's existing queue
- * cq; returns whether the caller must wake w after unlocking. */
-bool mely__enqueue(struct mely__worker *w, struct mely__worker *self, struct mely__colorq *cq,
-                   struct mely__event *ev);
-
 static inline struct mely__colorq *mely__cq_of(const struct mely__rt *rt, mely_color_t color)
 {
     return atomic_load_explicit(&rt->cq_of[color], memory_order_acquire);
 }
-
-/* park.c: the idle path of a worker, and waking it. */
-void mely__idle(struct mely__worker *w);
-bool mely__mark_woken(struct mely__worker *w); /* under w->lock: must the caller wake w? */
-void mely__wake(struct mely__worker *w, struct mely__worker *self);
-void mely__wake_all(struct mely__rt *rt);
 
 #endif

@@ -28,17 +28,12 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include "mely/enqueue.h"
+#include "mely/park.h"
 #include "mely/runtime.h"
 
 _Thread_local struct mely__worker *mely__self __attribute__((tls_model("initial-exec")));
 _Thread_local int mely__current_color __attribute__((tls_model("initial-exec"))) = -1;
-
-static void add_pending(struct mely__worker *w, int delta)
-{
-    atomic_store_explicit(&w->nevents,
-                          atomic_load_explicit(&w->nevents, memory_order_relaxed) + delta,
-                          memory_order_relaxed);
-}
 
 /* Under w->lock: detaches cq's events into w->run. */
 static void take_batch(struct mely__worker *w, struct mely__colorq *cq)
@@ -46,7 +41,7 @@ static void take_batch(struct mely__worker *w, struct mely__colorq *cq)
     mely__colorq_move_all(&w->run, cq);
     w->run_cq = cq;
     cq->running = true;
-    add_pending(w, -(int)w->run.count);
+    mely__add_pending(w, -(int)w->run.count);
 }
 
 /* Under w->lock: the batch is over; puts back what is left and requeues cq. */
@@ -54,7 +49,7 @@ static void end_batch(struct mely__worker *w, struct mely__colorq *cq)
 {
     unsigned old_prio = cq->prio;
 
-    add_pending(w, (int)w->run.count);
+    mely__add_pending(w, (int)w->run.count);
     mely__colorq_prepend(cq, &w->run);
     w->run_cq = NULL;
     cq->running = false;

@@ -1,0 +1,33 @@
+/*
+ * park.h: idle workers and wake-ups (the protocol is described in park.c).
+ */
+#ifndef MELY_PARK_H
+#define MELY_PARK_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "mely/runtime.h"
+
+/* The worker has nothing to run: spin a little, then sleep until a post or a
+ * stop. Called by the worker's own thread, without its lock. */
+void mely__idle(struct mely__worker *w);
+
+/* Called with w->lock held after queueing for w: if w is parked, marks it woken
+ * and returns true; the caller must then call mely__wake() after unlocking. */
+static inline bool mely__mark_woken(struct mely__worker *w)
+{
+    if (!w->parked)
+        return false;
+    w->parked = false;
+    atomic_fetch_add_explicit(&w->wake_seq, 1, memory_order_release);
+    return true;
+}
+
+/* The system call half of a wake-up; `self` (may be NULL) is charged for it. */
+void mely__wake(struct mely__worker *w, struct mely__worker *self);
+
+/* Wakes every parked worker (mely_stop). Any thread. */
+void mely__wake_all(struct mely__rt *rt);
+
+#endif

@@ -375,9 +375,28 @@ static double measure_idle(const struct bench *b, unsigned workers, double secon
     return pct;
 }
 
+/* The machine's cross-core floor, measured right before mely's ping-pong: it
+ * moves between periods on these guests, so the ratio to it is what compares. */
+static bool measure_floor(unsigned runs, uint64_t trips, double *value)
+{
+    struct bench_sample s[runs ? runs : 1];
+    double cyc;
+
+    for (unsigned r = 0; r < runs; r++) {
+        s[r] = bench_floor_pingpong(trips);
+        if (s[r].ok)
+            printf("  %-22s run %u: %9.2f ns/round trip %7.1f cycles\n", "ping-pong floor", r + 1,
+                   s[r].value, s[r].cycles);
+    }
+    if (!bench_sample_medians(s, runs, value, &cyc))
+        return false;
+    printf("  %-22s median: %.2f ns/round trip (%.1f cycles)\n", "ping-pong floor", *value, cyc);
+    return true;
+}
+
 /* ---- The results ----------------------------------------------------------------- */
 
-enum { ROW_LOCAL, ROW_CROSS, ROW_PINGPONG, ROW_IDLE, NROWS };
+enum { ROW_LOCAL, ROW_CROSS, ROW_PINGPONG, ROW_FLOOR, ROW_IDLE, NROWS };
 
 /* The table's rows; mely's figures and the peer's are filled in later. */
 static void rows_init(struct bench_row rows[NROWS], const char *idle_name)
@@ -395,6 +414,8 @@ static void rows_init(struct bench_row rows[NROWS], const char *idle_name)
                           .unit = "ns/round trip", .peer_key = "pingpong_ns_per_rt",
                           .lower_is_better = true, .ratio_target = TARGET_RATIO,
                           .target = ">=3x asio"},
+        [ROW_FLOOR] = {.workload = "ping-pong floor (2 threads)", .key = "pingpong_floor_ns_per_rt",
+                       .unit = "ns/round trip", .lower_is_better = true, .target = ""},
         [ROW_IDLE] = {.workload = idle_name, .key = "idle_pct_core_per_worker",
                       .unit = "% core/worker", .lower_is_better = true, .target = "<2%"},
     };
@@ -583,9 +604,13 @@ int main(int argc, char **argv)
     rows[ROW_CROSS].have_mely =
         bench_measure(&b, "cross-core throughput", "Mevents/s", run_cross, o.workers, o.runs,
                       o.events, 1e-6, &rows[ROW_CROSS].mely);
+    rows[ROW_FLOOR].have_mely = measure_floor(o.runs, trips, &rows[ROW_FLOOR].mely);
     rows[ROW_PINGPONG].have_mely =
         bench_measure(&b, "ping-pong", "ns/round trip", run_pingpong, o.workers, o.runs, trips,
                       1.0, &rows[ROW_PINGPONG].mely);
+    if (rows[ROW_FLOOR].have_mely && rows[ROW_PINGPONG].have_mely)
+        printf("  ping-pong / floor: %.2fx (the floor is two plain threads passing a cache line)\n",
+               rows[ROW_PINGPONG].mely / rows[ROW_FLOOR].mely);
 
     if (o.asio)
         run_asio(&b, argv[0], &o, rows);
@@ -606,6 +631,7 @@ int main(int argc, char **argv)
     bench_judge(&rows[ROW_LOCAL], true, rows[ROW_LOCAL].mely <= TARGET_LOCAL_NS);
     bench_judge(&rows[ROW_CROSS], true, rows[ROW_CROSS].mely >= TARGET_CROSS_MEPS);
     bench_judge(&rows[ROW_PINGPONG], false, true);
+    bench_judge(&rows[ROW_FLOOR], false, true);
     bench_judge(&rows[ROW_IDLE], true, rows[ROW_IDLE].mely < TARGET_IDLE_PCT);
     printf("\n");
     bench_print_rows(stdout, "asio strand", rows, NROWS);

@@ -11,6 +11,8 @@
 #include <inttypes.h>
 #include <math.h>
 #include <sched.h>
+#include <stdalign.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -580,4 +582,68 @@ int bench_run_peer(const struct bench *b, const char *path, char *const argv[],
             WIFEXITED(status) ? "status" : "signal",
             WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     return 1;
+}
+
+/* ---- The machine's floor ------------------------------------------------------------ */
+
+struct floor {
+    alignas(64) _Atomic uint64_t ping;
+    alignas(64) _Atomic uint64_t pong;
+    uint64_t trips;
+    int cpu[2];
+};
+
+static void floor_pin(int cpu)
+{
+    if (cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static void *floor_ponger(void *arg)
+{
+    struct floor *f = arg;
+
+    floor_pin(f->cpu[1]);
+    for (uint64_t i = 1; i <= f->trips; i++) {
+        while (atomic_load_explicit(&f->ping, memory_order_acquire) != i) /* bounded by the pinger */
+            ;
+        atomic_store_explicit(&f->pong, i, memory_order_release);
+    }
+    return NULL;
+}
+
+struct bench_sample bench_floor_pingpong(uint64_t trips)
+{
+    static struct floor f;
+    struct bench_sample out = {.ok = false};
+    cpu_set_t allowed, saved;
+    pthread_t t;
+
+    f = (struct floor){.trips = trips, .cpu = {-1, -1}};
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
+        for (int c = 0, k = 0; c < CPU_SETSIZE && k < 2; c++)
+            if (CPU_ISSET(c, &allowed))
+                f.cpu[k++] = c;
+    bool restore = pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) == 0;
+    if (pthread_create(&t, NULL, floor_ponger, &f) != 0)
+        return out;
+    floor_pin(f.cpu[0]);
+    uint64_t t0 = bench_now_ns(), c0 = bench_cycles();
+    for (uint64_t i = 1; i <= trips; i++) {
+        atomic_store_explicit(&f.ping, i, memory_order_release);
+        while (atomic_load_explicit(&f.pong, memory_order_acquire) != i) /* bounded by the ponger */
+            ;
+    }
+    uint64_t t1 = bench_now_ns(), c1 = bench_cycles();
+    pthread_join(t, NULL);
+    if (restore)
+        (void)pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+    out.ok = trips > 0;
+    out.value = trips ? (double)(t1 - t0) / (double)trips : 0;
+    out.cycles = trips ? (double)(c1 - c0) / (double)trips : 0;
+    return out;
 }

@@ -227,6 +227,16 @@ typedef struct bench_sample (*bench_workload_fn)(const struct bench *b, unsigned
 bool bench_measure(struct bench *b, const char *name, const char *unit, bench_workload_fn fn,
                    unsigned workers, unsigned runs, uint64_t count, double scale, double *value);
 
+/* ---- The machine's floor ---------------------------------------------------------- */
+
+/* Two plain threads pinned to the first two allowed CPUs (where workers 0 and 1
+ * run) pass a counter back and forth through two cache lines, `trips` times:
+ * the least a cross-core round trip can cost on this machine right now. On the
+ * KVM guests we use it moves 4x from one period to another (the host places
+ * the vCPUs), so cross-core figures are quoted next to it.
+ * @return a sample in ns per round trip (ok false if a thread failed to start). */
+struct bench_sample bench_floor_pingpong(uint64_t trips);
+
 /* ---- The machine ----------------------------------------------------------------- */
 
 struct bench_machine {

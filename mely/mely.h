@@ -158,6 +158,9 @@ typedef struct mely_handler {
  * cpucb_tail) or at its head (MELY_POST_HEAD: cpucb; it runs before the color's
  * other pending events). Events of one color run one at a time, in post order.
  * Posting works before mely_run(), between runs, and while running.
+ * A handler's posts to colors of other workers are queued there in batches, at
+ * the latest when the handler returns: a handler that posts and then computes
+ * for long delays them (post last, or split the handler).
  * @return 0; MELY_ESHUTDOWN; MELY_ECOLOR (color >= MELY_COLORS and not a valid
  *         MELY_COLOR_PINNED); MELY_EPRIO (prio outside 0..MELY_PRIO_MAX);
  *         MELY_ENOFN (fn NULL); MELY_EINVAL (unknown flag); MELY_ENOMEM.

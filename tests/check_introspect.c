@@ -434,23 +434,18 @@ static void *idle_meter(void *arg)
     return NULL;
 }
 
-static const struct {
-    unsigned workers;
-    int pin;
-} idle_shapes[] = {{2, 1}, {8, 0}};
-
 /* A runtime with nothing to do must sleep: the whole process (workers,
  * this meter, a sanitizer's threads) may use at most 10% of one core. */
 START_TEST(idle_runtime_uses_no_cpu)
 {
-    init_runtime(&rt, idle_shapes[_i].workers, idle_shapes[_i].pin, MELY_BATCH_DEFAULT,
+    init_runtime(&rt, shapes[_i].workers, shapes[_i].pin, MELY_BATCH_DEFAULT,
                  MELY_SPIN_US_DEFAULT);
     ck_assert_int_eq(mely_post(&rt, 1, beacon, NULL), 0);
     run_with_helper(&rt, idle_meter, NULL, 30, "idle runtime");
     ck_assert_msg(idle_m.wall_s >= 0.99, "the idle period lasted %.3f s", idle_m.wall_s);
     ck_assert_msg(idle_m.cpu_s < 0.10 * idle_m.wall_s,
                   "%u idle workers used %.1f ms of CPU in %.3f s (bound: 10%% of one core)",
-                  idle_shapes[_i].workers, idle_m.cpu_s * 1e3, idle_m.wall_s);
+                  shapes[_i].workers, idle_m.cpu_s * 1e3, idle_m.wall_s);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
 }
 END_TEST
@@ -472,6 +467,6 @@ int main(void)
     tcase_add_test(tc, stats_count_parks_and_wakeups);
 
     tc = new_tcase(s, "idle", 60);
-    tcase_add_loop_test(tc, idle_runtime_uses_no_cpu, 0, NELEM(idle_shapes));
+    tcase_add_loop_test(tc, idle_runtime_uses_no_cpu, 0, NSHAPES);
     return mely_test_main(s);
 }

@@ -1,12 +1,14 @@
 /*
- * check_invariants.c: the runtime's invariants (doc: DESIGN.md, "Invariants"),
- * checked through the public API only (mely/mely.h):
- *  - every posted event runs exactly once, also across stop, run and shutdown;
+ * check_invariants.c: the runtime's delivery invariants (doc: DESIGN.md,
+ * "Invariants") under load, checked through the public API only (mely/mely.h):
+ *  - every posted event runs exactly once, with many producers of every kind
+ *    (the test thread before the run, foreign threads, handlers);
  *  - two events of one color never overlap;
  *  - one producer's events of one color run in its post order;
- *  - different colors run in parallel;
- *  - head posts go first, and color-queues are served by priority;
- *  - a post to a parked worker wakes it.
+ *  - across stop and shutdown, the events that ran plus those discarded are all
+ *    of them, none twice; run, stop, run again loses and repeats nothing.
+ * Run orders and parallelism are checked in check_order.c, wake-ups of parked
+ * workers in check_wakeup.c.
  *
  * Handlers and helper threads never call ck_assert, every wait is bounded, and
  * MELY_TEST_SCALE multiplies the event counts (see tests/testutil.h). When a
@@ -28,7 +30,7 @@
 #include "mely/mely.h"
 #include "tests/testutil.h"
 
-/* ---- helpers: counters, runtime shapes ------------------------------------------ */
+/* ---- helpers: counters ---------------------------------------------------------- */
 
 static void sum_stats(const mely_t *m, mely_stats_t *sum)
 {
@@ -45,15 +47,6 @@ static void sum_stats(const mely_t *m, mely_stats_t *sum)
         sum->wakes_sent += s.wakes_sent;
     }
 }
-
-/* The two runtime shapes every stress test runs in: one worker per core of the
- * 2-core CI machine, pinned; and 4x oversubscribed, unpinned, where workers are
- * preempted in the middle of handlers and lock holds. */
-static const struct shape {
-    unsigned workers;
-    int pin;
-} shapes[] = {{2, 1}, {8, 0}};
-enum { NSHAPES = sizeof(shapes) / sizeof(shapes[0]) };
 
 /* ---- producers and checked events --------------------------------------------- */
 
@@ -534,340 +527,6 @@ START_TEST(run_stop_run)
 }
 END_TEST
 
-/* ---- different colors run in parallel ------------------------------------------- */
-
-static struct {
-    mely_t m;
-    atomic_bool started[2];
-    bool saw[2];
-    int worker[2];
-    atomic_uint finished;
-} par;
-
-/* Each of two handlers announces itself, then waits (at most 2 s) to see the
- * other one running: with two free workers they must overlap. Run one after
- * the other, the first would wait in vain. */
-static void par_handler(void *arg)
-{
-    unsigned me = (unsigned)(uintptr_t)arg;
-    uint64_t deadline = now_ns() + 2000000000u;
-    bool saw;
-
-    par.worker[me] = mely_current_worker();
-    atomic_store(&par.started[me], true);
-    while (!(saw = atomic_load(&par.started[1 - me])) && now_ns() < deadline) {
-    }
-    par.saw[me] = saw;
-    if (atomic_fetch_add(&par.finished, 1) + 1 == 2)
-        mely_stop(&par.m);
-}
-
-static void run_pair(mely_color_t a, mely_color_t b)
-{
-    atomic_store(&par.started[0], false);
-    atomic_store(&par.started[1], false);
-    atomic_store(&par.finished, 0);
-    par.saw[0] = par.saw[1] = false;
-    ck_assert_int_eq(mely_post(&par.m, a, par_handler, (void *)(uintptr_t)0), 0);
-    ck_assert_int_eq(mely_post(&par.m, b, par_handler, (void *)(uintptr_t)1), 0);
-
-    struct watchdog wd;
-    watchdog_start(&wd, &par.m, 20);
-    int rc = mely_run(&par.m);
-    bool fired = watchdog_end(&wd);
-    ck_assert_int_eq(rc, 0);
-    ck_assert_msg(!fired, "colors %u and %u: handlers not done after 20 s", a, b);
-    ck_assert_msg(par.saw[0] && par.saw[1],
-                  "colors %u and %u (owners %d, %d) did not run in parallel: the handler on "
-                  "worker %d saw the other: %d; the one on worker %d: %d",
-                  a, b, mely_color_owner(&par.m, a), mely_color_owner(&par.m, b), par.worker[0],
-                  par.saw[0], par.worker[1], par.saw[1]);
-}
-
-START_TEST(different_colors_run_in_parallel)
-{
-    reset_notes();
-    init_runtime(&par.m, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
-
-    mely_color_t a = 10, b = a + 1;
-    int oa = mely_color_owner(&par.m, a);
-    ck_assert_int_ge(oa, 0);
-    while (b < MELY_COLORS && mely_color_owner(&par.m, b) == oa)
-        b++;
-    ck_assert_msg(b < MELY_COLORS, "every color is owned by worker %d", oa);
-    run_pair(a, b);
-    run_pair(MELY_COLOR_PINNED(0), MELY_COLOR_PINNED(1));
-    ck_assert_int_eq(mely_shutdown(&par.m), 0);
-}
-END_TEST
-
-/* ---- head posts and priorities: exact run orders ---------------------------------- */
-
-enum { MAX_ORDER = 32 };
-
-static struct {
-    mely_t m;
-    atomic_uint n;
-    unsigned expected;
-    int order[MAX_ORDER]; /* written by handlers that never overlap (see callers) */
-    mely_color_t color;   /* for self_poster */
-} rec;
-
-static void record(void *arg)
-{
-    unsigned k = atomic_fetch_add(&rec.n, 1);
-    if (k < MAX_ORDER)
-        rec.order[k] = (int)(intptr_t)arg;
-    if (k + 1 == rec.expected)
-        mely_stop(&rec.m);
-}
-
-static void post_or_note(mely_color_t color, int prio, int id, unsigned flags)
-{
-    int err = mely_post_ex(&rec.m, color, prio, NULL, record, (void *)(intptr_t)id, flags);
-    if (err)
-        note("post of %d to color %u: %s", id, color, mely_strerror(err));
-}
-
-/* Runs rec.m until `n` events were recorded and checks their order. */
-static void run_expect(const int *want, unsigned n, const char *what)
-{
-    struct watchdog wd;
-
-    rec.expected = n;
-    watchdog_start(&wd, &rec.m, 20);
-    int rc = mely_run(&rec.m);
-    bool fired = watchdog_end(&wd);
-    ck_assert_int_eq(rc, 0);
-    assert_no_notes();
-    ck_assert_msg(!fired, "%s: only %u of %u events ran in 20 s", what, atomic_load(&rec.n), n);
-    ck_assert_uint_eq(atomic_load(&rec.n), n);
-
-    char got[256] = "", exp[256] = "";
-    for (unsigned i = 0; i < n; i++) {
-        snprintf(got + strlen(got), sizeof(got) - strlen(got), " %d", rec.order[i]);
-        snprintf(exp + strlen(exp), sizeof(exp) - strlen(exp), " %d", want[i]);
-    }
-    ck_assert_msg(memcmp(rec.order, want, n * sizeof(*want)) == 0, "%s: ran%s, expected%s", what,
-                  got, exp);
-    atomic_store(&rec.n, 0);
-}
-
-static const unsigned batches[] = {1, 10};
-
-/* Before mely_run(): T1..T5 at the tail, then H1 and H2 at the head: each head
- * post goes to the very front, so H2, H1, T1..T5. */
-START_TEST(head_posts_run_first)
-{
-    reset_notes();
-    init_runtime(&rec.m, 2, 1, batches[_i], MELY_SPIN_US_DEFAULT);
-    const mely_color_t c = 77;
-    for (int t = 1; t <= 5; t++)
-        ck_assert_int_eq(mely_post(&rec.m, c, record, (void *)(intptr_t)t), 0);
-    ck_assert_int_eq(mely_post_head(&rec.m, c, record, (void *)(intptr_t)101), 0);
-    ck_assert_int_eq(mely_post_ex(&rec.m, c, MELY_PRIO_DEFAULT, NULL, record,
-                                  (void *)(intptr_t)102, MELY_POST_HEAD),
-                     0);
-    const int want[] = {102, 101, 1, 2, 3, 4, 5};
-    run_expect(want, 7, "head posts before mely_run()");
-    ck_assert_int_eq(mely_shutdown(&rec.m), 0);
-}
-END_TEST
-
-/* S runs with T1, T2 of its color still pending and posts X at the tail, then
- * Y at the head: Y goes before every pending event of the color, X after all. */
-static void self_poster(void *arg)
-{
-    record(arg);
-    post_or_note(rec.color, MELY_PRIO_DEFAULT, 90, 0);
-    post_or_note(rec.color, MELY_PRIO_DEFAULT, 91, MELY_POST_HEAD);
-}
-
-START_TEST(head_post_from_own_handler_runs_next)
-{
-    reset_notes();
-    init_runtime(&rec.m, 2, 1, batches[_i], MELY_SPIN_US_DEFAULT);
-    /* one color on each worker */
-    for (rec.color = 300; rec.color < 302; rec.color++) {
-        ck_assert_int_eq(mely_post(&rec.m, rec.color, self_poster, (void *)(intptr_t)50), 0);
-        ck_assert_int_eq(mely_post(&rec.m, rec.color, record, (void *)(intptr_t)1), 0);
-        ck_assert_int_eq(mely_post(&rec.m, rec.color, record, (void *)(intptr_t)2), 0);
-        const int want[] = {50, 91, 1, 2, 90};
-        run_expect(want, 5, "tail X then head Y posted by a handler of the color");
-    }
-    ck_assert_int_eq(mely_shutdown(&rec.m), 0);
-}
-END_TEST
-
-/* With one worker, color-queues are served from the highest priority down,
- * whatever the order of posting. */
-START_TEST(priorities_order_color_queues)
-{
-    reset_notes();
-    init_runtime(&rec.m, 1, 1, batches[_i], MELY_SPIN_US_DEFAULT);
-    const mely_color_t a = 1, b = 2, c = 3;
-
-    post_or_note(a, 0, 'A', 0);
-    post_or_note(b, 5, 'B', 0);
-    post_or_note(c, 3, 'C', 0);
-    const int want1[] = {'B', 'C', 'A'};
-    run_expect(want1, 3, "A at 0, B at 5, C at 3");
-
-    /* A color-queue takes the highest priority among its events, and its
-     * events keep their post order. */
-    post_or_note(a, 0, 'A', 0);
-    post_or_note(b, 5, 'B', 0);
-    post_or_note(c, 3, 'C', 0);
-    post_or_note(a, MELY_PRIO_MAX, 'a', 0);
-    const int want2[] = {'A', 'a', 'B', 'C'};
-    run_expect(want2, 4, "A at 0, B at 5, C at 3, then A at 7");
-    ck_assert_int_eq(mely_shutdown(&rec.m), 0);
-}
-END_TEST
-
-static void prio_poster(void *arg)
-{
-    record(arg);
-    post_or_note(1, 0, 'A', 0);
-    post_or_note(2, 5, 'B', 0);
-    post_or_note(3, 3, 'C', 0);
-}
-
-START_TEST(priorities_order_posts_from_a_handler)
-{
-    reset_notes();
-    init_runtime(&rec.m, 1, 1, batches[_i], MELY_SPIN_US_DEFAULT);
-    ck_assert_int_eq(mely_post(&rec.m, 9, prio_poster, (void *)(intptr_t)'S'), 0);
-    const int want[] = {'S', 'B', 'C', 'A'};
-    run_expect(want, 4, "a handler posts A at 0, B at 5, C at 3");
-    ck_assert_int_eq(mely_shutdown(&rec.m), 0);
-}
-END_TEST
-
-/* ---- no lost wake-ups ---------------------------------------------------------- */
-
-enum { WAKE_ROUND_MS = 5000, WAKE_WATCHDOG_S = 20 };
-
-static struct {
-    mely_t m;
-    unsigned workers;
-    mely_color_t own[8]; /* an ordinary color each worker owns at init */
-    atomic_uint ran;
-    unsigned rounds, expected;
-    struct watchdog wd;
-} wk;
-
-static void wake_leaf(void *arg)
-{
-    (void)arg;
-    atomic_fetch_add(&wk.ran, 1);
-}
-
-/* A handler's post to another worker's color must wake that worker too. */
-static void wake_relay(void *arg)
-{
-    unsigned to = (unsigned)(uintptr_t)arg;
-    int err = mely_post(&wk.m, wk.own[to], wake_leaf, NULL);
-    if (err)
-        note("relay post: %s", mely_strerror(err));
-    atomic_fetch_add(&wk.ran, 1);
-}
-
-/* The pause before round r: long enough for every worker to park first, none
- * at all (the post races with a worker on its way to sleep), or in between. */
-static unsigned pause_us(unsigned r)
-{
-    if (r == 0)
-        return 50000;
-    switch (r % 4) {
-    case 2:
-        return 0;
-    case 3:
-        return (r * 37u) % 300u;
-    default:
-        return 1000;
-    }
-}
-
-static void *wake_poster(void *arg)
-{
-    (void)arg;
-    unsigned expected = 0;
-
-    for (unsigned r = 0; r < wk.rounds && !atomic_load(&wk.wd.fired); r++) {
-        sleep_us(pause_us(r));
-        for (unsigned w = 0; w < wk.workers; w++) {
-            mely_color_t c = r % 2 ? wk.own[w] : MELY_COLOR_PINNED(w);
-            int err = mely_post(&wk.m, c, wake_leaf, NULL);
-            if (err)
-                note("round %u: post to color %u: %s", r, c, mely_strerror(err));
-        }
-        unsigned from = r % wk.workers, to = (r + 1) % wk.workers;
-        int err = mely_post(&wk.m, wk.own[from], wake_relay, (void *)(uintptr_t)to);
-        if (err)
-            note("round %u: relay post: %s", r, mely_strerror(err));
-        expected += wk.workers + 2;
-
-        uint64_t deadline = now_ns() + WAKE_ROUND_MS * 1000000ull;
-        while (atomic_load(&wk.ran) < expected && now_ns() < deadline)
-            sleep_us(20);
-        unsigned ran = atomic_load(&wk.ran);
-        if (ran != expected) {
-            note("round %u (pause %u us): %u of %u events ran after %u ms: a wake-up was lost",
-                 r, pause_us(r), ran, expected, WAKE_ROUND_MS);
-            break;
-        }
-    }
-    wk.expected = expected;
-    mely_stop(&wk.m);
-    return NULL;
-}
-
-/*
- * Workers park as soon as they are idle (spin_us 0). Round after round, a
- * foreign thread waits, then posts to a color of every worker and to a relay
- * handler that posts to the next worker; every event must run.
- */
-START_TEST(posts_wake_parked_workers)
-{
-    const struct shape *sh = &shapes[_i];
-
-    reset_notes();
-    memset(&wk, 0, sizeof(wk));
-    wk.workers = sh->workers;
-    wk.rounds = scaled(200, 20, SCALED_MAX);
-    init_runtime(&wk.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, 0);
-    for (unsigned w = 0; w < wk.workers; w++) {
-        mely_color_t c = 500;
-        while (c < MELY_COLORS && mely_color_owner(&wk.m, c) != (int)w)
-            c++;
-        ck_assert_msg(c < MELY_COLORS, "no color owned by worker %u", w);
-        wk.own[w] = c;
-    }
-
-    pthread_t poster;
-    watchdog_start(&wk.wd, &wk.m, WAKE_WATCHDOG_S);
-    ck_assert_int_eq(pthread_create(&poster, NULL, wake_poster, NULL), 0);
-    int rc = mely_run(&wk.m);
-    bool fired = watchdog_end(&wk.wd);
-    pthread_join(poster, NULL);
-
-    ck_assert_int_eq(rc, 0);
-    assert_no_notes();
-    ck_assert_msg(!fired, "%u rounds not done within %u s (%u events ran)", wk.rounds,
-                  WAKE_WATCHDOG_S, atomic_load(&wk.ran));
-    ck_assert_uint_eq(wk.expected, wk.rounds * (wk.workers + 2));
-    ck_assert_uint_eq(atomic_load(&wk.ran), wk.expected);
-    /* Otherwise the test proved nothing about waking. */
-    for (unsigned w = 0; w < wk.workers; w++) {
-        mely_stats_t s;
-        ck_assert_int_eq(mely_worker_stats(&wk.m, w, &s), 0);
-        ck_assert_msg(s.parks >= 1, "worker %u never parked (spin_us 0, 50 ms idle)", w);
-    }
-    ck_assert_int_eq(mely_shutdown(&wk.m), 0);
-}
-END_TEST
-
 /* ---- the suite ------------------------------------------------------------------ */
 
 /* new_tcase()'s fixture clears MELY_* overrides from the caller's environment
@@ -884,17 +543,5 @@ int main(void)
     tc = new_tcase(s, "stop", 120);
     tcase_add_loop_test(tc, exactly_once_across_shutdown, 0, NELEM(stop_workers));
     tcase_add_loop_test(tc, run_stop_run, 0, NSHAPES);
-
-    tc = new_tcase(s, "parallel", 60);
-    tcase_add_test(tc, different_colors_run_in_parallel);
-
-    tc = new_tcase(s, "order", 60);
-    tcase_add_loop_test(tc, head_posts_run_first, 0, 2);
-    tcase_add_loop_test(tc, head_post_from_own_handler_runs_next, 0, 2);
-    tcase_add_loop_test(tc, priorities_order_color_queues, 0, 2);
-    tcase_add_loop_test(tc, priorities_order_posts_from_a_handler, 0, 2);
-
-    tc = new_tcase(s, "wakeup", 120);
-    tcase_add_loop_test(tc, posts_wake_parked_workers, 0, NSHAPES);
     return mely_test_main(s);
 }

@@ -184,6 +184,11 @@ void clear_mely_env(void)
     unsetenv("MELY_SPIN_US");
 }
 
+const struct shape shapes[NSHAPES] = {
+    {.workers = 2, .pin = 1},
+    {.workers = 8, .pin = 0},
+};
+
 /* ---- a runtime and handlers for the small API tests ------------------------------------- */
 
 mely_t rt;

@@ -1,8 +1,9 @@
 /*
  * testutil.h: what the Check test programs share: scaled event counts, a
  * monotonic clock and bounded waits, failure notes, a watchdog that stops a
- * runtime, runtime setup, a runtime and handlers for the small API tests, and
- * the suite boilerplate (test cases, main()).
+ * runtime, runtime setup and the runtime shapes of the stress tests, a runtime
+ * and handlers for the small API tests, and the suite boilerplate (test cases,
+ * main()).
  *
  * Rules every test program follows (the helpers below are built for them):
  *  - Handlers and helper threads never call ck_assert: from worker 0 it would
@@ -19,7 +20,7 @@
  * Threads: the Check-facing helpers (those that may fail the test: watchdog_*,
  * run_*, init_runtime, assert_no_notes, new_tcase, mely_test_main) are for the
  * test thread only; scaled, now_ns, sleep_us, wait_flag and note may be called
- * from any thread.
+ * from any thread, and shapes[] (constant) read from any.
  *
  * Unit tests link the core library and may use all of this too: it uses the
  * public API (mely/mely.h) only.
@@ -112,6 +113,18 @@ void init_runtime(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned
 /* Unsets MELY_WORKERS, MELY_PIN, MELY_BATCH and MELY_SPIN_US: the tests choose
  * their runtime shapes, and the caller's overrides would silently change them. */
 void clear_mely_env(void);
+
+/* The two runtime shapes every stress test runs in (check_invariants,
+ * check_wakeup): one worker per core of the 2-core CI machine, pinned; and 4x
+ * oversubscribed, unpinned, where workers are preempted in the middle of
+ * handlers and lock holds. A stress test loops over them:
+ * `tcase_add_loop_test(tc, test, 0, NSHAPES)`, then `&shapes[_i]`. */
+struct shape {
+    unsigned workers;
+    int pin; /* as mely_config_t.pin */
+};
+enum { NSHAPES = 2 };
+extern const struct shape shapes[NSHAPES];
 
 /* ---- a runtime and handlers for the small API tests ------------------------------------- */
 

@@ -1,0 +1,159 @@
+/*
+ * check_wakeup.c: no lost wake-ups (doc: DESIGN.md, "Invariants"), checked
+ * through the public API only (mely/mely.h): workers park as soon as they are
+ * idle, and every post to a parked worker, from a foreign thread or from a
+ * handler on another worker, wakes it, whether the post comes long after the
+ * worker parked or races with it on its way to sleep.
+ *
+ * Handlers and helper threads never call ck_assert, every wait is bounded, and
+ * MELY_TEST_SCALE multiplies the number of rounds (see tests/testutil.h).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "mely/mely.h"
+#include "tests/testutil.h"
+
+/* ---- no lost wake-ups ---------------------------------------------------------- */
+
+enum { WAKE_ROUND_MS = 5000, WAKE_WATCHDOG_S = 20 };
+
+static struct {
+    mely_t m;
+    unsigned workers;
+    mely_color_t own[8]; /* an ordinary color each worker owns at init */
+    atomic_uint ran;
+    unsigned rounds, expected;
+    struct watchdog wd;
+} wk;
+
+static void wake_leaf(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&wk.ran, 1);
+}
+
+/* A handler's post to another worker's color must wake that worker too. */
+static void wake_relay(void *arg)
+{
+    unsigned to = (unsigned)(uintptr_t)arg;
+    int err = mely_post(&wk.m, wk.own[to], wake_leaf, NULL);
+    if (err)
+        note("relay post: %s", mely_strerror(err));
+    atomic_fetch_add(&wk.ran, 1);
+}
+
+/* The pause before round r: long enough for every worker to park first, none
+ * at all (the post races with a worker on its way to sleep), or in between. */
+static unsigned pause_us(unsigned r)
+{
+    if (r == 0)
+        return 50000;
+    switch (r % 4) {
+    case 2:
+        return 0;
+    case 3:
+        return (r * 37u) % 300u;
+    default:
+        return 1000;
+    }
+}
+
+static void *wake_poster(void *arg)
+{
+    (void)arg;
+    unsigned expected = 0;
+
+    for (unsigned r = 0; r < wk.rounds && !atomic_load(&wk.wd.fired); r++) {
+        sleep_us(pause_us(r));
+        for (unsigned w = 0; w < wk.workers; w++) {
+            mely_color_t c = r % 2 ? wk.own[w] : MELY_COLOR_PINNED(w);
+            int err = mely_post(&wk.m, c, wake_leaf, NULL);
+            if (err)
+                note("round %u: post to color %u: %s", r, c, mely_strerror(err));
+        }
+        unsigned from = r % wk.workers, to = (r + 1) % wk.workers;
+        int err = mely_post(&wk.m, wk.own[from], wake_relay, (void *)(uintptr_t)to);
+        if (err)
+            note("round %u: relay post: %s", r, mely_strerror(err));
+        expected += wk.workers + 2;
+
+        uint64_t deadline = now_ns() + WAKE_ROUND_MS * 1000000ull;
+        while (atomic_load(&wk.ran) < expected && now_ns() < deadline)
+            sleep_us(20);
+        unsigned ran = atomic_load(&wk.ran);
+        if (ran != expected) {
+            note("round %u (pause %u us): %u of %u events ran after %u ms: a wake-up was lost",
+                 r, pause_us(r), ran, expected, WAKE_ROUND_MS);
+            break;
+        }
+    }
+    wk.expected = expected;
+    mely_stop(&wk.m);
+    return NULL;
+}
+
+/*
+ * Workers park as soon as they are idle (spin_us 0). Round after round, a
+ * foreign thread waits, then posts to a color of every worker and to a relay
+ * handler that posts to the next worker; every event must run.
+ */
+START_TEST(posts_wake_parked_workers)
+{
+    const struct shape *sh = &shapes[_i];
+
+    reset_notes();
+    memset(&wk, 0, sizeof(wk));
+    wk.workers = sh->workers;
+    wk.rounds = scaled(200, 20, SCALED_MAX);
+    init_runtime(&wk.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, 0);
+    for (unsigned w = 0; w < wk.workers; w++) {
+        mely_color_t c = 500;
+        while (c < MELY_COLORS && mely_color_owner(&wk.m, c) != (int)w)
+            c++;
+        ck_assert_msg(c < MELY_COLORS, "no color owned by worker %u", w);
+        wk.own[w] = c;
+    }
+
+    pthread_t poster;
+    watchdog_start(&wk.wd, &wk.m, WAKE_WATCHDOG_S);
+    ck_assert_int_eq(pthread_create(&poster, NULL, wake_poster, NULL), 0);
+    int rc = mely_run(&wk.m);
+    bool fired = watchdog_end(&wk.wd);
+    pthread_join(poster, NULL);
+
+    ck_assert_int_eq(rc, 0);
+    assert_no_notes();
+    ck_assert_msg(!fired, "%u rounds not done within %u s (%u events ran)", wk.rounds,
+                  WAKE_WATCHDOG_S, atomic_load(&wk.ran));
+    ck_assert_uint_eq(wk.expected, wk.rounds * (wk.workers + 2));
+    ck_assert_uint_eq(atomic_load(&wk.ran), wk.expected);
+    /* Otherwise the test proved nothing about waking. */
+    for (unsigned w = 0; w < wk.workers; w++) {
+        mely_stats_t s;
+        ck_assert_int_eq(mely_worker_stats(&wk.m, w, &s), 0);
+        ck_assert_msg(s.parks >= 1, "worker %u never parked (spin_us 0, 50 ms idle)", w);
+    }
+    ck_assert_int_eq(mely_shutdown(&wk.m), 0);
+}
+END_TEST
+
+/* ---- the suite ------------------------------------------------------------------ */
+
+/* new_tcase()'s fixture clears MELY_* overrides from the caller's environment
+ * before each test: the tests choose their runtime shapes. */
+int main(void)
+{
+    Suite *s = suite_create("wakeup");
+
+    TCase *tc = new_tcase(s, "wakeup", 120);
+    tcase_add_loop_test(tc, posts_wake_parked_workers, 0, NSHAPES);
+    return mely_test_main(s);
+}

@@ -48,8 +48,9 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
     if ((err = mely__config_resolve(cfg, &s)) != 0)
         return err;
 
-    struct mely__rt *rt = aligned_alloc(MELY__CACHELINE, sizeof(*rt) + MELY__CACHELINE -
-                                                             sizeof(*rt) % MELY__CACHELINE);
+    /* Both structs hold cache-line-aligned members, so their sizes are
+     * multiples of the alignment, as aligned_alloc() requires. */
+    struct mely__rt *rt = aligned_alloc(MELY__CACHELINE, sizeof(*rt));
     if (!rt)
         return MELY_ENOMEM;
     memset(rt, 0, sizeof(*rt));

@@ -91,6 +91,10 @@ struct mely__rt {
     atomic_bool running;                          /* inside mely_run() */
 };
 
+/* aligned_alloc() needs sizes that are multiples of the alignment. */
+_Static_assert(sizeof(struct mely__worker) % MELY__CACHELINE == 0, "worker size");
+_Static_assert(sizeof(struct mely__rt) % MELY__CACHELINE == 0, "runtime size");
+
 /* The worker the calling thread is, or NULL; set for the duration of mely_run(). */
 extern _Thread_local struct mely__worker *mely__self __attribute__((tls_model("initial-exec")));
 

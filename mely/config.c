@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "mely/config.h"
+#include "mely/steal.h"
 
 void mely_config_init(mely_config_t *cfg)
 {
@@ -18,6 +19,7 @@ void mely_config_init(mely_config_t *cfg)
         .pin = 1,
         .batch = MELY_BATCH_DEFAULT,
         .spin_us = MELY_SPIN_US_DEFAULT,
+        .steal = NULL,
     };
 }
 
@@ -66,6 +68,12 @@ int mely__config_resolve(const mely_config_t *in, struct mely__settings *out)
         !env_uint("MELY_BATCH", 1, UINT32_MAX, &cfg.batch) ||
         !env_uint("MELY_SPIN_US", 0, 1000000, &cfg.spin_us))
         return MELY_EINVAL;
+    const char *steal = getenv("MELY_STEAL") ? getenv("MELY_STEAL") : cfg.steal;
+    if (!mely__steal_lookup(steal, &out->steal)) {
+        fprintf(stderr, "mely: %s steal policy \"%s\": expected one of %s\n",
+                getenv("MELY_STEAL") ? "MELY_STEAL:" : "configuration", steal, mely__steal_names);
+        return MELY_EINVAL;
+    }
     if (!check_range("workers", cfg.workers, 0, MELY_MAX_WORKERS) ||
         !check_range("batch", cfg.batch, 1, UINT32_MAX) ||
         !check_range("spin_us", cfg.spin_us, 0, 1000000))

@@ -7,10 +7,13 @@
 
 #include "mely/mely.h"
 
+struct mely__steal_ops;
+
 struct mely__settings {
     unsigned workers;
     unsigned batch;
     unsigned spin_us;
+    const struct mely__steal_ops *steal; /* NULL: no stealing */
     bool pin;
     unsigned ncpus;    /* CPUs in `allowed` */
     cpu_set_t allowed; /* the process's affinity mask at init */

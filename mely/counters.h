@@ -24,6 +24,10 @@ struct mely__counters {
     mely__counter_t wakes_sent;
     mely__counter_t lock_contended;
     mely__counter_t lock_cycles;
+    mely__counter_t steal_attempts; /* the thief's */
+    mely__counter_t steals;
+    mely__counter_t steal_cycles;
+    mely__counter_t stolen_events;
 };
 
 /* Single-writer increment: only the counter's one writer may call it. */

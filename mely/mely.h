@@ -81,10 +81,13 @@ typedef struct mely_config {
     int pin;          /* 1: pin worker i to the i-th allowed CPU; 0: do not */
     unsigned batch;   /* same-color batch threshold, >= 1 */
     unsigned spin_us; /* idle spin before parking, in us (0: park at once) */
+    const char *steal; /* work-stealing policy: NULL or "off" (none), "base"
+                          (libasync-smp's) */
 } mely_config_t;
 
 /* Fills cfg with the defaults: workers = 0 (usable CPUs), pin = 1,
- * batch = MELY_BATCH_DEFAULT, spin_us = MELY_SPIN_US_DEFAULT. Any thread. */
+ * batch = MELY_BATCH_DEFAULT, spin_us = MELY_SPIN_US_DEFAULT, steal = NULL
+ * (no stealing). Any thread. */
 void mely_config_init(mely_config_t *cfg);
 
 /* ---- Life cycle ---------------------------------------------------------- */
@@ -96,9 +99,10 @@ typedef struct mely {
 /*
  * Creates a runtime in *m from cfg (NULL: defaults). Environment variables
  * override cfg: MELY_WORKERS (1..256), MELY_PIN (0/1), MELY_BATCH (>= 1),
- * MELY_SPIN_US (0..1000000). No thread starts until mely_run().
- * @return 0; MELY_EINVAL for a bad value in cfg or in the environment (a line
- *         naming it goes to stderr); MELY_ENOMEM.
+ * MELY_SPIN_US (0..1000000), MELY_STEAL (a policy name, as cfg->steal).
+ * No thread starts until mely_run().
+ * @return 0; MELY_EINVAL for a bad value in cfg or in the environment, or an
+ *         unknown steal policy (a line naming it goes to stderr); MELY_ENOMEM.
  * Threads: any thread, but not concurrently with another call on the same *m.
  */
 int mely_init(mely_t *m, const mely_config_t *cfg);
@@ -207,6 +211,10 @@ typedef struct mely_stats {
     uint64_t wakes_sent;     /* wake-ups this worker issued to others */
     uint64_t lock_contended; /* runtime lock acquisitions that had to wait */
     uint64_t lock_cycles;    /* TSC cycles spent waiting for runtime locks */
+    uint64_t steal_attempts; /* times this worker, idle, ran the steal driver */
+    uint64_t steals;         /* attempts that took a color from another worker */
+    uint64_t steal_cycles;   /* TSC cycles spent in successful attempts */
+    uint64_t stolen_events;  /* events those colors held when taken */
 } mely_stats_t;
 
 /*

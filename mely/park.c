@@ -26,6 +26,7 @@
 
 #include "mely/cycles.h"
 #include "mely/park.h"
+#include "mely/steal.h"
 
 /* Pauses between two reads of the clock while spinning. */
 enum { SPIN_CLOCK_EVERY = 32 };
@@ -91,10 +92,13 @@ static void park(struct mely__worker *w)
         mely__count(&w->ctr.wakeups, 1);
 }
 
+/* The steal driver runs when the worker becomes idle and again just before it
+ * parks (work may have piled up elsewhere while it spun). */
 void mely__idle(struct mely__worker *w)
 {
-    if (!spin(w))
-        park(w);
+    if (mely__steal(w) || spin(w) || mely__steal(w))
+        return;
+    park(w);
 }
 
 void mely__wake(struct mely__worker *w, struct mely__worker *self)

@@ -29,8 +29,10 @@ static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned in
 
 static void rt_free(struct mely__rt *rt)
 {
-    for (unsigned i = 0; rt->workers && i < rt->nworkers; i++)
+    for (unsigned i = 0; rt->workers && i < rt->nworkers; i++) {
         mely__outbox_destroy(&rt->workers[i].outbox);
+        free(rt->workers[i].steal_order);
+    }
     mely__depot_destroy(&rt->depot);
     free(rt->cq_of);
     free(rt->workers);
@@ -58,6 +60,7 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
     rt->nworkers = s.workers;
     rt->batch = s.batch;
     rt->spin_us = s.spin_us;
+    rt->steal = s.steal;
     rt->oversubscribed = !s.pin || s.workers > s.ncpus;
     atomic_init(&rt->stopping, false);
     atomic_init(&rt->running, false);
@@ -72,7 +75,9 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
     for (unsigned i = 0; i < s.workers; i++)
         worker_init(&rt->workers[i], rt, i, mely__config_cpu(&s, i));
     for (unsigned i = 0; i < s.workers; i++) {
-        if (mely__outbox_init(&rt->workers[i].outbox, s.workers) != 0) {
+        rt->workers[i].steal_order = calloc(s.workers, sizeof(unsigned));
+        if (mely__outbox_init(&rt->workers[i].outbox, s.workers) != 0 ||
+            !rt->workers[i].steal_order) {
             rt_free(rt);
             return MELY_ENOMEM;
         }

@@ -40,6 +40,7 @@
 #define MELY__CACHELINE 64
 
 struct mely__rt;
+struct mely__steal_ops;
 
 struct mely__worker {
     /* shared: under `lock`. The fields a post touches come first, so that the
@@ -60,6 +61,7 @@ struct mely__worker {
     struct mely__colorq run;      /* the events detached from run_cq (only their
                                      event fields are used) */
     struct mely__outbox outbox;   /* staged posts to other workers (outbox.h) */
+    unsigned *steal_order;        /* the steal driver's core set (nworkers - 1) */
     struct mely__rt *rt;
     unsigned index;
     int cpu;                      /* CPU to pin to, or -1 */
@@ -72,6 +74,7 @@ struct mely__rt {
     unsigned nworkers;
     unsigned batch;
     unsigned spin_us;
+    const struct mely__steal_ops *steal; /* NULL: no stealing (steal.h) */
     bool oversubscribed;          /* more workers than allowed CPUs, or no pinning */
 
     struct mely__worker *workers; /* nworkers, cache-line aligned */

@@ -47,6 +47,10 @@ int mely_worker_stats(const mely_t *m, unsigned worker, mely_stats_t *out)
         .wakes_sent = mely__counter_read(&c->wakes_sent),
         .lock_contended = mely__counter_read(&c->lock_contended),
         .lock_cycles = mely__counter_read(&c->lock_cycles),
+        .steal_attempts = mely__counter_read(&c->steal_attempts),
+        .steals = mely__counter_read(&c->steals),
+        .steal_cycles = mely__counter_read(&c->steal_cycles),
+        .stolen_events = mely__counter_read(&c->stolen_events),
     };
     return 0;
 }

@@ -438,8 +438,8 @@ static void *idle_meter(void *arg)
  * this meter, a sanitizer's threads) may use at most 10% of one core. */
 START_TEST(idle_runtime_uses_no_cpu)
 {
-    init_runtime(&rt, shapes[_i].workers, shapes[_i].pin, MELY_BATCH_DEFAULT,
-                 MELY_SPIN_US_DEFAULT);
+    init_runtime_steal(&rt, shapes[_i].workers, shapes[_i].pin, MELY_BATCH_DEFAULT,
+                       MELY_SPIN_US_DEFAULT, shapes[_i].steal);
     ck_assert_int_eq(mely_post(&rt, 1, beacon, NULL), 0);
     run_with_helper(&rt, idle_meter, NULL, 30, "idle runtime");
     ck_assert_msg(idle_m.wall_s >= 0.99, "the idle period lasted %.3f s", idle_m.wall_s);

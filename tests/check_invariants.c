@@ -337,7 +337,8 @@ struct scenario {
 static void run_scenario(const struct scenario *sc, const struct shape *sh)
 {
     reset_state();
-    init_runtime(&st.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    init_runtime_steal(&st.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT,
+                       sh->steal);
 
     for (unsigned i = 0; i < sc->pre_run; i++)
         add_producer(PRE_RUN, scaled(sc->n_pre, 64, SCALED_MAX));
@@ -490,7 +491,8 @@ START_TEST(run_stop_run)
     const struct shape *sh = &shapes[_i];
 
     reset_state();
-    init_runtime(&st.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    init_runtime_steal(&st.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT,
+                       sh->steal);
     struct producer *p = add_producer(PRE_RUN, 2 * scaled(10000, 500, SCALED_MAX));
     alloc_last_seq();
     unsigned n1 = p->n / 2;

@@ -113,7 +113,7 @@ START_TEST(posts_wake_parked_workers)
     memset(&wk, 0, sizeof(wk));
     wk.workers = sh->workers;
     wk.rounds = scaled(200, 20, SCALED_MAX);
-    init_runtime(&wk.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, 0);
+    init_runtime_steal(&wk.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, 0, sh->steal);
     for (unsigned w = 0; w < wk.workers; w++) {
         mely_color_t c = 500;
         while (c < MELY_COLORS && mely_color_owner(&wk.m, c) != (int)w)

@@ -164,7 +164,8 @@ void run_with_helper(mely_t *m, void *(*helper)(void *), void *arg, unsigned sec
 
 /* ---- runtime setup ---------------------------------------------------------------- */
 
-void init_runtime(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us)
+void init_runtime_steal(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us,
+                        const char *steal)
 {
     mely_config_t cfg;
     mely_config_init(&cfg);
@@ -172,8 +173,14 @@ void init_runtime(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned
     cfg.pin = pin;
     cfg.batch = batch;
     cfg.spin_us = spin_us;
+    cfg.steal = steal;
     ck_assert_int_eq(mely_init(m, &cfg), 0);
     ck_assert_uint_eq(mely_workers(m), workers);
+}
+
+void init_runtime(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us)
+{
+    init_runtime_steal(m, workers, pin, batch, spin_us, NULL);
 }
 
 void clear_mely_env(void)
@@ -187,6 +194,8 @@ void clear_mely_env(void)
 const struct shape shapes[NSHAPES] = {
     {.workers = 2, .pin = 1},
     {.workers = 8, .pin = 0},
+    {.workers = 2, .pin = 1, .steal = "base"},
+    {.workers = 8, .pin = 0, .steal = "base"},
 };
 
 /* ---- a runtime and handlers for the small API tests ------------------------------------- */

@@ -110,20 +110,25 @@ void run_with_helper(mely_t *m, void *(*helper)(void *), void *arg, unsigned sec
  * environment still overrides the configuration, as it does for users). */
 void init_runtime(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us);
 
+/* init_runtime() with a work-stealing policy (NULL: none). */
+void init_runtime_steal(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us,
+                        const char *steal);
+
 /* Unsets MELY_WORKERS, MELY_PIN, MELY_BATCH and MELY_SPIN_US: the tests choose
  * their runtime shapes, and the caller's overrides would silently change them. */
 void clear_mely_env(void);
 
-/* The two runtime shapes every stress test runs in (check_invariants,
- * check_wakeup): one worker per core of the 2-core CI machine, pinned; and 4x
- * oversubscribed, unpinned, where workers are preempted in the middle of
- * handlers and lock holds. A stress test loops over them:
+/* The runtime shapes every stress test runs in (check_invariants,
+ * check_wakeup, the idle test): one worker per core of the 2-core CI machine,
+ * pinned; and 4x oversubscribed, unpinned, where workers are preempted in the
+ * middle of handlers and lock holds; each without and with work stealing. A stress test loops over them:
  * `tcase_add_loop_test(tc, test, 0, NSHAPES)`, then `&shapes[_i]`. */
 struct shape {
     unsigned workers;
-    int pin; /* as mely_config_t.pin */
+    int pin;           /* as mely_config_t.pin */
+    const char *steal; /* as mely_config_t.steal: NULL = no stealing */
 };
-enum { NSHAPES = 2 };
+enum { NSHAPES = 4 };
 extern const struct shape shapes[NSHAPES];
 
 /* ---- a runtime and handlers for the small API tests ------------------------------------- */

@@ -35,12 +35,12 @@ static unsigned base_core_set(const struct mely__worker *thief, unsigned *order)
     return k;
 }
 
-static bool base_can_be_stolen(const struct mely__worker *victim)
+bool mely__base_can_be_stolen(const struct mely__worker *victim)
 {
     return victim->coreq.ncolors >= 2;
 }
 
-static struct mely__colorq *base_choose_color(const struct mely__worker *victim)
+struct mely__colorq *mely__base_choose_color(const struct mely__worker *victim)
 {
     uint32_t pending = atomic_load_explicit(&victim->nevents, memory_order_relaxed);
 
@@ -53,6 +53,6 @@ static struct mely__colorq *base_choose_color(const struct mely__worker *victim)
 const struct mely__steal_ops mely__steal_base = {
     .name = "base",
     .core_set = base_core_set,
-    .can_be_stolen = base_can_be_stolen,
-    .choose_color = base_choose_color,
+    .can_be_stolen = mely__base_can_be_stolen,
+    .choose_color = mely__base_choose_color,
 };

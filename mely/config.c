@@ -8,9 +8,11 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mely/config.h"
 #include "mely/steal.h"
+#include "mely/topology.h"
 
 void mely_config_init(mely_config_t *cfg)
 {
@@ -72,6 +74,15 @@ int mely__config_resolve(const mely_config_t *in, struct mely__settings *out)
     if (!mely__steal_lookup(steal, &out->steal)) {
         fprintf(stderr, "mely: %s steal policy \"%s\": expected one of %s\n",
                 getenv("MELY_STEAL") ? "MELY_STEAL:" : "configuration", steal, mely__steal_names);
+        return MELY_EINVAL;
+    }
+    const char *topo = getenv("MELY_TOPOLOGY");
+    if (!topo || strcmp(topo, "sysfs") == 0) {
+        out->topo_source = MELY__TOPO_SYSFS;
+    } else if (strcmp(topo, "hwloc") == 0) {
+        out->topo_source = MELY__TOPO_HWLOC;
+    } else {
+        fprintf(stderr, "mely: MELY_TOPOLOGY=\"%s\": expected sysfs or hwloc\n", topo);
         return MELY_EINVAL;
     }
     if (!check_range("workers", cfg.workers, 0, MELY_MAX_WORKERS) ||

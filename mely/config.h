@@ -14,6 +14,7 @@ struct mely__settings {
     unsigned batch;
     unsigned spin_us;
     const struct mely__steal_ops *steal; /* NULL: no stealing */
+    int topo_source;                     /* enum mely__topo_source */
     bool pin;
     unsigned ncpus;    /* CPUs in `allowed` */
     cpu_set_t allowed; /* the process's affinity mask at init */

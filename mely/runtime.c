@@ -14,6 +14,7 @@
 #include "mely/config.h"
 #include "mely/park.h"
 #include "mely/runtime.h"
+#include "mely/topology.h"
 
 static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned index, int cpu)
 {
@@ -34,6 +35,8 @@ static void rt_free(struct mely__rt *rt)
         free(rt->workers[i].steal_order);
     }
     mely__depot_destroy(&rt->depot);
+    if (rt->topo)
+        mely__topo_free(rt->topo);
     free(rt->cq_of);
     free(rt->workers);
     free(rt);
@@ -81,6 +84,14 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
             rt_free(rt);
             return MELY_ENOMEM;
         }
+    }
+    int cpus[MELY_MAX_WORKERS];
+    for (unsigned i = 0; i < s.workers; i++)
+        cpus[i] = rt->workers[i].cpu;
+    rt->topo = mely__topo_build(cpus, s.workers, s.topo_source);
+    if (!rt->topo) {
+        rt_free(rt);
+        return MELY_ENOMEM;
     }
     mely__colormap_init(rt);
     m->rt = rt;

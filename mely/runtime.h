@@ -41,6 +41,7 @@
 
 struct mely__rt;
 struct mely__steal_ops;
+struct mely__topo;
 
 struct mely__worker {
     /* shared: under `lock`. The fields a post touches come first, so that the
@@ -75,6 +76,7 @@ struct mely__rt {
     unsigned batch;
     unsigned spin_us;
     const struct mely__steal_ops *steal; /* NULL: no stealing (steal.h) */
+    struct mely__topo *topo;      /* the cache map (topology.h) */
     bool oversubscribed;          /* more workers than allowed CPUs, or no pinning */
 
     struct mely__worker *workers; /* nworkers, cache-line aligned */

@@ -26,9 +26,10 @@ static const struct {
 } policies[] = {
     {"off", NULL},
     {"base", &mely__steal_base},
+    {"locality", &mely__steal_locality},
 };
 
-const char mely__steal_names[] = "off, base";
+const char mely__steal_names[] = "off, base, locality";
 
 bool mely__steal_lookup(const char *name, const struct mely__steal_ops **ops)
 {

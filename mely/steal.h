@@ -33,7 +33,13 @@ struct mely__steal_ops {
 };
 
 /* The policies (heuristics/). */
-extern const struct mely__steal_ops mely__steal_base; /* libasync-smp's */
+extern const struct mely__steal_ops mely__steal_base;     /* libasync-smp's */
+extern const struct mely__steal_ops mely__steal_locality; /* cache distance first */
+
+/* libasync-smp's victim and color rules (base.c), shared by policies that
+ * change only the core set. */
+bool mely__base_can_be_stolen(const struct mely__worker *victim);
+struct mely__colorq *mely__base_choose_color(const struct mely__worker *victim);
 
 /* The policy called `name` (NULL or "off": none) into *ops; false if unknown. */
 bool mely__steal_lookup(const char *name, const struct mely__steal_ops **ops);

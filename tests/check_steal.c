@@ -90,10 +90,12 @@ static mely_stats_t stats_of(unsigned w)
     return st;
 }
 
+static const char *const policies[] = {"base", "locality"};
+
 START_TEST(idle_worker_steals_and_invariants_hold)
 {
     memset(&s, 0, sizeof(s));
-    init_runtime_steal(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, "base");
+    init_runtime_steal(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, policies[_i]);
     post_all(PER_COLOR);
     run_bounded(&rt, 60, "stealing run");
     assert_no_notes();
@@ -185,7 +187,7 @@ int main(void)
 {
     Suite *su = suite_create("steal");
     TCase *tc = new_tcase(su, "steal", 120);
-    tcase_add_test(tc, idle_worker_steals_and_invariants_hold);
+    tcase_add_loop_test(tc, idle_worker_steals_and_invariants_hold, 0, NELEM(policies));
     tcase_add_test(tc, no_stealing_when_off);
     tcase_add_test(tc, a_lone_running_color_stays);
     tcase_add_test(tc, unknown_policy_is_refused);

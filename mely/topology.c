@@ -1,0 +1,507 @@
+/*
+ * topology.c: the cache map, from sysfs or from hwloc (see topology.h for the
+ * distances, the order and the fallback rules).
+ *
+ * Both sources fill the same distance matrix (one byte per pair of workers);
+ * the orders are then derived from it by one stable bucket pass per worker,
+ * so the two sources can only differ in the distances, which is what the tests
+ * compare.
+ */
+#include "mely/topology.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hwloc.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Ranks refine the distances of topology.h so that, within distance 1,
+ * workers sharing an L3 come before those that only share the package (on a
+ * package with several L3s, such as amd16's four groups of four). */
+enum {
+    RANK_L2 = 0,  /* distance 0 */
+    RANK_L3 = 1,  /* distance 1: a shared level >= 3 cache */
+    RANK_PKG = 2, /* distance 1: the same package only */
+    RANK_FAR = 3, /* distance 2 */
+    NRANKS
+};
+
+struct mely__topo {
+    unsigned n;
+    bool fell_back;
+    unsigned *order; /* n rows of n - 1 */
+    uint8_t *dist;   /* n x n ranks */
+};
+
+/* The largest CPU number a cpulist may name: far above any machine, low
+ * enough that range arithmetic cannot overflow. */
+#define TOPO_CPU_MAX (1u << 22)
+
+/* Longest sysfs file we read (a shared_cpu_list of a huge machine is still
+ * far shorter). */
+#define TOPO_FILE_MAX 4096
+
+/* ---- the flat map and the orders -------------------------------------------- */
+
+static void set_flat(struct mely__topo *t)
+{
+    memset(t->dist, RANK_FAR, (size_t)t->n * t->n);
+    for (unsigned i = 0; i < t->n; i++)
+        t->dist[(size_t)i * t->n + i] = RANK_L2;
+}
+
+/* Fills every worker's order from the ranks: one bucket per rank, each in
+ * index order starting after the worker and wrapping. O(n^2). */
+static void fill_orders(struct mely__topo *t)
+{
+    unsigned n = t->n;
+
+    for (unsigned w = 0; w < n; w++) {
+        unsigned *row = t->order + (size_t)w * (n - 1), k = 0;
+
+        for (unsigned d = RANK_L2; d < NRANKS; d++)
+            for (unsigned s = 1; s < n; s++) {
+                unsigned v = (w + s) % n;
+                if (t->dist[(size_t)w * n + v] == d)
+                    row[k++] = v;
+            }
+    }
+}
+
+/* ---- warnings ------------------------------------------------------------------ */
+
+__attribute__((format(printf, 1, 2))) static void warn(const char *fmt, ...)
+{
+    char msg[PATH_MAX + 256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "mely: cache map: %s; steals use the flat order\n", msg);
+}
+
+/* ---- sysfs ------------------------------------------------------------------------ */
+
+/* Reads a small file into buf (NUL-terminated, one trailing newline removed).
+ * Returns 0 or a negative errno (-EFBIG when longer than the buffer). */
+static int read_small(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+
+    size_t len = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + len, size - 1 - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = -errno;
+            close(fd);
+            return e;
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+        if (len == size - 1) {
+            close(fd);
+            return -EFBIG;
+        }
+    }
+    close(fd);
+    buf[len] = '\0';
+    if (len > 0 && buf[len - 1] == '\n')
+        buf[--len] = '\0';
+    return 0;
+}
+
+/* A decimal number without sign or spaces, <= max. Advances *s past it. */
+static bool parse_num(const char **s, unsigned long max, unsigned long *out)
+{
+    const char *p = *s;
+    unsigned long v = 0;
+
+    if (!isdigit((unsigned char)*p))
+        return false;
+    while (isdigit((unsigned char)*p)) {
+        v = v * 10 + (unsigned long)(*p++ - '0');
+        if (v > max)
+            return false;
+    }
+    *s = p;
+    *out = v;
+    return true;
+}
+
+/* Whether s is exactly one (possibly negative) decimal number that fits an int. */
+static bool parse_int(const char *s, long *out)
+{
+    bool neg = *s == '-';
+    unsigned long v;
+
+    if (neg)
+        s++;
+    if (!parse_num(&s, INT_MAX, &v) || *s != '\0')
+        return false;
+    *out = neg ? -(long)v : (long)v;
+    return true;
+}
+
+/* Whether `list` is a well-formed cpulist ("0", "0-3,8-11": ranges with
+ * lo <= hi, separated by single commas, nothing else); if so, sets *has to
+ * whether it names cpu. An empty list is not well-formed: a cache always
+ * serves the CPU it is listed under. */
+static bool cpulist_has(const char *list, unsigned long cpu, bool *has)
+{
+    const char *p = list;
+
+    *has = false;
+    for (;;) {
+        unsigned long lo, hi;
+
+        if (!parse_num(&p, TOPO_CPU_MAX, &lo))
+            return false;
+        hi = lo;
+        if (*p == '-') {
+            p++;
+            if (!parse_num(&p, TOPO_CPU_MAX, &hi) || hi < lo)
+                return false;
+        }
+        if (cpu >= lo && cpu <= hi)
+            *has = true;
+        if (*p == '\0')
+            return true;
+        if (*p++ != ',')
+            return false;
+    }
+}
+
+struct sysfs {
+    char root[PATH_MAX]; /* "" or a directory without the trailing '/' */
+    char path[PATH_MAX]; /* the file being read, for the warning */
+    char buf[TOPO_FILE_MAX];
+};
+
+/* Reads root + the printf-formatted path into s->buf; warns on failure. */
+__attribute__((format(printf, 2, 3))) static bool sysfs_read(struct sysfs *s, const char *fmt,
+                                                             ...)
+{
+    char rel[PATH_MAX];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(rel, sizeof(rel), fmt, ap);
+    va_end(ap);
+    if ((size_t)snprintf(s->path, sizeof(s->path), "%s%s", s->root, rel) >= sizeof(s->path)) {
+        warn("path too long: %s%s", s->root, rel);
+        return false;
+    }
+    int r = read_small(s->path, s->buf, sizeof(s->buf));
+    if (r < 0) {
+        warn("cannot read %s (%s)", s->path, strerror(-r));
+        return false;
+    }
+    return true;
+}
+
+static bool odd(const struct sysfs *s)
+{
+    warn("unexpected content in %s: \"%.60s\"", s->path, s->buf);
+    return false;
+}
+
+/* Applies CPU c's caches to the row of every worker pinned to c: d[w][v] is
+ * lowered to 0 for a worker v pinned to a CPU in one of c's level <= 2
+ * caches, to 1 for level >= 3. Returns false (after a warning) on any
+ * unreadable or odd file. */
+static bool sysfs_caches(struct sysfs *s, struct mely__topo *t, const int *cpu, unsigned w)
+{
+    unsigned n = t->n, c = (unsigned)cpu[w];
+    char dir[PATH_MAX];
+
+    if ((size_t)snprintf(dir, sizeof(dir), "%s/sys/devices/system/cpu/cpu%u/cache", s->root, c) >=
+        sizeof(dir)) {
+        warn("path too long: %s", dir);
+        return false;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        warn("cannot read %s (%s)", dir, strerror(errno));
+        return false;
+    }
+
+    bool ok = true;
+    struct dirent *e;
+    while (ok && (e = readdir(d)) != NULL) {
+        const char *p = e->d_name;
+        unsigned long idx, level;
+        long lv;
+        bool data, mine;
+
+        if (strncmp(p, "index", 5) != 0)
+            continue;
+        p += 5;
+        if (!parse_num(&p, 1000, &idx) || *p != '\0')
+            continue;
+
+        if (!(ok = sysfs_read(s, "/sys/devices/system/cpu/cpu%u/cache/index%lu/type", c, idx)))
+            break;
+        if (strcmp(s->buf, "Instruction") == 0)
+            continue;
+        data = strcmp(s->buf, "Data") == 0 || strcmp(s->buf, "Unified") == 0;
+        if (!data) {
+            ok = odd(s);
+            break;
+        }
+        if (!(ok = sysfs_read(s, "/sys/devices/system/cpu/cpu%u/cache/index%lu/level", c, idx)))
+            break;
+        if (!parse_int(s->buf, &lv) || lv < 1 || lv > 9) {
+            ok = odd(s);
+            break;
+        }
+        level = (unsigned long)lv;
+        if (!(ok = sysfs_read(s, "/sys/devices/system/cpu/cpu%u/cache/index%lu/shared_cpu_list",
+                              c, idx)))
+            break;
+        if (!cpulist_has(s->buf, c, &mine) || !mine) {
+            ok = odd(s);
+            break;
+        }
+        uint8_t dv = level <= 2 ? RANK_L2 : RANK_L3;
+        for (unsigned v = 0; v < n; v++) {
+            bool has;
+            if (cpu[v] < 0)
+                continue;
+            cpulist_has(s->buf, (unsigned long)cpu[v], &has);
+            if (has && t->dist[(size_t)w * n + v] > dv)
+                t->dist[(size_t)w * n + v] = dv;
+        }
+    }
+    closedir(d);
+    return ok;
+}
+
+static bool build_sysfs(struct mely__topo *t, const int *cpu)
+{
+    unsigned n = t->n;
+    struct sysfs *s = malloc(sizeof(*s));
+    long *pkg = calloc(n ? n : 1, sizeof(*pkg));
+    bool ok = s && pkg;
+
+    if (!ok) {
+        warn("out of memory");
+        goto out;
+    }
+    const char *root = getenv("MELY_SYSFS_ROOT");
+    if (!root)
+        root = "";
+    size_t len = strlen(root);
+    while (len > 0 && root[len - 1] == '/')
+        len--;
+    if (len >= sizeof(s->root)) {
+        warn("MELY_SYSFS_ROOT too long");
+        ok = false;
+        goto out;
+    }
+    memcpy(s->root, root, len);
+    s->root[len] = '\0';
+
+    /* Caches, once per distinct CPU: the first worker pinned to a CPU reads
+     * it, and later ones copy its row. */
+    for (unsigned w = 0; w < n && ok; w++) {
+        if (cpu[w] < 0)
+            continue;
+        unsigned first = 0;
+        while (cpu[first] != cpu[w])
+            first++;
+        if (first < w) {
+            memcpy(t->dist + (size_t)w * n, t->dist + (size_t)first * n, n);
+            pkg[w] = pkg[first];
+            continue;
+        }
+        ok = sysfs_caches(s, t, cpu, w) &&
+             sysfs_read(s, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", cpu[w]);
+        if (ok && !parse_int(s->buf, &pkg[w]))
+            ok = odd(s);
+    }
+
+    for (unsigned a = 0; a < n && ok; a++)
+        for (unsigned b = 0; b < n; b++) {
+            uint8_t *d = &t->dist[(size_t)a * n + b];
+            if (a == b)
+                *d = RANK_L2;
+            else if (cpu[a] < 0 || cpu[b] < 0)
+                *d = RANK_FAR;
+            else if (cpu[a] == cpu[b])
+                *d = RANK_L2;
+            else if (*d > RANK_PKG && pkg[a] >= 0 && pkg[a] == pkg[b])
+                *d = RANK_PKG;
+        }
+    /* Symmetric, whatever each CPU's files claim. */
+    for (unsigned a = 0; a < n && ok; a++)
+        for (unsigned b = 0; b < a; b++) {
+            uint8_t *x = &t->dist[(size_t)a * n + b], *y = &t->dist[(size_t)b * n + a];
+            *x = *y = *x < *y ? *x : *y;
+        }
+out:
+    free(pkg);
+    free(s);
+    return ok;
+}
+
+/* ---- hwloc ---------------------------------------------------------------------- */
+
+/* The rank of two PUs: from their deepest common ancestor upwards, the
+ * first data/unified cache (level <= 2: RANK_L2, else RANK_L3) or package
+ * (RANK_PKG) decides; reaching the root without one gives RANK_FAR. Cores, dies and groups are passed
+ * through (SMT siblings share a Core, and their L1 above it decides). */
+static unsigned hwloc_distance(hwloc_topology_t topo, hwloc_obj_t a, hwloc_obj_t b)
+{
+    if (a == b)
+        return RANK_L2;
+    for (hwloc_obj_t o = hwloc_get_common_ancestor_obj(topo, a, b); o; o = o->parent) {
+        if (hwloc_obj_type_is_dcache(o->type))
+            return o->attr->cache.depth <= 2 ? RANK_L2 : RANK_L3;
+        if (o->type == HWLOC_OBJ_PACKAGE)
+            return RANK_PKG;
+    }
+    return RANK_FAR;
+}
+
+static bool build_hwloc(struct mely__topo *t, const int *cpu)
+{
+    unsigned n = t->n;
+    hwloc_topology_t topo;
+    hwloc_obj_t *pu = calloc(n ? n : 1, sizeof(*pu));
+    bool ok = false;
+
+    if (!pu) {
+        warn("out of memory");
+        return false;
+    }
+    if (hwloc_topology_init(&topo) < 0) {
+        warn("hwloc_topology_init failed (%s)", strerror(errno));
+        free(pu);
+        return false;
+    }
+    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_flags(topo, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+    const char *fsroot = getenv("HWLOC_FSROOT");
+    bool fake = fsroot && *fsroot && strcmp(fsroot, "/") != 0;
+#if HWLOC_API_VERSION >= 0x00020100
+    /* cpuid describes this machine, not a fake root: keep it out. */
+    if (fake)
+        hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+#endif
+    if (hwloc_topology_load(topo) < 0) {
+        warn("hwloc_topology_load failed (%s)", strerror(errno));
+        goto out;
+    }
+    /* A fake root hwloc's Linux backend cannot read leaves a topology made up
+     * from sysconf(): as wrong as no answer. */
+    const char *backend = hwloc_obj_get_info_by_name(hwloc_get_root_obj(topo), "Backend");
+    if (fake && (!backend || strcmp(backend, "Linux") != 0)) {
+        warn("hwloc could not read HWLOC_FSROOT=%s", fsroot);
+        goto out;
+    }
+    for (unsigned w = 0; w < n; w++) {
+        if (cpu[w] < 0)
+            continue;
+        pu[w] = hwloc_get_pu_obj_by_os_index(topo, (unsigned)cpu[w]);
+        if (!pu[w]) {
+            warn("hwloc knows no PU for cpu %d", cpu[w]);
+            goto out;
+        }
+    }
+    for (unsigned a = 0; a < n; a++)
+        for (unsigned b = 0; b < n; b++)
+            t->dist[(size_t)a * n + b] = a == b ? RANK_L2
+                                         : pu[a] && pu[b]
+                                             ? (uint8_t)hwloc_distance(topo, pu[a], pu[b])
+                                             : RANK_FAR;
+    ok = true;
+out:
+    hwloc_topology_destroy(topo);
+    free(pu);
+    return ok;
+}
+
+/* ---- API ---------------------------------------------------------------------------- */
+
+struct mely__topo *mely__topo_build(const int *cpu, unsigned nworkers,
+                                    enum mely__topo_source src)
+{
+    size_t n = nworkers;
+    struct mely__topo *t = malloc(sizeof(*t));
+
+    if (!t)
+        return NULL;
+    t->n = nworkers;
+    t->fell_back = false;
+    t->order = malloc(n > 1 ? n * (n - 1) * sizeof(*t->order) : 1);
+    t->dist = malloc(n ? n * n : 1);
+    if (!t->order || !t->dist) {
+        mely__topo_free(t);
+        return NULL;
+    }
+    set_flat(t);
+
+    bool ok = true;
+    if (nworkers > 0) {
+        switch (src) {
+        case MELY__TOPO_SYSFS:
+            ok = build_sysfs(t, cpu);
+            break;
+        case MELY__TOPO_HWLOC:
+            ok = build_hwloc(t, cpu);
+            break;
+        default:
+            warn("unknown source %d", (int)src);
+            ok = false;
+        }
+    }
+    if (!ok) {
+        set_flat(t);
+        t->fell_back = true;
+    }
+    fill_orders(t);
+    return t;
+}
+
+const unsigned *mely__topo_order(const struct mely__topo *t, unsigned w)
+{
+    return t->order + (size_t)w * (t->n - 1);
+}
+
+unsigned mely__topo_distance(const struct mely__topo *t, unsigned a, unsigned b)
+{
+    static const uint8_t of_rank[NRANKS] = {
+        [RANK_L2] = MELY__TOPO_L2,
+        [RANK_L3] = MELY__TOPO_L3,
+        [RANK_PKG] = MELY__TOPO_L3,
+        [RANK_FAR] = MELY__TOPO_FAR,
+    };
+    return of_rank[t->dist[(size_t)a * t->n + b]];
+}
+
+bool mely__topo_fell_back(const struct mely__topo *t)
+{
+    return t->fell_back;
+}
+
+void mely__topo_free(struct mely__topo *t)
+{
+    if (!t)
+        return;
+    free(t->order);
+    free(t->dist);
+    free(t);
+}

@@ -130,7 +130,8 @@ int mely_stop(mely_t *m);
 
 /*
  * Frees everything the runtime holds. Events still queued are discarded without
- * running (their arguments are not touched).
+ * running (their arguments are not touched). With MELY_STATS=1 in the
+ * environment, every worker's statistics are printed to stderr first.
  * @return the number of events discarded (>= 0); MELY_ESHUTDOWN; MELY_EBUSY if
  *         mely_run() is in progress.
  * Threads: any thread that is not a worker, once no other thread uses *m.

@@ -145,6 +145,9 @@ int mely_shutdown(mely_t *m)
         return MELY_ESHUTDOWN;
     if (mely__self_in(rt) || atomic_load(&rt->running))
         return MELY_EBUSY;
+    const char *print = getenv("MELY_STATS");
+    if (print && strcmp(print, "1") == 0)
+        mely__stats_print(m, stderr);
     int discarded = count_pending(rt);
     rt_free(rt);
     m->rt = NULL;

@@ -28,6 +28,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "mely/colorq.h"
 #include "mely/coreq.h"
@@ -117,6 +118,9 @@ static inline bool mely__stopping(const struct mely__rt *rt)
 {
     return atomic_load_explicit((atomic_bool *)&rt->stopping, memory_order_relaxed);
 }
+
+/* stats.c: one line per worker, for MELY_STATS=1 at shutdown. */
+void mely__stats_print(const mely_t *m, FILE *f);
 
 /* worker.c */
 int mely__workers_run(struct mely__rt *rt);

@@ -1,4 +1,7 @@
 /* stats.c: introspection and statistics (any thread). */
+#include <inttypes.h>
+#include <stdio.h>
+
 #include "mely/colormap.h"
 #include "mely/runtime.h"
 
@@ -53,4 +56,22 @@ int mely_worker_stats(const mely_t *m, unsigned worker, mely_stats_t *out)
         .stolen_events = mely__counter_read(&c->stolen_events),
     };
     return 0;
+}
+
+void mely__stats_print(const mely_t *m, FILE *f)
+{
+    mely_stats_t t;
+
+    fprintf(f, "mely statistics (%u workers)\n", mely_workers(m));
+    fprintf(f, "%6s %12s %12s %12s %12s %8s %8s %10s %12s %10s %8s %14s\n", "worker",
+            "events_run", "posts_local", "posts_remote", "posts_foreign", "parks", "wakeups",
+            "contended", "lock_cycles", "steal_try", "steals", "stolen_events");
+    for (unsigned w = 0; mely_worker_stats(m, w, &t) == 0; w++)
+        fprintf(f,
+                "%6u %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %8" PRIu64
+                " %8" PRIu64 " %10" PRIu64 " %12" PRIu64 " %10" PRIu64 " %8" PRIu64 " %14" PRIu64
+                "\n",
+                w, t.events_run, t.posts_local, t.posts_remote, t.posts_foreign, t.parks,
+                t.wakeups, t.lock_contended, t.lock_cycles, t.steal_attempts, t.steals,
+                t.stolen_events);
 }

@@ -19,7 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "mely/mely.h"
 #include "tests/testutil.h"
@@ -436,6 +439,53 @@ static void *idle_meter(void *arg)
 
 /* A runtime with nothing to do must sleep: the whole process (workers,
  * this meter, a sanitizer's threads) may use at most 10% of one core. */
+/* MELY_STATS=1: shutdown prints a header and one line per worker, whose
+ * events_run column adds up to what ran. (Check runs each test in its own
+ * process, so redirecting stderr here touches no other test.) */
+START_TEST(stats_printed_at_shutdown)
+{
+    enum { N = 300 };
+    init_runtime(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    atomic_store(&ran, 0);
+    stop_at = N;
+    for (mely_color_t c = 0; c < N; c++)
+        ck_assert_int_eq(mely_post(&rt, c, count_and_stop, NULL), 0);
+    run_bounded(&rt, 30, "stats run");
+
+    FILE *out = tmpfile();
+    ck_assert_ptr_nonnull(out);
+    int saved = dup(2);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_eq(dup2(fileno(out), 2), 2);
+    setenv("MELY_STATS", "1", 1);
+    int discarded = mely_shutdown(&rt);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    unsetenv("MELY_STATS");
+    ck_assert_int_eq(discarded, 0);
+
+    char line[512];
+    unsigned lines = 0, workers_seen = 0;
+    uint64_t total = 0;
+    rewind(out);
+    while (fgets(line, sizeof(line), out)) {
+        unsigned w;
+        uint64_t events;
+        lines++;
+        if (sscanf(line, "%u %" SCNu64, &w, &events) == 2) {
+            ck_assert_uint_eq(w, workers_seen);
+            workers_seen++;
+            total += events;
+        }
+    }
+    fclose(out);
+    ck_assert_uint_eq(lines, 2 + 2);
+    ck_assert_uint_eq(workers_seen, 2);
+    ck_assert_uint_eq(total, N);
+}
+END_TEST
+
 START_TEST(idle_runtime_uses_no_cpu)
 {
     init_runtime_steal(&rt, shapes[_i].workers, shapes[_i].pin, MELY_BATCH_DEFAULT,
@@ -465,6 +515,7 @@ int main(void)
     tcase_add_test(tc, stats_start_at_zero_and_check_arguments);
     tcase_add_loop_test(tc, stats_count_posts_and_runs, 0, MAXW);
     tcase_add_test(tc, stats_count_parks_and_wakeups);
+    tcase_add_test(tc, stats_printed_at_shutdown);
 
     tc = new_tcase(s, "idle", 60);
     tcase_add_loop_test(tc, idle_runtime_uses_no_cpu, 0, NSHAPES);

@@ -45,7 +45,7 @@ struct mely__colorq *mely__base_choose_color(const struct mely__worker *victim)
     uint32_t pending = atomic_load_explicit(&victim->nevents, memory_order_relaxed);
 
     for (struct mely__colorq *cq = victim->coreq.first; cq; cq = cq->next) /* bounded: ncolors */
-        if (mely__colorq_stealable(cq) && 2 * (uint64_t)cq->count < pending)
+        if (mely__colorq_stealable(victim, cq) && 2 * (uint64_t)cq->count < pending)
             return cq;
     return NULL;
 }

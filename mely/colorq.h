@@ -26,8 +26,8 @@ struct mely__colorq {
     uint32_t count;   /* pending events */
     uint32_t color;
     uint8_t prio;     /* highest priority among pending events */
-    bool queued;      /* linked in its worker's core-queue */
-    bool running;     /* its worker is running one of its events */
+    bool queued;      /* linked in its worker's core-queue (running: see
+                         mely__worker.run_cq) */
     uint32_t prio_count[MELY_PRIO_LEVELS];
 };
 

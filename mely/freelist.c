@@ -98,10 +98,7 @@ struct mely__event *mely__depot_alloc_one(struct mely__rt *rt)
     if (!mag)
         return NULL;
     mely__spin_lock(&d->lock, NULL);
-    struct mely__event *last = mag;
-    while (last->next) /* bounded: MELY__MAG events */
-        last = last->next;
-    last->next = d->loose;
+    mag[MELY__MAG - 1].next = d->loose; /* a new magazine is one array, in order */
     d->loose = mag->next;
     mely__spin_unlock(&d->lock);
     return mag;

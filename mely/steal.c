@@ -87,7 +87,7 @@ static bool try_victim(struct mely__worker *thief, struct mely__worker *victim,
     lock_pair(thief, victim, &thief->ctr);
     if (ops->can_be_stolen(victim))
         cq = ops->choose_color(victim);
-    if (cq && mely__colorq_stealable(cq))
+    if (cq && mely__colorq_stealable(victim, cq))
         migrate(thief, victim, cq);
     else
         cq = NULL;

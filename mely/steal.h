@@ -50,10 +50,12 @@ extern const char mely__steal_names[];
 /* Runs the driver once for the idle worker `thief`; true if it took a color. */
 bool mely__steal(struct mely__worker *thief);
 
-/* Whether cq may be moved at all: linked, not running, not pinned. */
-static inline bool mely__colorq_stealable(const struct mely__colorq *cq)
+/* Under victim's lock: whether its cq may be moved at all: linked, with events,
+ * not running (not the victim's run_cq), not pinned. */
+static inline bool mely__colorq_stealable(const struct mely__worker *victim,
+                                          const struct mely__colorq *cq)
 {
-    return cq->queued && !cq->running && cq->count != 0 && cq->color < MELY_COLORS;
+    return cq->queued && cq != victim->run_cq && cq->count != 0 && cq->color < MELY_COLORS;
 }
 
 #endif

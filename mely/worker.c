@@ -16,8 +16,8 @@
  * color: post.c queues that event at the head of w->run, so it runs next, as
  * cpucb promises. A stop request ends the batch after the running handler.
  *
- * While its batch runs, the color-queue is marked running (a steal must never
- * take it) and stays linked; afterwards an empty one is unlinked and a non-empty
+ * While its batch runs, the color-queue is the worker's run_cq (a steal must
+ * never take it) and stays linked; afterwards an empty one is unlinked and a non-empty
  * one moves behind the other color-queues of its priority level (so a color
  * whose producer keeps it non-empty still yields). Priorities are enforced
  * between batches. With nothing to run the worker goes idle (park.c).
@@ -40,7 +40,6 @@ static void take_batch(struct mely__worker *w, struct mely__colorq *cq)
 {
     mely__colorq_move_all(&w->run, cq);
     w->run_cq = cq;
-    cq->running = true;
     mely__add_pending(w, -(int)w->run.count);
 }
 
@@ -52,7 +51,6 @@ static void end_batch(struct mely__worker *w, struct mely__colorq *cq)
     mely__add_pending(w, (int)w->run.count);
     mely__colorq_prepend(cq, &w->run);
     w->run_cq = NULL;
-    cq->running = false;
     if (mely__colorq_empty(cq)) {
         mely__coreq_remove(&w->coreq, cq);
     } else {

@@ -100,8 +100,20 @@ static struct {
     struct watchdog wd;
 } st;
 
-static const mely_handler_t leaf_desc = {.name = "leaf"};
-static const mely_handler_t gen_desc = {.name = "generator", .timeleft = 20000};
+/*
+ * Handler descriptors, one per color % 4, so that every steal policy has
+ * colors to take and colors to leave: unannotated (counts 0, or its measured
+ * cost under "measured"), never worthy (time-left 1 cycle), always worthy
+ * (10,000,000 cycles), and worthy but for its penalty (counts 100 cycles per
+ * event under "penalty"). Not const: the runtime keeps measured costs in them.
+ */
+static mely_handler_t leaf_desc[4] = {
+    {.name = "leaf"},
+    {.name = "leaf, never worthy", .timeleft = 1},
+    {.name = "leaf, always worthy", .timeleft = 10000000},
+    {.name = "leaf, high penalty", .timeleft = 10000000, .penalty = 100000},
+};
+static mely_handler_t gen_desc = {.name = "generator", .timeleft = 20000};
 
 static uint32_t xorshift32(uint32_t *s)
 {
@@ -160,16 +172,28 @@ static unsigned total_events(void)
     return n;
 }
 
+/* A running color is never stolen (nor moved): while a handler runs, the map
+ * names its worker as the color's owner. */
+static void check_owner(uint32_t color)
+{
+    int owner = mely_color_owner(&st.m, color);
+    if (owner != mely_current_worker())
+        note("color %u runs on worker %d while the map says worker %d", color,
+             mely_current_worker(), owner);
+}
+
 static void enter(uint32_t color)
 {
     if (atomic_exchange(&st.inflight[color], 1) != 0)
         note("two events of color %u ran at the same time", color);
     if (mely_current_color() != (int)color)
         note("mely_current_color() is %d in a handler of color %u", mely_current_color(), color);
+    check_owner(color);
 }
 
 static void leave(uint32_t color)
 {
+    check_owner(color);
     atomic_store(&st.inflight[color], 0);
 }
 
@@ -228,8 +252,8 @@ static int post_next(struct producer *p)
     s->color = r % NCOLORS;
     s->producer = p->id;
     s->seq = p->next_seq[s->color] + 1;
-    int err = mely_post_ex(&st.m, s->color, (int)((r >> 24) % MELY_PRIO_LEVELS), &leaf_desc, leaf,
-                           s, 0);
+    int err = mely_post_ex(&st.m, s->color, (int)((r >> 24) % MELY_PRIO_LEVELS),
+                           &leaf_desc[s->color % 4], leaf, s, 0);
     if (err == 0) {
         p->next_seq[s->color] = s->seq;
         p->posted++;
@@ -337,8 +361,7 @@ struct scenario {
 static void run_scenario(const struct scenario *sc, const struct shape *sh)
 {
     reset_state();
-    init_runtime_steal(&st.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT,
-                       sh->steal);
+    init_runtime_shape(&st.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
 
     for (unsigned i = 0; i < sc->pre_run; i++)
         add_producer(PRE_RUN, scaled(sc->n_pre, 64, SCALED_MAX));
@@ -392,7 +415,7 @@ static void run_scenario(const struct scenario *sc, const struct shape *sh)
 
     ck_assert_int_eq(rc, 0);
     assert_no_notes();
-    ck_assert_msg(!fired, "%u workers: not done after 100 s: %u of %u events ran", sh->workers,
+    ck_assert_msg(!fired, "%s: not done after 100 s: %u of %u events ran", shape_name(sh),
                   atomic_load(&st.done), st.expected);
     ck_assert_uint_eq(atomic_load(&st.done), st.expected);
     check_runs(1);
@@ -408,8 +431,8 @@ static void run_scenario(const struct scenario *sc, const struct shape *sh)
     ck_assert_int_eq(mely_shutdown(&st.m), 0);
 
     if (getenv("MELY_TEST_VERBOSE"))
-        fprintf(stderr, "%u workers, pin %d: %u events in %.3f s\n", sh->workers, sh->pin,
-                st.expected, (t1 - t0) / 1e9);
+        fprintf(stderr, "%s: %u events in %.3f s\n", shape_name(sh), st.expected,
+                (t1 - t0) / 1e9);
     free_producers();
 }
 
@@ -437,9 +460,176 @@ START_TEST(foreign_threads_post_while_running)
 }
 END_TEST
 
+/* ---- mely_color_move() racing posts, runs and steals ------------------------------ */
+
+enum { MV_COLORS = 16, MV_BURST = 8, MV_FIRST = 100, MV_WAIT_MS = 10000 };
+
+static struct {
+    mely_t m;
+    const struct shape *sh;
+    unsigned workers, rounds;
+    unsigned next_seq[MV_COLORS];       /* the mover thread's */
+    unsigned last_seq[MV_COLORS];       /* handlers of the color only (not atomic: see st) */
+    atomic_int inside[MV_COLORS];
+    atomic_int expect_worker[MV_COLORS]; /* where the color must run; -1: anywhere */
+    atomic_uint ran;
+    unsigned posted, moves_ok, moves_busy; /* the mover thread's */
+    struct watchdog wd;
+} mv;
+
+static void mv_event(void *arg)
+{
+    uintptr_t a = (uintptr_t)arg;
+    unsigned c = (unsigned)(a >> 24), seq = (unsigned)(a & 0xffffff);
+    mely_color_t color = MV_FIRST + c;
+    int self = mely_current_worker();
+
+    if (atomic_fetch_add(&mv.inside[c], 1) != 0)
+        note("color %u: two handlers at once", color);
+    int owner = mely_color_owner(&mv.m, color);
+    if (owner != self)
+        note("color %u runs on worker %d while the map says worker %d", color, self, owner);
+    int want = atomic_load(&mv.expect_worker[c]);
+    if (want >= 0 && self != want)
+        note("color %u, moved to worker %d, ran event %u on worker %d", color, want, seq, self);
+    if (seq != mv.last_seq[c] + 1)
+        note("color %u: event %u ran right after %u", color, seq, mv.last_seq[c]);
+    mv.last_seq[c] = seq;
+    dawdle(seq * 2654435761u ^ color);
+    owner = mely_color_owner(&mv.m, color);
+    if (owner != self)
+        note("color %u runs on worker %d while the map says worker %d (at its end)", color, self,
+             owner);
+    atomic_fetch_sub(&mv.inside[c], 1);
+    atomic_fetch_add(&mv.ran, 1);
+}
+
+/* mely_color_move() until the color is idle: a color whose last handler is
+ * returning may still be running for a moment. Bounded by 2 s. */
+static int move_when_idle(mely_color_t color, unsigned worker)
+{
+    uint64_t deadline = now_ns() + 2000000000u;
+    int rc;
+    while ((rc = mely_color_move(&mv.m, color, worker)) == MELY_EBUSY && now_ns() < deadline)
+        sleep_us(50);
+    return rc;
+}
+
+/*
+ * Round after round: (1) every color is idle: move it to a worker of the
+ * round's choosing (must succeed, and the map must say so); (2) post a burst
+ * to every color, and meanwhile try to move random colors to random workers
+ * (each move succeeds, when the color happens to be idle, or refuses with
+ * MELY_EBUSY); (3) wait until the burst ran.
+ */
+static void *mover(void *arg)
+{
+    (void)arg;
+    uint32_t rng = 12345;
+    bool stealing = mv.sh->steal != NULL;
+
+    for (unsigned r = 0; r < mv.rounds && !atomic_load(&mv.wd.fired); r++) {
+        for (unsigned c = 0; c < MV_COLORS; c++) {
+            unsigned to = (r * 7 + c) % mv.workers;
+            int rc = move_when_idle(MV_FIRST + c, to);
+            if (rc != 0) {
+                note("round %u: moving idle color %u to worker %u: %d (%s)", r, MV_FIRST + c, to,
+                     rc, mely_strerror(rc));
+                goto out;
+            }
+            mv.moves_ok++;
+            int owner = mely_color_owner(&mv.m, MV_FIRST + c);
+            if (owner != (int)to)
+                note("round %u: color %u moved to worker %u, but the map says %d", r,
+                     MV_FIRST + c, to, owner);
+            /* With stealing, a color with events may move on again. */
+            atomic_store(&mv.expect_worker[c], stealing ? -1 : (int)to);
+        }
+        for (unsigned k = 0; k < MV_BURST; k++) {
+            for (unsigned c = 0; c < MV_COLORS; c++) {
+                uintptr_t a = (uintptr_t)c << 24 | ++mv.next_seq[c];
+                int err = mely_post_ex(&mv.m, MV_FIRST + c, MELY_PRIO_DEFAULT,
+                                       &leaf_desc[(c + k) % 4], mv_event, (void *)a, 0);
+                if (err) {
+                    note("post: %s", mely_strerror(err));
+                    goto out;
+                }
+                mv.posted++;
+            }
+            unsigned c = xorshift32(&rng) % MV_COLORS, to = xorshift32(&rng) % mv.workers;
+            /* The color is idle only if all its events ran: then the next
+             * ones must follow it, and no handler of it runs now. */
+            int rc = mely_color_move(&mv.m, MV_FIRST + c, to);
+            if (rc == 0) {
+                mv.moves_ok++;
+                if (!stealing)
+                    atomic_store(&mv.expect_worker[c], (int)to);
+            } else if (rc == MELY_EBUSY) {
+                mv.moves_busy++;
+            } else {
+                note("round %u: moving color %u: %d (%s)", r, MV_FIRST + c, rc,
+                     mely_strerror(rc));
+                goto out;
+            }
+        }
+        uint64_t deadline = now_ns() + MV_WAIT_MS * 1000000ull;
+        while (atomic_load(&mv.ran) < mv.posted && now_ns() < deadline)
+            sleep_us(20);
+        if (atomic_load(&mv.ran) != mv.posted) {
+            note("round %u: %u of %u events ran within %u ms", r, atomic_load(&mv.ran), mv.posted,
+                 MV_WAIT_MS);
+            goto out;
+        }
+    }
+out:
+    mely_stop(&mv.m);
+    return NULL;
+}
+
+/* Colors moved by hand while foreign posts, runs and steals go on: every
+ * event runs once, in order, never two of a color at once, and on the worker
+ * the map names. */
+START_TEST(moves_race_posts)
+{
+    const struct shape *sh = &shapes[_i];
+
+    reset_notes();
+    memset(&mv, 0, sizeof(mv));
+    mv.sh = sh;
+    mv.workers = sh->workers;
+    mv.rounds = scaled(100, 10, 100000);
+    for (unsigned c = 0; c < MV_COLORS; c++)
+        atomic_store(&mv.expect_worker[c], -1);
+    init_runtime_shape(&mv.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+
+    pthread_t t;
+    watchdog_start(&mv.wd, &mv.m, 60);
+    ck_assert_int_eq(pthread_create(&t, NULL, mover, NULL), 0);
+    int rc = mely_run(&mv.m);
+    bool fired = watchdog_end(&mv.wd);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(rc, 0);
+    assert_no_notes();
+    ck_assert_msg(!fired, "%s: not done after 60 s: %u of %u events ran", shape_name(sh),
+                  atomic_load(&mv.ran), mv.posted);
+    ck_assert_uint_eq(mv.posted, mv.rounds * MV_COLORS * MV_BURST);
+    ck_assert_uint_eq(atomic_load(&mv.ran), mv.posted);
+    for (unsigned c = 0; c < MV_COLORS; c++)
+        ck_assert_uint_eq(mv.last_seq[c], mv.rounds * MV_BURST);
+    ck_assert_uint_ge(mv.moves_ok, mv.rounds * MV_COLORS);
+    ck_assert_int_eq(mely_shutdown(&mv.m), 0);
+}
+END_TEST
+
 /* ---- exactly once across stop, run and shutdown -------------------------------- */
 
-static const unsigned stop_workers[] = {1, 2, 8};
+static const struct shape stop_shapes[] = {
+    {.workers = 1, .pin = 1},
+    {.workers = 2, .pin = 1},
+    {.workers = 8, .pin = 0},
+    {.workers = 1, .pin = 1, .engine = "legacy"},
+    {.workers = 8, .pin = 0, .engine = "legacy"},
+};
 
 /*
  * The first handler stops the runtime with thousands of events queued: those
@@ -448,10 +638,11 @@ static const unsigned stop_workers[] = {1, 2, 8};
  */
 START_TEST(exactly_once_across_shutdown)
 {
-    unsigned workers = stop_workers[_i];
+    const struct shape *sh = &stop_shapes[_i];
+    unsigned workers = sh->workers;
 
     reset_state();
-    init_runtime(&st.m, workers, workers <= 2, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    init_runtime_shape(&st.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
     struct producer *p = add_producer(PRE_RUN, scaled(20000, 1000, SCALED_MAX));
     alloc_last_seq();
     st.expected = p->n;
@@ -491,8 +682,7 @@ START_TEST(run_stop_run)
     const struct shape *sh = &shapes[_i];
 
     reset_state();
-    init_runtime_steal(&st.m, sh->workers, sh->pin, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT,
-                       sh->steal);
+    init_runtime_shape(&st.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
     struct producer *p = add_producer(PRE_RUN, 2 * scaled(10000, 500, SCALED_MAX));
     alloc_last_seq();
     unsigned n1 = p->n / 2;
@@ -541,9 +731,10 @@ int main(void)
     tcase_add_loop_test(tc, stress_all_producers, 0, NSHAPES);
     tcase_add_loop_test(tc, events_posted_before_run_run, 0, NSHAPES);
     tcase_add_loop_test(tc, foreign_threads_post_while_running, 0, NSHAPES);
+    tcase_add_loop_test(tc, moves_race_posts, 0, NSHAPES);
 
     tc = new_tcase(s, "stop", 120);
-    tcase_add_loop_test(tc, exactly_once_across_shutdown, 0, NELEM(stop_workers));
+    tcase_add_loop_test(tc, exactly_once_across_shutdown, 0, NELEM(stop_shapes));
     tcase_add_loop_test(tc, run_stop_run, 0, NSHAPES);
     return mely_test_main(s);
 }

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- scale ---------------------------------------------------------------- */
 
@@ -164,8 +165,8 @@ void run_with_helper(mely_t *m, void *(*helper)(void *), void *arg, unsigned sec
 
 /* ---- runtime setup ---------------------------------------------------------------- */
 
-void init_runtime_steal(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us,
-                        const char *steal)
+void init_runtime_engine(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us,
+                         const char *steal, const char *engine)
 {
     mely_config_t cfg;
     mely_config_init(&cfg);
@@ -174,8 +175,17 @@ void init_runtime_steal(mely_t *m, unsigned workers, int pin, unsigned batch, un
     cfg.batch = batch;
     cfg.spin_us = spin_us;
     cfg.steal = steal;
-    ck_assert_int_eq(mely_init(m, &cfg), 0);
+    cfg.engine = engine;
+    int rc = mely_init(m, &cfg);
+    ck_assert_msg(rc == 0, "mely_init(%u workers, pin %d, steal %s, engine %s): %d (%s)", workers,
+                  pin, steal ? steal : "NULL", engine ? engine : "NULL", rc, mely_strerror(rc));
     ck_assert_uint_eq(mely_workers(m), workers);
+}
+
+void init_runtime_steal(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us,
+                        const char *steal)
+{
+    init_runtime_engine(m, workers, pin, batch, spin_us, steal, NULL);
 }
 
 void init_runtime(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us)
@@ -189,14 +199,64 @@ void clear_mely_env(void)
     unsetenv("MELY_PIN");
     unsetenv("MELY_BATCH");
     unsetenv("MELY_SPIN_US");
+    unsetenv("MELY_STEAL");
+    unsetenv("MELY_ENGINE");
 }
 
+/*
+ * Why these eleven. The invariants can break in three places: the queueing
+ * engine (mely's color-queues or libasync-smp's FIFO), the steal driver's
+ * moves (any policy that steals), and each policy's own bookkeeping (the
+ * time-left sums kept on every post and run, the measured costs, the cache
+ * map). So:
+ *  - 2 pinned workers (one per core: real parallelism, few preemptions) run
+ *    every policy word at least once: off, base, locality and timeleft
+ *    (locality+timeleft), penalty and measured (penalty+measured), all; and
+ *    the legacy engine without and with stealing (off, base). Words are
+ *    combined where they touch different steps (locality: the core set;
+ *    timeleft/penalty: victim and color; measured: the costs), so one shape
+ *    exercises two of them.
+ *  - 8 unpinned workers (4x oversubscribed: holders of locks and running
+ *    handlers get preempted, many thieves at once) run each engine without
+ *    stealing (mely off) and with it: base's rules on mely, the heaviest
+ *    bookkeeping on mely (all+measured: every word's code at once), and
+ *    legacy with both of its words (base+locality).
+ * Every combination with every size would be 2 x 2 x 9 shapes for little more:
+ * the size matters to the driver and the locks, which base and all+measured
+ * already stress. The stress handlers use annotated descriptors (time-left 1,
+ * 10,000,000, and a high penalty) so that the time-left policies do steal.
+ */
 const struct shape shapes[NSHAPES] = {
     {.workers = 2, .pin = 1},
     {.workers = 8, .pin = 0},
     {.workers = 2, .pin = 1, .steal = "base"},
     {.workers = 8, .pin = 0, .steal = "base"},
+    {.workers = 2, .pin = 1, .steal = "locality+timeleft"},
+    {.workers = 2, .pin = 1, .steal = "penalty+measured"},
+    {.workers = 2, .pin = 1, .steal = "all"},
+    {.workers = 8, .pin = 0, .steal = "all+measured"},
+    {.workers = 2, .pin = 1, .engine = "legacy"},
+    {.workers = 2, .pin = 1, .steal = "base", .engine = "legacy"},
+    {.workers = 8, .pin = 0, .steal = "base+locality", .engine = "legacy"},
 };
+
+void init_runtime_shape(mely_t *m, const struct shape *sh, unsigned batch, unsigned spin_us)
+{
+    init_runtime_engine(m, sh->workers, sh->pin, batch, spin_us, sh->steal, sh->engine);
+}
+
+bool shape_is_legacy(const struct shape *sh)
+{
+    return sh->engine && strcmp(sh->engine, "legacy") == 0;
+}
+
+const char *shape_name(const struct shape *sh)
+{
+    static char buf[128];
+    snprintf(buf, sizeof(buf), "%u %s, %s, steal %s", sh->workers, sh->pin ? "pinned" : "unpinned",
+             sh->engine ? sh->engine : "mely", sh->steal ? sh->steal : "off");
+    return buf;
+}
 
 /* ---- a runtime and handlers for the small API tests ------------------------------------- */
 

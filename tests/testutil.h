@@ -114,22 +114,43 @@ void init_runtime(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned
 void init_runtime_steal(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us,
                         const char *steal);
 
-/* Unsets MELY_WORKERS, MELY_PIN, MELY_BATCH and MELY_SPIN_US: the tests choose
- * their runtime shapes, and the caller's overrides would silently change them. */
+/* init_runtime() with a work-stealing policy and an engine (NULL: mely). */
+void init_runtime_engine(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us,
+                         const char *steal, const char *engine);
+
+/* Unsets MELY_WORKERS, MELY_PIN, MELY_BATCH, MELY_SPIN_US, MELY_STEAL and
+ * MELY_ENGINE: the tests choose their runtime shapes, and the caller's
+ * overrides would silently change them (or make them invalid: MELY_ENGINE=legacy
+ * refuses the time-left policies). */
 void clear_mely_env(void);
 
-/* The runtime shapes every stress test runs in (check_invariants,
- * check_wakeup, the idle test): one worker per core of the 2-core CI machine,
- * pinned; and 4x oversubscribed, unpinned, where workers are preempted in the
- * middle of handlers and lock holds; each without and with work stealing. A stress test loops over them:
- * `tcase_add_loop_test(tc, test, 0, NSHAPES)`, then `&shapes[_i]`. */
+/*
+ * The runtime shapes every stress test runs in (check_invariants,
+ * check_wakeup, the parallelism and idle tests): one worker per core of the
+ * 2-core CI machine, pinned; and 4x oversubscribed, unpinned, where workers
+ * are preempted in the middle of handlers and lock holds; each engine
+ * without and with work stealing, and every steal policy word at least once
+ * (testutil.c says which shape covers what). A stress test loops over them:
+ * `tcase_add_loop_test(tc, test, 0, NSHAPES)`, then `&shapes[_i]`.
+ */
 struct shape {
     unsigned workers;
-    int pin;           /* as mely_config_t.pin */
-    const char *steal; /* as mely_config_t.steal: NULL = no stealing */
+    int pin;            /* as mely_config_t.pin */
+    const char *steal;  /* as mely_config_t.steal: NULL = no stealing */
+    const char *engine; /* as mely_config_t.engine: NULL = mely */
 };
-enum { NSHAPES = 4 };
+enum { NSHAPES = 11 };
 extern const struct shape shapes[NSHAPES];
+
+/* init_runtime_engine() in shape sh. */
+void init_runtime_shape(mely_t *m, const struct shape *sh, unsigned batch, unsigned spin_us);
+
+/* Whether sh runs libasync-smp's engine (one FIFO per core: no priorities). */
+bool shape_is_legacy(const struct shape *sh);
+
+/* "8 unpinned, legacy, steal base+locality": for failure messages. Returns a
+ * static buffer (the test thread's only). */
+const char *shape_name(const struct shape *sh);
 
 /* ---- a runtime and handlers for the small API tests ------------------------------------- */
 

@@ -2,9 +2,10 @@
  * check_config.c: configuring a runtime (mely_config_t and mely_init() in
  * mely/mely.h): the defaults, the default worker count following the CPU
  * affinity mask, the MELY_* environment overrides, rejected values (each named
- * on stderr), and what pin and batch do once the runtime runs: where workers
- * run, that mely_run() restores its caller's CPU mask, and the same-color
- * batch threshold.
+ * on stderr), the steal policies and engines accepted (alone, combined, from
+ * the environment), and what pin, batch and engine do once the runtime runs:
+ * where workers run, that mely_run() restores its caller's CPU mask, the
+ * same-color batch threshold, and which engine serves the events.
  *
  * Handlers never call ck_assert, and every wait is bounded (see
  * tests/testutil.h).
@@ -84,6 +85,8 @@ START_TEST(config_defaults)
     ck_assert_int_eq(cfg.pin, 1);
     ck_assert_uint_eq(cfg.batch, 10);
     ck_assert_uint_eq(cfg.spin_us, 50);
+    ck_assert_ptr_null(cfg.steal);
+    ck_assert_ptr_null(cfg.engine);
     ck_assert_uint_eq(MELY_BATCH_DEFAULT, 10);
     ck_assert_uint_eq(MELY_SPIN_US_DEFAULT, 50);
 }
@@ -171,6 +174,170 @@ START_TEST(environment_overrides)
         ck_assert_uint_eq(mely_workers(&m), 0);
         ck_assert_int_eq(mely_post(&m, 1, nop, NULL), MELY_ESHUTDOWN);
         ck_assert_int_eq(mely_shutdown(&m), MELY_ESHUTDOWN);
+    }
+}
+END_TEST
+
+/* ---- steal policies and engines ------------------------------------------------ */
+
+static const struct policy_case {
+    const char *steal, *engine;
+    int rc;
+    const char *named; /* for a refusal: what stderr must name (NULL: anything) */
+} policy_cases[] = {
+    /* every word alone, on the mely engine */
+    {NULL, NULL, 0, NULL},
+    {"off", NULL, 0, NULL},
+    {"base", NULL, 0, NULL},
+    {"locality", NULL, 0, NULL},
+    {"timeleft", NULL, 0, NULL},
+    {"penalty", NULL, 0, NULL},
+    {"measured", NULL, 0, NULL},
+    {"all", NULL, 0, NULL},
+    /* combinations, in any order */
+    {"base+locality", NULL, 0, NULL},
+    {"locality+timeleft", NULL, 0, NULL},
+    {"timeleft+locality", NULL, 0, NULL},
+    {"timeleft+penalty", NULL, 0, NULL},
+    {"timeleft+measured", NULL, 0, NULL},
+    {"penalty+measured", NULL, 0, NULL},
+    {"all+measured", NULL, 0, NULL},
+    {"measured+all", NULL, 0, NULL},
+    {"base+locality+timeleft+penalty+measured", NULL, 0, NULL},
+    /* the engine by name */
+    {NULL, "mely", 0, NULL},
+    {"all+measured", "mely", 0, NULL},
+    {NULL, "legacy", 0, NULL},
+    {"off", "legacy", 0, NULL},
+    {"base", "legacy", 0, NULL},
+    {"locality", "legacy", 0, NULL},
+    {"base+locality", "legacy", 0, NULL},
+    {"locality+base", "legacy", 0, NULL},
+    /* unknown words, alone or among known ones; malformed joins */
+    {"greedy", NULL, MELY_EINVAL, "greedy"},
+    {"base+greedy", NULL, MELY_EINVAL, "greedy"},
+    {"greedy+base", NULL, MELY_EINVAL, "greedy"},
+    {"timeleft+nope+penalty", NULL, MELY_EINVAL, "nope"},
+    {"", NULL, MELY_EINVAL, NULL},
+    {"+", NULL, MELY_EINVAL, NULL},
+    {"base+", NULL, MELY_EINVAL, "base+"},
+    {"+base", NULL, MELY_EINVAL, "+base"},
+    {"base++locality", NULL, MELY_EINVAL, "base++locality"},
+    {"base locality", NULL, MELY_EINVAL, "base locality"},
+    {"base,locality", NULL, MELY_EINVAL, "base,locality"},
+    {"basee", NULL, MELY_EINVAL, "basee"},
+    {"bas", NULL, MELY_EINVAL, "bas"},
+    /* "off" is a policy of its own, not a word to join */
+    {"off+base", NULL, MELY_EINVAL, "off+base"},
+    /* unknown engines */
+    {NULL, "fifo", MELY_EINVAL, "fifo"},
+    {NULL, "", MELY_EINVAL, NULL},
+    {"base", "legacy2", MELY_EINVAL, "legacy2"},
+    /* the legacy engine runs base and locality only */
+    {"timeleft", "legacy", MELY_EINVAL, "timeleft"},
+    {"penalty", "legacy", MELY_EINVAL, "penalty"},
+    {"measured", "legacy", MELY_EINVAL, "measured"},
+    {"all", "legacy", MELY_EINVAL, "all"},
+    {"base+timeleft", "legacy", MELY_EINVAL, "timeleft"},
+    {"locality+measured", "legacy", MELY_EINVAL, "measured"},
+    {"greedy", "legacy", MELY_EINVAL, "greedy"},
+};
+
+/* Which policies and engines mely_init() accepts (mely.h, "Work-stealing
+ * policies"); a refusal leaves a handle every call refuses and names the
+ * offending value on stderr. */
+START_TEST(steal_policies_and_engines)
+{
+    const struct policy_case *pc = &policy_cases[_i];
+    mely_config_t cfg;
+    mely_t m = {0};
+
+    mely_config_init(&cfg);
+    cfg.workers = 2;
+    cfg.steal = pc->steal;
+    cfg.engine = pc->engine;
+    begin_capture();
+    int rc = mely_init(&m, &cfg);
+    const char *err = end_capture();
+    ck_assert_msg(rc == pc->rc, "steal \"%s\", engine \"%s\": mely_init returned %d, expected %d",
+                  pc->steal ? pc->steal : "(NULL)", pc->engine ? pc->engine : "(NULL)", rc, pc->rc);
+    if (rc == 0) {
+        ck_assert_uint_eq(mely_workers(&m), 2);
+        ck_assert_int_eq(mely_shutdown(&m), 0);
+    } else {
+        ck_assert_msg(err[0] != '\0', "steal \"%s\", engine \"%s\": refused without a word on stderr",
+                      pc->steal ? pc->steal : "(NULL)", pc->engine ? pc->engine : "(NULL)");
+        if (pc->named)
+            ck_assert_msg(strstr(err, pc->named) != NULL,
+                          "steal \"%s\", engine \"%s\": stderr does not name \"%s\": \"%s\"",
+                          pc->steal ? pc->steal : "(NULL)", pc->engine ? pc->engine : "(NULL)",
+                          pc->named, err);
+        ck_assert_uint_eq(mely_workers(&m), 0);
+        ck_assert_int_eq(mely_post(&m, 1, nop, NULL), MELY_ESHUTDOWN);
+        ck_assert_int_eq(mely_color_move(&m, 1, 0), MELY_ESHUTDOWN);
+        ck_assert_int_eq(mely_shutdown(&m), MELY_ESHUTDOWN);
+    }
+}
+END_TEST
+
+/* MELY_STEAL and MELY_ENGINE win over the program's configuration: seen
+ * through which combinations mely_init() accepts (the legacy engine refuses
+ * the time-left policies). NULL: variable unset. */
+static const struct steal_env_case {
+    const char *env_steal, *env_engine; /* the environment */
+    const char *steal, *engine;         /* the program's configuration */
+    int rc;
+    const char *named; /* for a refusal: what stderr must name */
+} steal_env_cases[] = {
+    {"base", NULL, NULL, NULL, 0, NULL},
+    {"all+measured", NULL, "base", NULL, 0, NULL},
+    {"off", NULL, "greedy", NULL, 0, NULL},           /* the bad value is never used */
+    {"nope", NULL, "base", NULL, MELY_EINVAL, "nope"}, /* the environment's is */
+    {"", NULL, "base", NULL, MELY_EINVAL, "MELY_STEAL"},
+    {NULL, "legacy", "timeleft", NULL, MELY_EINVAL, "timeleft"},
+    {NULL, "legacy", "base", NULL, 0, NULL},
+    {NULL, "mely", "timeleft", "legacy", 0, NULL},
+    {NULL, "mely", NULL, "fifo", 0, NULL},
+    {NULL, "fifo", NULL, "legacy", MELY_EINVAL, "fifo"},
+    {"base", NULL, "timeleft", "legacy", 0, NULL},
+    {"timeleft", NULL, "base", "legacy", MELY_EINVAL, "timeleft"},
+    {"base", "legacy", "timeleft", "mely", 0, NULL},
+    {"penalty", "mely", "base", "legacy", 0, NULL},
+    {"penalty", "legacy", "base", "mely", MELY_EINVAL, "penalty"},
+};
+
+START_TEST(steal_and_engine_environment_overrides)
+{
+    const struct steal_env_case *ec = &steal_env_cases[_i];
+    mely_config_t cfg;
+    mely_t m = {0};
+
+    mely_config_init(&cfg);
+    cfg.workers = 2;
+    cfg.steal = ec->steal;
+    cfg.engine = ec->engine;
+    if (ec->env_steal)
+        ck_assert_int_eq(setenv("MELY_STEAL", ec->env_steal, 1), 0);
+    if (ec->env_engine)
+        ck_assert_int_eq(setenv("MELY_ENGINE", ec->env_engine, 1), 0);
+    begin_capture();
+    int rc = mely_init(&m, &cfg);
+    const char *err = end_capture();
+    unsetenv("MELY_STEAL");
+    unsetenv("MELY_ENGINE");
+
+    ck_assert_msg(rc == ec->rc,
+                  "MELY_STEAL=%s MELY_ENGINE=%s over steal %s, engine %s: mely_init returned %d, "
+                  "expected %d",
+                  ec->env_steal ? ec->env_steal : "(unset)",
+                  ec->env_engine ? ec->env_engine : "(unset)", ec->steal ? ec->steal : "NULL",
+                  ec->engine ? ec->engine : "NULL", rc, ec->rc);
+    if (rc == 0) {
+        ck_assert_int_eq(mely_shutdown(&m), 0);
+    } else {
+        ck_assert_msg(strstr(err, ec->named) != NULL, "stderr does not name \"%s\": \"%s\"",
+                      ec->named, err);
+        ck_assert_uint_eq(mely_workers(&m), 0);
     }
 }
 END_TEST
@@ -354,6 +521,44 @@ START_TEST(batch_threshold_bounds_same_color_runs)
 }
 END_TEST
 
+/* Which engine runs, seen from outside: on one worker, mely serves the
+ * highest priority first, the legacy engine (one FIFO) runs in post order.
+ * MELY_ENGINE wins over the configuration both ways. */
+static const struct engine_case {
+    const char *cfg_engine, *env; /* MELY_ENGINE, or NULL */
+    bool legacy;                  /* in effect */
+} engine_cases[] = {
+    {NULL, NULL, false},      {"mely", NULL, false},    {"legacy", NULL, true},
+    {NULL, "legacy", true},   {"mely", "legacy", true}, {"legacy", "mely", false},
+};
+
+START_TEST(engine_in_effect)
+{
+    const struct engine_case *ec = &engine_cases[_i];
+
+    if (ec->env)
+        ck_assert_int_eq(setenv("MELY_ENGINE", ec->env, 1), 0);
+    init_runtime_engine(&rt, 1, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, NULL, ec->cfg_engine);
+    unsetenv("MELY_ENGINE");
+    atomic_store(&seq.n, 0);
+    atomic_store(&ran, 0);
+    stop_at = 3;
+    ck_assert_int_eq(mely_post_ex(&rt, 1, 0, NULL, record_color, NULL, 0), 0);
+    ck_assert_int_eq(mely_post_ex(&rt, 2, MELY_PRIO_MAX, NULL, record_color, NULL, 0), 0);
+    ck_assert_int_eq(mely_post_ex(&rt, 3, 3, NULL, record_color, NULL, 0), 0);
+    run_bounded(&rt, 20, "three colors on one worker");
+    ck_assert_uint_eq(atomic_load(&seq.n), 3);
+    const mely_color_t fifo[] = {1, 2, 3}, prio[] = {2, 3, 1};
+    const mely_color_t *want = ec->legacy ? fifo : prio;
+    ck_assert_msg(memcmp(seq.order, want, sizeof(fifo)) == 0,
+                  "engine %s, MELY_ENGINE %s: ran colors %u %u %u, expected %u %u %u (%s)",
+                  ec->cfg_engine ? ec->cfg_engine : "NULL", ec->env ? ec->env : "unset",
+                  seq.order[0], seq.order[1], seq.order[2], want[0], want[1], want[2],
+                  ec->legacy ? "the legacy engine's FIFO" : "mely's priorities");
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------------- */
 
 int main(void)
@@ -366,9 +571,12 @@ int main(void)
     tcase_add_loop_test(tc, environment_overrides, 0, NELEM(env_cases));
     tcase_add_loop_test(tc, bad_configuration_values, 0, NELEM(cfg_cases));
     tcase_add_test(tc, init_without_handle);
+    tcase_add_loop_test(tc, steal_policies_and_engines, 0, NELEM(policy_cases));
+    tcase_add_loop_test(tc, steal_and_engine_environment_overrides, 0, NELEM(steal_env_cases));
 
     tc = new_tcase(s, "effect", 60);
     tcase_add_loop_test(tc, workers_pinned_and_affinity_restored, 0, 2);
     tcase_add_loop_test(tc, batch_threshold_bounds_same_color_runs, 0, NELEM(batch_cases));
+    tcase_add_loop_test(tc, engine_in_effect, 0, NELEM(engine_cases));
     return mely_test_main(s);
 }

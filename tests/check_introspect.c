@@ -1,8 +1,8 @@
 /*
  * check_introspect.c: what the public API (mely/mely.h) tells about a
  * runtime: the current color and worker, pinned colors, the color map's
- * initial placement (mely_color_owner()), the statistics counters, and what
- * an idle runtime costs.
+ * initial placement (mely_color_owner()) and moves by hand (mely_color_move(),
+ * on both engines), the statistics counters, and what an idle runtime costs.
  *
  * Handlers and helper threads never call ck_assert; every wait is bounded (see
  * tests/testutil.h). MELY_TEST_SCALE (default 1) multiplies the event counts.
@@ -183,6 +183,140 @@ START_TEST(color_owner_initial_placement)
     ck_assert_int_eq(mely_color_owner(&m, UINT32_MAX), MELY_ECOLOR);
     ck_assert_int_eq(mely_shutdown(&m), 0);
     ck_assert_int_eq(mely_color_owner(&m, 0), MELY_ESHUTDOWN);
+}
+END_TEST
+
+/* ---- mely_color_move() ---------------------------------------------------------------- */
+
+static const char *const move_engines[] = {"mely", "legacy"};
+
+static struct {
+    int worker[8]; /* by tag */
+    int move_self, move_pending, move_idle, owner_after;
+} mvr;
+
+enum { TAG_A, TAG_B, TAG_C, TAG_D, TAG_E };
+
+static void record_worker(void *arg)
+{
+    unsigned tag = (unsigned)(uintptr_t)arg;
+    mvr.worker[tag] = mely_current_worker();
+    count_and_stop(NULL);
+}
+
+/* Color 0's handler (worker 0, color 2 pending behind it on worker 0, color 4
+ * never posted): it may move the idle color only. */
+static void mover_handler(void *arg)
+{
+    (void)arg;
+    mvr.worker[TAG_A] = mely_current_worker();
+    mvr.move_self = mely_color_move(&rt, 0, 1);
+    mvr.move_pending = mely_color_move(&rt, 2, 1);
+    mvr.move_idle = mely_color_move(&rt, 4, 1);
+    mvr.owner_after = mely_color_owner(&rt, 4);
+    int err = mely_post(&rt, 4, record_worker, (void *)(uintptr_t)TAG_B);
+    if (err)
+        note("post to the moved color: %s", mely_strerror(err));
+    count_and_stop(NULL);
+}
+
+/*
+ * mely_color_move() on each engine: an idle color moves (also one never
+ * posted to, also to where it already is) and its next events run there; a
+ * color with pending events, or running, does not (MELY_EBUSY), and neither
+ * do pinned or out-of-range colors (MELY_ECOLOR) nor moves to a worker out of
+ * range (MELY_EINVAL); a refused move leaves the map as it was.
+ */
+START_TEST(color_move_places_idle_colors)
+{
+    const char *engine = move_engines[_i];
+    mely_t m = {0};
+
+    memset(&mvr, 0, sizeof(mvr));
+    init_runtime_engine(&rt, 3, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, NULL, engine);
+
+    /* Idle colors, never posted to: color 10 starts on worker 1 (10 % 3). */
+    ck_assert_int_eq(mely_color_owner(&rt, 10), 1);
+    ck_assert_int_eq(mely_color_move(&rt, 10, 2), 0);
+    ck_assert_int_eq(mely_color_owner(&rt, 10), 2);
+    ck_assert_int_eq(mely_color_move(&rt, 10, 2), 0);
+    ck_assert_int_eq(mely_color_owner(&rt, 10), 2);
+    ck_assert_int_eq(mely_color_move(&rt, 10, 0), 0);
+    ck_assert_int_eq(mely_color_owner(&rt, 10), 0);
+    ck_assert_int_eq(mely_color_move(&rt, MELY_COLORS - 1, 1), 0);
+    ck_assert_int_eq(mely_color_owner(&rt, MELY_COLORS - 1), 1);
+    ck_assert_int_eq(mely_color_owner(&rt, 11), 2); /* its neighbours did not move */
+    ck_assert_int_eq(mely_color_owner(&rt, 9), 0);
+
+    /* Pinned and out-of-range colors; workers out of range. */
+    const mely_color_t bad_colors[] = {MELY_COLOR_PINNED(0), MELY_COLOR_PINNED(2),
+                                       MELY_COLOR_PINNED(3), MELY_COLORS + MELY_MAX_WORKERS,
+                                       UINT32_MAX};
+    for (unsigned i = 0; i < NELEM(bad_colors); i++) {
+        ck_assert_int_eq(mely_color_move(&rt, bad_colors[i], 0), MELY_ECOLOR);
+        ck_assert_int_eq(mely_color_move(&rt, bad_colors[i], 1), MELY_ECOLOR);
+    }
+    for (unsigned w = 0; w < 3; w++)
+        ck_assert_int_eq(mely_color_owner(&rt, MELY_COLOR_PINNED(w)), (int)w);
+    ck_assert_int_eq(mely_color_move(&rt, 10, 3), MELY_EINVAL);
+    ck_assert_int_eq(mely_color_move(&rt, 10, MELY_MAX_WORKERS), MELY_EINVAL);
+    ck_assert_int_eq(mely_color_move(&rt, 10, UINT_MAX), MELY_EINVAL);
+    ck_assert_int_eq(mely_color_owner(&rt, 10), 0);
+
+    /* A color with pending events stays where they are, and they run there. */
+    ck_assert_int_eq(mely_post(&rt, 10, record_worker, (void *)(uintptr_t)TAG_C), 0);
+    ck_assert_int_eq(mely_color_move(&rt, 10, 2), MELY_EBUSY);
+    ck_assert_int_eq(mely_color_move(&rt, 10, 1), MELY_EBUSY);
+    ck_assert_int_eq(mely_color_owner(&rt, 10), 0);
+    atomic_store(&ran, 0);
+    stop_at = 1;
+    run_bounded(&rt, 20, "an event of a color that could not move");
+    assert_no_notes();
+    ck_assert_int_eq(mvr.worker[TAG_C], 0);
+
+    /* Once they ran, it is idle again: it moves, and its next event follows. */
+    ck_assert_int_eq(mely_color_move(&rt, 10, 2), 0);
+    ck_assert_int_eq(mely_color_owner(&rt, 10), 2);
+    ck_assert_int_eq(mely_post(&rt, 10, record_worker, (void *)(uintptr_t)TAG_D), 0);
+    ck_assert_int_eq(mely_color_owner(&rt, 10), 2);
+    atomic_store(&ran, 0);
+    run_bounded(&rt, 20, "an event of a moved color");
+    assert_no_notes();
+    ck_assert_int_eq(mvr.worker[TAG_D], 2);
+
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+    ck_assert_int_eq(mely_color_move(&rt, 10, 1), MELY_ESHUTDOWN);
+    ck_assert_int_eq(mely_color_move(&m, 10, 1), MELY_ESHUTDOWN);
+}
+END_TEST
+
+/* From a handler: its own color is running (MELY_EBUSY), a color with an
+ * event queued is busy too, an idle one moves and its event runs there. */
+START_TEST(color_move_from_a_handler)
+{
+    const char *engine = move_engines[_i];
+
+    memset(&mvr, 0, sizeof(mvr));
+    init_runtime_engine(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, NULL, engine);
+    ck_assert_int_eq(mely_color_owner(&rt, 0), 0);
+    ck_assert_int_eq(mely_color_owner(&rt, 2), 0);
+    ck_assert_int_eq(mely_color_owner(&rt, 4), 0);
+    ck_assert_int_eq(mely_post(&rt, 0, mover_handler, NULL), 0);
+    ck_assert_int_eq(mely_post(&rt, 2, record_worker, (void *)(uintptr_t)TAG_C), 0);
+    atomic_store(&ran, 0);
+    stop_at = 3;
+    run_bounded(&rt, 20, "a handler moving colors");
+    assert_no_notes();
+    ck_assert_int_eq(mvr.worker[TAG_A], 0);
+    ck_assert_int_eq(mvr.move_self, MELY_EBUSY);
+    ck_assert_int_eq(mvr.move_pending, MELY_EBUSY);
+    ck_assert_int_eq(mvr.move_idle, 0);
+    ck_assert_int_eq(mvr.owner_after, 1);
+    ck_assert_int_eq(mvr.worker[TAG_B], 1);
+    ck_assert_int_eq(mvr.worker[TAG_C], 0);
+    ck_assert_int_eq(mely_color_owner(&rt, 0), 0);
+    ck_assert_int_eq(mely_color_owner(&rt, 2), 0);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
 }
 END_TEST
 
@@ -516,6 +650,8 @@ int main(void)
     tcase_add_test(tc, current_color_and_worker);
     tcase_add_test(tc, pinned_colors_run_on_their_worker);
     tcase_add_loop_test(tc, color_owner_initial_placement, 0, NELEM(owner_workers));
+    tcase_add_loop_test(tc, color_move_places_idle_colors, 0, NELEM(move_engines));
+    tcase_add_loop_test(tc, color_move_from_a_handler, 0, NELEM(move_engines));
 
     tc = new_tcase(s, "stats", 60);
     tcase_add_test(tc, stats_start_at_zero_and_check_arguments);

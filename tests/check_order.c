@@ -6,7 +6,10 @@
  *  - color-queues are served from the highest priority down, whether posted
  *    before the run or from a handler, and a color's events keep their order;
  *  - different colors run in parallel.
- * Each order test runs with a same-color batch of 1 and of 10.
+ * Each order test runs with a same-color batch of 1 and of 10, on both
+ * engines, except that the legacy engine has no priorities: the priority
+ * tests skip it, saying so, and legacy_runs_in_post_order checks its FIFO.
+ * Parallelism is checked in every runtime shape.
  *
  * Handlers never call ck_assert and every wait is bounded (see
  * tests/testutil.h). When a watchdog has to stop a runtime, the test fails
@@ -75,10 +78,12 @@ static void run_pair(mely_color_t a, mely_color_t b)
                   par.saw[0], par.worker[1], par.saw[1]);
 }
 
+/* In every shape: both engines, with and without stealing, 2 pinned and 8
+ * unpinned workers (the two handlers overlap even when time-sliced). */
 START_TEST(different_colors_run_in_parallel)
 {
     reset_notes();
-    init_runtime(&par.m, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    init_runtime_shape(&par.m, &shapes[_i], MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
 
     mely_color_t a = 10, b = a + 1;
     int oa = mely_color_owner(&par.m, a);
@@ -144,14 +149,46 @@ static void run_expect(const int *want, unsigned n, const char *what)
     atomic_store(&rec.n, 0);
 }
 
+/* The order tests run with a batch of 1 and of 10, on both engines: case i
+ * is batches[i % 2] on engines[i / 2]. */
 static const unsigned batches[] = {1, 10};
+static const char *const engines[] = {"mely", "legacy"};
+enum { ORDER_CASES = 4 };
+
+static unsigned case_batch(int i)
+{
+    return batches[i % 2];
+}
+
+static const char *case_engine(int i)
+{
+    return engines[i / 2];
+}
+
+/* The legacy engine is libasync-smp's one FIFO per core: it has no priorities
+ * (it accepts and ignores them). A test of priority order says so and returns
+ * on it; legacy_runs_in_post_order checks what it does instead. */
+static bool skip_on_legacy(int i, const char *test)
+{
+    if (strcmp(case_engine(i), "legacy") != 0)
+        return false;
+    fprintf(stderr, "%s (batch %u): skipped on the legacy engine, which has no priorities\n",
+            test, case_batch(i));
+    return true;
+}
+
+static void init_order_runtime(unsigned workers, int i)
+{
+    init_runtime_engine(&rec.m, workers, 1, case_batch(i), MELY_SPIN_US_DEFAULT, NULL,
+                        case_engine(i));
+}
 
 /* Before mely_run(): T1..T5 at the tail, then H1 and H2 at the head: each head
  * post goes to the very front, so H2, H1, T1..T5. */
 START_TEST(head_posts_run_first)
 {
     reset_notes();
-    init_runtime(&rec.m, 2, 1, batches[_i], MELY_SPIN_US_DEFAULT);
+    init_order_runtime(2, _i);
     const mely_color_t c = 77;
     for (int t = 1; t <= 5; t++)
         ck_assert_int_eq(mely_post(&rec.m, c, record, (void *)(intptr_t)t), 0);
@@ -177,7 +214,7 @@ static void self_poster(void *arg)
 START_TEST(head_post_from_own_handler_runs_next)
 {
     reset_notes();
-    init_runtime(&rec.m, 2, 1, batches[_i], MELY_SPIN_US_DEFAULT);
+    init_order_runtime(2, _i);
     /* one color on each worker */
     for (rec.color = 300; rec.color < 302; rec.color++) {
         ck_assert_int_eq(mely_post(&rec.m, rec.color, self_poster, (void *)(intptr_t)50), 0);
@@ -194,8 +231,10 @@ END_TEST
  * whatever the order of posting. */
 START_TEST(priorities_order_color_queues)
 {
+    if (skip_on_legacy(_i, "priorities_order_color_queues"))
+        return;
     reset_notes();
-    init_runtime(&rec.m, 1, 1, batches[_i], MELY_SPIN_US_DEFAULT);
+    init_order_runtime(1, _i);
     const mely_color_t a = 1, b = 2, c = 3;
 
     post_or_note(a, 0, 'A', 0);
@@ -226,11 +265,34 @@ static void prio_poster(void *arg)
 
 START_TEST(priorities_order_posts_from_a_handler)
 {
+    if (skip_on_legacy(_i, "priorities_order_posts_from_a_handler"))
+        return;
     reset_notes();
-    init_runtime(&rec.m, 1, 1, batches[_i], MELY_SPIN_US_DEFAULT);
+    init_order_runtime(1, _i);
     ck_assert_int_eq(mely_post(&rec.m, 9, prio_poster, (void *)(intptr_t)'S'), 0);
     const int want[] = {'S', 'B', 'C', 'A'};
     run_expect(want, 4, "a handler posts A at 0, B at 5, C at 3");
+    ck_assert_int_eq(mely_shutdown(&rec.m), 0);
+}
+END_TEST
+
+/* The legacy engine ignores priorities: with one worker, its one FIFO runs
+ * events of different colors in post order, whatever their priorities, both
+ * those posted before the run and those a handler posts. */
+START_TEST(legacy_runs_in_post_order)
+{
+    reset_notes();
+    init_runtime_engine(&rec.m, 1, 1, batches[_i], MELY_SPIN_US_DEFAULT, NULL, "legacy");
+    post_or_note(1, 0, 'A', 0);
+    post_or_note(2, 5, 'B', 0);
+    post_or_note(3, 3, 'C', 0);
+    post_or_note(4, MELY_PRIO_MAX, 'D', 0);
+    const int want1[] = {'A', 'B', 'C', 'D'};
+    run_expect(want1, 4, "legacy: A at 0, B at 5, C at 3, D at 7");
+
+    ck_assert_int_eq(mely_post(&rec.m, 9, prio_poster, (void *)(intptr_t)'S'), 0);
+    const int want2[] = {'S', 'A', 'B', 'C'};
+    run_expect(want2, 4, "legacy: a handler posts A at 0, B at 5, C at 3");
     ck_assert_int_eq(mely_shutdown(&rec.m), 0);
 }
 END_TEST
@@ -244,12 +306,13 @@ int main(void)
     Suite *s = suite_create("order");
 
     TCase *tc = new_tcase(s, "parallel", 60);
-    tcase_add_test(tc, different_colors_run_in_parallel);
+    tcase_add_loop_test(tc, different_colors_run_in_parallel, 0, NSHAPES);
 
     tc = new_tcase(s, "order", 60);
-    tcase_add_loop_test(tc, head_posts_run_first, 0, 2);
-    tcase_add_loop_test(tc, head_post_from_own_handler_runs_next, 0, 2);
-    tcase_add_loop_test(tc, priorities_order_color_queues, 0, 2);
-    tcase_add_loop_test(tc, priorities_order_posts_from_a_handler, 0, 2);
+    tcase_add_loop_test(tc, head_posts_run_first, 0, ORDER_CASES);
+    tcase_add_loop_test(tc, head_post_from_own_handler_runs_next, 0, ORDER_CASES);
+    tcase_add_loop_test(tc, priorities_order_color_queues, 0, ORDER_CASES);
+    tcase_add_loop_test(tc, priorities_order_posts_from_a_handler, 0, ORDER_CASES);
+    tcase_add_loop_test(tc, legacy_runs_in_post_order, 0, NELEM(batches));
     return mely_test_main(s);
 }

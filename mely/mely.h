@@ -81,13 +81,38 @@ typedef struct mely_config {
     int pin;          /* 1: pin worker i to the i-th allowed CPU; 0: do not */
     unsigned batch;   /* same-color batch threshold, >= 1 */
     unsigned spin_us; /* idle spin before parking, in us (0: park at once) */
-    const char *steal; /* work-stealing policy: NULL or "off" (none), "base"
-                          (libasync-smp's) */
+    const char *steal; /* work-stealing policy (below); NULL = "off" */
+    const char *engine; /* queueing engine: NULL or "mely" (color-queues chained
+                           in core-queues), "legacy" (libasync-smp's one FIFO
+                           per core, for comparison) */
 } mely_config_t;
+
+/*
+ * Work-stealing policies (mely_config_t.steal, MELY_STEAL). An idle worker
+ * runs the steal driver before it parks; the policy decides where it looks,
+ * whether a victim qualifies and which color it takes. A policy is "off" (no
+ * stealing) or one or more of these words joined with '+':
+ *   base      libasync-smp's rules: the most loaded worker first, then the
+ *             following ones; a victim needs events of two colors; the first
+ *             color that is not running and holds less than half its events;
+ *   locality  victims by cache distance (sharing L2, then L3/package, then the
+ *             rest), from the cache map (the paper's section 3.1);
+ *   timeleft  only worthy colors are taken: those whose expected processing
+ *             time (the handlers' timeleft annotations) exceeds the measured
+ *             cost of a steal; the largest first (section 3.2);
+ *   penalty   as timeleft, with each event's time divided by its handler's
+ *             penalty, and the best worthy color chosen (section 3.3);
+ *   measured  handlers without a timeleft annotation count their measured
+ *             cost (cycles per run, a moving average per descriptor);
+ *   all       locality+timeleft+penalty.
+ * "base" alone, or any word without a victim or color rule of its own, falls
+ * back to base's rules for the rest. Examples: "base", "locality+timeleft",
+ * "all+measured". The legacy engine takes "off" and "base" (with "locality").
+ */
 
 /* Fills cfg with the defaults: workers = 0 (usable CPUs), pin = 1,
  * batch = MELY_BATCH_DEFAULT, spin_us = MELY_SPIN_US_DEFAULT, steal = NULL
- * (no stealing). Any thread. */
+ * (no stealing), engine = NULL (mely). Any thread. */
 void mely_config_init(mely_config_t *cfg);
 
 /* ---- Life cycle ---------------------------------------------------------- */
@@ -99,10 +124,12 @@ typedef struct mely {
 /*
  * Creates a runtime in *m from cfg (NULL: defaults). Environment variables
  * override cfg: MELY_WORKERS (1..256), MELY_PIN (0/1), MELY_BATCH (>= 1),
- * MELY_SPIN_US (0..1000000), MELY_STEAL (a policy name, as cfg->steal).
+ * MELY_SPIN_US (0..1000000), MELY_STEAL (a policy, as cfg->steal),
+ * MELY_ENGINE (as cfg->engine).
  * No thread starts until mely_run().
- * @return 0; MELY_EINVAL for a bad value in cfg or in the environment, or an
- *         unknown steal policy (a line naming it goes to stderr); MELY_ENOMEM.
+ * @return 0; MELY_EINVAL for a bad value in cfg or in the environment, an
+ *         unknown steal policy or engine, or a policy the engine cannot run
+ *         (a line naming it goes to stderr); MELY_ENOMEM.
  * Threads: any thread, but not concurrently with another call on the same *m.
  */
 int mely_init(mely_t *m, const mely_config_t *cfg);
@@ -145,15 +172,27 @@ typedef void (*mely_fn_t)(void *arg);
 
 /*
  * A handler descriptor: annotations shared by every event of one handler, read
- * by the work-stealing heuristics. Keep it alive (usually static) while events
- * that point to it are queued. Zero-initialize it.
+ * by the work-stealing heuristics. Keep it alive (usually static, may be
+ * const) while events that point to it are queued. Zero-initialize it. The
+ * runtime never writes to it.
  */
 typedef struct mely_handler {
     const char *name;       /* for statistics and traces; may be NULL */
     uint64_t timeleft;      /* expected processing cycles per event; 0: unknown */
-    uint32_t penalty;       /* work-stealing penalty (>= 1 discourages); 0: none */
-    uint64_t mely_private_[2]; /* runtime-owned (measured cost); leave zero */
+    uint32_t penalty;       /* work-stealing penalty: an event counts as
+                               timeleft / penalty for stealing; 0 or 1: none */
+    uint64_t mely_private_[2]; /* reserved; leave zero */
 } mely_handler_t;
+
+/*
+ * The measured cost of h's handler on runtime *m: a moving average of the TSC
+ * cycles its runs took, kept while the runtime has a "measured" steal policy,
+ * for descriptors without a timeleft annotation (up to a few thousand
+ * descriptors); 0 if never measured, or *m not initialized. Use it to write
+ * down a timeleft annotation after a profiling run.
+ * Threads: any thread (the figure may lag the latest runs).
+ */
+uint64_t mely_handler_measured(const mely_t *m, const mely_handler_t *h);
 
 #define MELY_POST_HEAD 1u /* queue at the head of the color's queue (cpucb) */
 
@@ -200,6 +239,18 @@ unsigned mely_workers(const mely_t *m);
  */
 int mely_color_owner(const mely_t *m, mely_color_t color);
 
+/*
+ * Places `color` on worker `worker`: its future events queue and run there
+ * (until a steal moves it again). Only an idle color moves: one with no
+ * pending event that is not running. Use it to choose an initial placement
+ * other than the hash (color % workers), or to gather colors before a phase.
+ * @return 0 (also when it already lives there); MELY_ESHUTDOWN; MELY_ECOLOR
+ *         (out of range, or a pinned color); MELY_EINVAL (worker out of range);
+ *         MELY_EBUSY (the color has pending events or is running).
+ * Threads: any thread. Cost: two worker locks.
+ */
+int mely_color_move(mely_t *m, mely_color_t color, unsigned worker);
+
 /* ---- Statistics ---------------------------------------------------------------- */
 
 typedef struct mely_stats {
@@ -214,8 +265,14 @@ typedef struct mely_stats {
     uint64_t lock_cycles;    /* TSC cycles spent waiting for runtime locks */
     uint64_t steal_attempts; /* times this worker, idle, ran the steal driver */
     uint64_t steals;         /* attempts that took a color from another worker */
-    uint64_t steal_cycles;   /* TSC cycles spent in successful attempts */
+    uint64_t steal_cycles;   /* TSC cycles spent in successful attempts (their
+                                mean: steal_cycles / steals) */
+    uint64_t steal_cycles_median; /* median over the last 1024 successful
+                                     attempts; 0 before the first */
     uint64_t stolen_events;  /* events those colors held when taken */
+    uint64_t stolen_cycles;  /* expected cycles of work those events held (their
+                                timeleft annotations, or measured costs); 0 for
+                                unannotated handlers */
 } mely_stats_t;
 
 /*

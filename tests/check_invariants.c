@@ -105,15 +105,15 @@ static struct {
  * colors to take and colors to leave: unannotated (counts 0, or its measured
  * cost under "measured"), never worthy (time-left 1 cycle), always worthy
  * (10,000,000 cycles), and worthy but for its penalty (counts 100 cycles per
- * event under "penalty"). Not const: the runtime keeps measured costs in them.
+ * event under "penalty").
  */
-static mely_handler_t leaf_desc[4] = {
+static const mely_handler_t leaf_desc[4] = {
     {.name = "leaf"},
     {.name = "leaf, never worthy", .timeleft = 1},
     {.name = "leaf, always worthy", .timeleft = 10000000},
     {.name = "leaf, high penalty", .timeleft = 10000000, .penalty = 100000},
 };
-static mely_handler_t gen_desc = {.name = "generator", .timeleft = 20000};
+static const mely_handler_t gen_desc = {.name = "generator", .timeleft = 20000};
 
 static uint32_t xorshift32(uint32_t *s)
 {

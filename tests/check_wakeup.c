@@ -35,8 +35,8 @@ static struct {
 } wk;
 
 /* Always worthy under the time-left policies, so that steals race with posts
- * and parking there too (not const: the runtime may keep costs in it). */
-static mely_handler_t wake_desc = {.name = "wake", .timeleft = 10000000};
+ * and parking there too. */
+static const mely_handler_t wake_desc = {.name = "wake", .timeleft = 10000000};
 
 static int wake_post(mely_color_t color, mely_fn_t fn, void *arg)
 {

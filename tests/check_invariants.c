@@ -5,10 +5,16 @@
  *    (the test thread before the run, foreign threads, handlers);
  *  - two events of one color never overlap;
  *  - one producer's events of one color run in its post order;
+ *  - a running color is never stolen nor moved: every handler finds the color
+ *    map naming its own worker, at its start and at its end;
+ *  - colors moved by hand (mely_color_move()) while posts, runs and steals go
+ *    on keep all of the above, and an idle color always moves;
  *  - across stop and shutdown, the events that ran plus those discarded are all
  *    of them, none twice; run, stop, run again loses and repeats nothing.
- * Run orders and parallelism are checked in check_order.c, wake-ups of parked
- * workers in check_wakeup.c.
+ * Each stress test runs in every runtime shape (tests/testutil.c: both
+ * engines, every steal policy word, 2 pinned and 8 unpinned workers). Run
+ * orders and parallelism are checked in check_order.c, wake-ups of parked
+ * workers in check_wakeup.c, stealing decisions in check_steal.c.
  *
  * Handlers and helper threads never call ck_assert, every wait is bounded, and
  * MELY_TEST_SCALE multiplies the event counts (see tests/testutil.h). When a

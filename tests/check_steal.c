@@ -775,6 +775,100 @@ START_TEST(const_descriptor_under_measured)
 }
 END_TEST
 
+/* ---- waking a parked thief ---------------------------------------------------------- */
+
+enum { THIEF_WAIT_MS = 5000, THIEF_COLORS = 4 };
+
+static struct {
+    atomic_bool blocker_running, stolen_ran;
+    atomic_uint ran;
+    unsigned expected;
+    int blocker_worker;
+    bool saw_steal;
+} wt;
+
+/* Keeps worker 0 busy until an event runs elsewhere (at most THIEF_WAIT_MS). */
+static void blocker(void *arg)
+{
+    (void)arg;
+    wt.blocker_worker = mely_current_worker();
+    atomic_store(&wt.blocker_running, true);
+    wt.saw_steal = wait_flag(&wt.stolen_ran, THIEF_WAIT_MS);
+    if (atomic_fetch_add(&wt.ran, 1) + 1 == wt.expected)
+        mely_stop(&rt);
+}
+
+static void stealable(void *arg)
+{
+    (void)arg;
+    if (mely_current_worker() != 0)
+        atomic_store(&wt.stolen_ran, true);
+    if (atomic_fetch_add(&wt.ran, 1) + 1 == wt.expected)
+        mely_stop(&rt);
+}
+
+static void *late_poster(void *arg)
+{
+    (void)arg;
+    if (!wait_flag(&wt.blocker_running, 20000)) {
+        note("the blocker did not start within 20 s");
+        mely_stop(&rt);
+        return NULL;
+    }
+    sleep_us(50000); /* worker 1, with nothing to do and spin_us 0, parks */
+    mely_stats_t st;
+    if (mely_worker_stats(&rt, 1, &st) != 0 || st.parks == 0)
+        note("worker 1 did not park in 50 ms (spin_us 0)");
+    unsigned k = 0;
+    for (mely_color_t c = 1; k < THIEF_COLORS; c++) {
+        if (mely_color_owner(&rt, c) != 0)
+            continue;
+        k++;
+        int err = mely_post_ex(&rt, c, MELY_PRIO_DEFAULT, &d_always, stealable, NULL, 0);
+        if (err) {
+            note("post: %s", mely_strerror(err));
+            mely_stop(&rt);
+            break;
+        }
+    }
+    return NULL;
+}
+
+static const struct policy waking_policies[] = {
+    {"base", NULL},         {"locality", NULL}, {"timeleft", NULL}, {"penalty", NULL},
+    {"all+measured", NULL}, {"base", "legacy"},
+};
+
+/*
+ * Work that becomes stealable after the thief parked must not wait for the
+ * busy worker (doc/stealing.md, "Waking thieves"): worker 0 runs a handler
+ * that waits for another event to run elsewhere; worker 1 has parked; then a
+ * foreign thread posts always-worthy events of four more colors to worker 0.
+ * Worker 1 must wake, steal one and run it while the handler still waits.
+ */
+START_TEST(stealable_work_wakes_a_parked_thief)
+{
+    const struct policy *p = &waking_policies[_i];
+    const char *what = policy_name(p);
+
+    memset(&wt, 0, sizeof(wt));
+    init_runtime_engine(&rt, 2, 1, MELY_BATCH_DEFAULT, 0, p->steal, p->engine);
+    ck_assert_int_eq(mely_color_owner(&rt, 0), 0);
+    wt.expected = 1 + THIEF_COLORS;
+    ck_assert_int_eq(mely_post_ex(&rt, 0, MELY_PRIO_DEFAULT, &d_always, blocker, NULL, 0), 0);
+    run_with_helper(&rt, late_poster, NULL, 60, what);
+    ck_assert_uint_eq(atomic_load(&wt.ran), wt.expected);
+    ck_assert_int_eq(wt.blocker_worker, 0);
+    ck_assert_msg(wt.saw_steal,
+                  "%s: worker 1 stayed parked for %u ms while worker 0 held stealable events",
+                  what, THIEF_WAIT_MS);
+    mely_stats_t st = stats_of(1);
+    ck_assert_uint_gt(st.steals, 0);
+    ck_assert_uint_gt(st.wakeups, 0);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
 /* ---- the environment -------------------------------------------------------------------- */
 
 /* MELY_STEAL wins over mely_config_t.steal, both ways. */
@@ -834,6 +928,9 @@ int main(void)
     tcase_add_loop_test(tc, measured_costs_make_colors_worthy, 0, 2);
     tcase_add_loop_test(tc, measured_only_under_measured_policies, 0, NELEM(unmeasured_policies));
     tcase_add_test(tc, const_descriptor_under_measured);
+
+    tc = new_tcase(su, "wake", 60);
+    tcase_add_loop_test(tc, stealable_work_wakes_a_parked_thief, 0, NELEM(waking_policies));
 
     tc = new_tcase(su, "config", 60);
     tcase_add_loop_test(tc, mely_steal_overrides_the_configuration, 0, 2);

@@ -555,7 +555,7 @@ static double rusage_cpu_s(void)
 
 /* The idle test runs in every shape (11): a short window keeps it quick, and
  * a worker that spins (say, in the steal driver) would use all of it. */
-enum { IDLE_SETTLE_US = 100000, IDLE_WINDOW_US = 400000 };
+enum { IDLE_SETTLE_US = 50000, IDLE_WINDOW_US = 250000 };
 
 static void *idle_meter(void *arg)
 {

@@ -842,8 +842,9 @@ static const struct policy waking_policies[] = {
 /*
  * Work that becomes stealable after the thief parked must not wait for the
  * busy worker (doc/stealing.md, "Waking thieves"): worker 0 runs a handler
- * that waits for another event to run elsewhere; worker 1 has parked; then a
- * foreign thread posts always-worthy events of four more colors to worker 0.
+ * (of its pinned color) that waits for another event to run elsewhere;
+ * worker 1 has parked; then a foreign thread posts always-worthy events of
+ * four more colors to worker 0.
  * Worker 1 must wake, steal one and run it while the handler still waits.
  */
 START_TEST(stealable_work_wakes_a_parked_thief)
@@ -853,9 +854,9 @@ START_TEST(stealable_work_wakes_a_parked_thief)
 
     memset(&wt, 0, sizeof(wt));
     init_runtime_engine(&rt, 2, 1, MELY_BATCH_DEFAULT, 0, p->steal, p->engine);
-    ck_assert_int_eq(mely_color_owner(&rt, 0), 0);
     wt.expected = 1 + THIEF_COLORS;
-    ck_assert_int_eq(mely_post_ex(&rt, 0, MELY_PRIO_DEFAULT, &d_always, blocker, NULL, 0), 0);
+    /* Pinned: worker 1, idle from the start, must not take the blocker itself. */
+    ck_assert_int_eq(mely_post(&rt, MELY_COLOR_PINNED(0), blocker, NULL), 0);
     run_with_helper(&rt, late_poster, NULL, 60, what);
     ck_assert_uint_eq(atomic_load(&wt.ran), wt.expected);
     ck_assert_int_eq(wt.blocker_worker, 0);

@@ -14,8 +14,9 @@
  *  - Every wait is bounded: wait_flag() takes a limit, and a watchdog stops a
  *    runtime that does not finish in time (an event lost or a worker that never
  *    wakes would otherwise hang mely_run()); the test then fails saying so.
- *  - MELY_TEST_SCALE (default 1, at most 1000) multiplies the event counts
- *    (through scaled()): 0.2 for slow sanitizer builds, 10 for a soak.
+ *  - MELY_TEST_SCALE (at most 1000) multiplies the event counts (through
+ *    scaled()): 10 for a soak, 0.1 for a quick look. It defaults to 1, and to
+ *    0.25 in ASan and TSan builds (testutil.c says why).
  *
  * Threads: the Check-facing helpers (those that may fail the test: watchdog_*,
  * run_*, init_runtime, assert_no_notes, new_tcase, mely_test_main) are for the
@@ -46,7 +47,7 @@
 
 /* n multiplied by MELY_TEST_SCALE, clamped to [min, max]: the minimum keeps a
  * small scale from leaving too few events for the test to mean something.
- * A malformed MELY_TEST_SCALE is reported on stderr and taken as 1. */
+ * A malformed MELY_TEST_SCALE is reported on stderr and taken as the default. */
 unsigned scaled(unsigned n, unsigned min, unsigned max);
 
 /* ---- clock and bounded waits ------------------------------------------------ */

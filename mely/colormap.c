@@ -1,8 +1,55 @@
-/* colormap.c: the color map (see colormap.h). */
+/* colormap.c: the color map (see colormap.h), and moving an idle color. */
 #include "mely/colormap.h"
+#include "mely/legacy.h"
 
 void mely__colormap_init(struct mely__rt *rt)
 {
     for (unsigned c = 0; c < MELY_COLORS; c++)
         atomic_init(&rt->owner[c], (uint8_t)(c % rt->nworkers));
+}
+
+/* Under the owner's lock: whether the color has pending events or is running
+ * (a running color-queue stays linked in its core-queue, see worker.c). */
+static bool color_busy(const struct mely__rt *rt, const struct mely__worker *owner,
+                       mely_color_t color)
+{
+    if (rt->legacy)
+        return mely__legacy_color_busy(owner, color);
+    const struct mely__colorq *cq = mely__cq_of(rt, color);
+    return cq && (cq->queued || cq->count != 0);
+}
+
+/* Like a steal (steal.c), the owner changes under both workers' locks, so
+ * posters' lock-and-recheck (mely__lock_owner) sees either owner consistently.
+ * The color's queue, if it has one, is empty and unlinked: only the map moves. */
+int mely_color_move(mely_t *m, mely_color_t color, unsigned worker)
+{
+    struct mely__rt *rt = m ? m->rt : NULL;
+
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    if (color >= MELY_COLORS)
+        return MELY_ECOLOR;
+    if (worker >= rt->nworkers)
+        return MELY_EINVAL;
+    struct mely__worker *self = mely__self_in(rt);
+    struct mely__counters *ctr = self ? &self->ctr : NULL;
+    struct mely__worker *to = &rt->workers[worker];
+
+    for (;;) { /* again only if a steal moved the color meanwhile */
+        unsigned o = mely__owner(rt, color);
+        if (o == worker)
+            return 0;
+        struct mely__worker *from = &rt->workers[o];
+        mely__lock_pair(from, to, ctr);
+        if (mely__owner(rt, color) != o) {
+            mely__unlock_pair(from, to);
+            continue;
+        }
+        bool busy = color_busy(rt, from, color);
+        if (!busy)
+            atomic_store_explicit(&rt->owner[color], (uint8_t)worker, memory_order_release);
+        mely__unlock_pair(from, to);
+        return busy ? MELY_EBUSY : 0;
+    }
 }

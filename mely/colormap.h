@@ -50,4 +50,24 @@ static inline struct mely__worker *mely__lock_owner(struct mely__rt *rt, mely_co
     }
 }
 
+/* Locks two different workers in index order (the one order every holder of
+ * two worker locks uses: steals and mely_color_move()). */
+static inline void mely__lock_pair(struct mely__worker *a, struct mely__worker *b,
+                                   struct mely__counters *ctr)
+{
+    if (a->index > b->index) {
+        struct mely__worker *t = a;
+        a = b;
+        b = t;
+    }
+    mely__spin_lock(&a->lock, ctr);
+    mely__spin_lock(&b->lock, ctr);
+}
+
+static inline void mely__unlock_pair(struct mely__worker *a, struct mely__worker *b)
+{
+    mely__spin_unlock(&a->lock);
+    mely__spin_unlock(&b->lock);
+}
+
 #endif

@@ -28,12 +28,15 @@ struct mely__colorq {
     uint8_t prio;     /* highest priority among pending events */
     bool queued;      /* linked in its worker's core-queue (running: see
                          mely__worker.run_cq) */
+    int8_t sq_level;  /* its stealing-queue interval, -1: none (stealq.h) */
+    uint64_t units;   /* the sum of its events' expected costs (event.h) */
+    struct mely__colorq *sq_prev, *sq_next; /* stealing-queue links */
     uint32_t prio_count[MELY_PRIO_LEVELS];
 };
 
 static inline void mely__colorq_init(struct mely__colorq *cq, uint32_t color)
 {
-    *cq = (struct mely__colorq){.color = color};
+    *cq = (struct mely__colorq){.color = color, .sq_level = -1};
 }
 
 static inline bool mely__colorq_empty(const struct mely__colorq *cq)
@@ -62,6 +65,7 @@ static inline void mely__colorq_push(struct mely__colorq *cq, struct mely__event
             cq->prio = ev->prio;
     }
     cq->count++;
+    cq->units += ev->units;
     cq->prio_count[ev->prio]++;
 }
 
@@ -74,6 +78,7 @@ static inline struct mely__event *mely__colorq_pop(struct mely__colorq *cq)
     unsigned p = ev->prio;
 
     cq->head = ev->next;
+    cq->units -= ev->units;
     if (--cq->count == 0)
         cq->tail = NULL;
     if (--cq->prio_count[p] == 0 && p == cq->prio && cq->count != 0) {
@@ -92,10 +97,12 @@ static inline void mely__colorq_move_all(struct mely__colorq *dst, struct mely__
     dst->head = src->head;
     dst->tail = src->tail;
     dst->count = src->count;
+    dst->units = src->units;
     dst->prio = src->prio;
     memcpy(dst->prio_count, src->prio_count, sizeof(dst->prio_count));
     src->head = src->tail = NULL;
     src->count = 0;
+    src->units = 0;
     memset(src->prio_count, 0, sizeof(src->prio_count));
 }
 
@@ -114,10 +121,12 @@ static inline void mely__colorq_prepend(struct mely__colorq *cq, struct mely__co
     }
     cq->head = front->head;
     cq->count += front->count;
+    cq->units += front->units;
     for (int p = 0; p < MELY_PRIO_LEVELS; p++)
         cq->prio_count[p] += front->prio_count[p];
     front->head = front->tail = NULL;
     front->count = 0;
+    front->units = 0;
     memset(front->prio_count, 0, sizeof(front->prio_count));
 }
 

@@ -22,6 +22,7 @@ void mely_config_init(mely_config_t *cfg)
         .batch = MELY_BATCH_DEFAULT,
         .spin_us = MELY_SPIN_US_DEFAULT,
         .steal = NULL,
+        .engine = NULL,
     };
 }
 
@@ -51,6 +52,48 @@ static bool check_range(const char *what, unsigned long v, unsigned long lo, uns
     return false;
 }
 
+/* The setting from env var `env` if set, else the configuration's value;
+ * *where names its origin for messages. */
+static const char *env_or(const char *env, const char *cfg_value, const char **where)
+{
+    const char *v = getenv(env);
+    *where = v ? env : "configuration";
+    return v ? v : cfg_value;
+}
+
+static bool resolve_engine(const mely_config_t *cfg, struct mely__settings *out)
+{
+    const char *where;
+    const char *engine = env_or("MELY_ENGINE", cfg->engine, &where);
+
+    out->legacy = engine && strcmp(engine, "legacy") == 0;
+    if (!engine || out->legacy || strcmp(engine, "mely") == 0)
+        return true;
+    fprintf(stderr, "mely: %s engine \"%s\": expected mely or legacy\n", where, engine);
+    return false;
+}
+
+static bool resolve_steal(const mely_config_t *cfg, struct mely__settings *out)
+{
+    const char *where;
+    const char *steal = env_or("MELY_STEAL", cfg->steal, &where);
+    int r = mely__steal_compose(steal, &out->steal, out->steal_name, sizeof(out->steal_name));
+
+    if (r < 0) {
+        fprintf(stderr, "mely: %s steal policy \"%s\": expected %s\n", where, steal,
+                mely__steal_names);
+        return false;
+    }
+    out->stealing = r > 0;
+    if (out->legacy && (out->steal.stealq || out->steal.measure)) {
+        fprintf(stderr,
+                "mely: %s steal policy \"%s\": the legacy engine takes off, base and locality\n",
+                where, steal);
+        return false;
+    }
+    return true;
+}
+
 int mely__config_resolve(const mely_config_t *in, struct mely__settings *out)
 {
     mely_config_t cfg;
@@ -70,12 +113,8 @@ int mely__config_resolve(const mely_config_t *in, struct mely__settings *out)
         !env_uint("MELY_BATCH", 1, UINT32_MAX, &cfg.batch) ||
         !env_uint("MELY_SPIN_US", 0, 1000000, &cfg.spin_us))
         return MELY_EINVAL;
-    const char *steal = getenv("MELY_STEAL") ? getenv("MELY_STEAL") : cfg.steal;
-    if (!mely__steal_lookup(steal, &out->steal)) {
-        fprintf(stderr, "mely: %s steal policy \"%s\": expected one of %s\n",
-                getenv("MELY_STEAL") ? "MELY_STEAL:" : "configuration", steal, mely__steal_names);
+    if (!resolve_engine(&cfg, out) || !resolve_steal(&cfg, out))
         return MELY_EINVAL;
-    }
     const char *topo = getenv("MELY_TOPOLOGY");
     if (!topo || strcmp(topo, "sysfs") == 0) {
         out->topo_source = MELY__TOPO_SYSFS;

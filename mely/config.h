@@ -7,13 +7,18 @@
 
 #include "mely/mely.h"
 
-struct mely__steal_ops;
+#include "mely/stealops.h"
+
+#define MELY__STEAL_NAME_MAX 64
 
 struct mely__settings {
     unsigned workers;
     unsigned batch;
     unsigned spin_us;
-    const struct mely__steal_ops *steal; /* NULL: no stealing */
+    bool stealing;                       /* false: steal policy "off" */
+    struct mely__steal_ops steal;        /* the composed policy, when stealing */
+    char steal_name[MELY__STEAL_NAME_MAX]; /* steal.name points here */
+    bool legacy;                         /* engine "legacy" */
     int topo_source;                     /* enum mely__topo_source */
     bool pin;
     unsigned ncpus;    /* CPUs in `allowed` */

@@ -28,6 +28,7 @@ struct mely__counters {
     mely__counter_t steals;
     mely__counter_t steal_cycles;
     mely__counter_t stolen_events;
+    mely__counter_t stolen_cycles; /* expected cycles of the stolen events */
 };
 
 /* Single-writer increment: only the counter's one writer may call it. */

@@ -2,13 +2,17 @@
  * enqueue.h: the step every post ends with, under the owner's lock: the event
  * joins its color-queue, and the color-queue its place in the core-queue.
  * Shared by post.c (immediate posts) and outbox.c (flushed batches); inline
- * because it is on every post's path.
+ * because it is on every post's path. The time-left bookkeeping and the
+ * thief wake-up cost nothing when stealing is off (two predictable branches).
  */
 #ifndef MELY_ENQUEUE_H
 #define MELY_ENQUEUE_H
 
+#include "mely/cost.h"
+#include "mely/legacy.h"
 #include "mely/park.h"
 #include "mely/runtime.h"
+#include "mely/steal.h"
 
 /* Under w->lock: adjusts the pending-event count that idle and (later)
  * stealing workers read without the lock. */
@@ -29,27 +33,57 @@ static inline void mely__count_post(struct mely__worker *self, struct mely__work
         mely__count(&self->ctr.posts_remote, 1);
 }
 
-/* Called with w->lock held: queues ev (its fields set) on its color's queue cq,
- * keeping the core-queue in order; returns whether the caller must wake w
- * after unlocking. A head post by a handler of cq's running batch goes to the
- * front of that batch (the batch was detached from cq's head; see worker.c). */
-static inline bool mely__enqueue(struct mely__worker *w, struct mely__worker *self,
-                                 struct mely__colorq *cq, struct mely__event *ev)
+/* What mely__enqueue() asks its caller to do after unlocking. */
+enum {
+    MELY__WAKE_OWNER = 1, /* w was parked: mely__wake(w) */
+    MELY__WAKE_THIEF = 2, /* w's work became stealable: mely__wake_thief() */
+};
+
+/* After unlocking w: the wake-ups mely__enqueue() asked for. */
+static inline void mely__enqueue_wake(struct mely__worker *w, struct mely__worker *self,
+                                      unsigned wake)
 {
+    if (wake & MELY__WAKE_OWNER)
+        mely__wake(w, self);
+    if (wake & MELY__WAKE_THIEF)
+        mely__wake_thief(w->rt, w, self);
+}
+
+/* Called with w->lock held: queues ev (its fields set) on its color's queue cq,
+ * keeping the core-queue (and, for time-left policies, the stealing-queue) in
+ * order; returns the MELY__WAKE_* flags for after unlocking. A head post by a
+ * handler of cq's running batch goes to the front of that batch (the batch was
+ * detached from cq's head; see worker.c). The legacy engine queues its own
+ * way (legacy.c). */
+static inline unsigned mely__enqueue(struct mely__worker *w, struct mely__worker *self,
+                                     struct mely__colorq *cq, struct mely__event *ev)
+{
+    struct mely__rt *rt = w->rt;
+    unsigned wake = 0;
+
+    if (rt->legacy)
+        return mely__legacy_enqueue(w, self, ev);
     mely__count_post(self, w);
     if (ev->head && self == w && w->run_cq == cq) {
         mely__colorq_push(&w->run, ev, true);
-        return false;
+        return 0;
     }
 
     unsigned old_prio = cq->prio;
     mely__colorq_push(cq, ev, ev->head);
-    if (!cq->queued)
+    if (!cq->queued) {
         mely__coreq_insert(&w->coreq, cq);
-    else if (cq->prio != old_prio)
+        if (rt->steal && !rt->steal_ops.stealq && w->coreq.ncolors >= 2)
+            wake |= MELY__WAKE_THIEF;
+    } else if (cq->prio != old_prio) {
         mely__coreq_reprioritize(&w->coreq, cq, old_prio);
+    }
+    if (rt->steal_ops.stealq && mely__stealq_update(&w->stealq, cq, mely__steal_cost_units(rt)))
+        wake |= MELY__WAKE_THIEF;
     mely__add_pending(w, 1);
-    return mely__mark_woken(w);
+    if (mely__mark_woken(w))
+        wake |= MELY__WAKE_OWNER;
+    return wake;
 }
 
 #endif

@@ -21,11 +21,17 @@ struct mely__event {
             uint32_t color; /* needed while staged in an outbox (outbox.h) */
             uint8_t prio;
             uint8_t head;   /* a head post (MELY_POST_HEAD) */
+            uint16_t units; /* expected cost for stealing, in MELY__COST_UNIT
+                               cycles (cost.h); 0 when not tracked */
         };
         struct { /* while free: the first event of a chain links the next chain */
             struct mely__event *next_chain;
         };
     };
 };
+
+/* The queued fields fit the 40 bytes the event had before the cost was added:
+ * the cost rides in what was padding. */
+_Static_assert(sizeof(struct mely__event) == 40, "event size");
 
 #endif

@@ -172,25 +172,27 @@ typedef void (*mely_fn_t)(void *arg);
 
 /*
  * A handler descriptor: annotations shared by every event of one handler, read
- * by the work-stealing heuristics. Keep it alive (usually static) while events
- * that point to it are queued. Zero-initialize it.
+ * by the work-stealing heuristics. Keep it alive (usually static, may be
+ * const) while events that point to it are queued. Zero-initialize it. The
+ * runtime never writes to it.
  */
 typedef struct mely_handler {
     const char *name;       /* for statistics and traces; may be NULL */
     uint64_t timeleft;      /* expected processing cycles per event; 0: unknown */
     uint32_t penalty;       /* work-stealing penalty: an event counts as
                                timeleft / penalty for stealing; 0 or 1: none */
-    uint64_t mely_private_[2]; /* runtime-owned (measured cost); leave zero */
+    uint64_t mely_private_[2]; /* reserved; leave zero */
 } mely_handler_t;
 
 /*
- * The measured cost of h's handler: a moving average of the TSC cycles its
- * runs took, kept while a runtime runs with a "measured" steal policy (only
- * for descriptors without a timeleft annotation); 0 if never measured. Use it
- * to write down a timeleft annotation after a profiling run.
+ * The measured cost of h's handler on runtime *m: a moving average of the TSC
+ * cycles its runs took, kept while the runtime has a "measured" steal policy,
+ * for descriptors without a timeleft annotation (up to a few thousand
+ * descriptors); 0 if never measured, or *m not initialized. Use it to write
+ * down a timeleft annotation after a profiling run.
  * Threads: any thread (the figure may lag the latest runs).
  */
-uint64_t mely_handler_measured(const mely_handler_t *h);
+uint64_t mely_handler_measured(const mely_t *m, const mely_handler_t *h);
 
 #define MELY_POST_HEAD 1u /* queue at the head of the color's queue (cpucb) */
 

@@ -21,11 +21,10 @@ void mely__outbox_destroy(struct mely__outbox *ob)
     ob->dirty = NULL;
 }
 
-static void unlock_and_wake(struct mely__worker *w, struct mely__worker *self, bool wake)
+static void unlock_and_wake(struct mely__worker *w, struct mely__worker *self, unsigned wake)
 {
     mely__spin_unlock(&w->lock);
-    if (wake)
-        mely__wake(w, self);
+    mely__enqueue_wake(w, self, wake);
 }
 
 /* Queues a chain of staged events, in order, each where its color lives now. */
@@ -33,7 +32,7 @@ static void flush_chain(struct mely__worker *self, struct mely__event *ev)
 {
     struct mely__rt *rt = self->rt;
     struct mely__worker *w = NULL;
-    bool wake = false;
+    unsigned wake = 0;
 
     while (ev) { /* bounded: at most MELY__OUTBOX_MAX events */
         struct mely__event *next = ev->next;
@@ -41,7 +40,7 @@ static void flush_chain(struct mely__worker *self, struct mely__event *ev)
             if (w)
                 unlock_and_wake(w, self, wake);
             w = mely__lock_owner(rt, ev->color, &self->ctr);
-            wake = false;
+            wake = 0;
         }
         wake |= mely__enqueue(w, self, mely__cq_of(rt, ev->color), ev);
         ev = next;

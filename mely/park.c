@@ -5,8 +5,9 @@
  *  1. An idle worker first spins for spin_us, watching its pending-event count
  *     (no lock, no system call): a post that arrives soon is picked up at the
  *     cost of a cache miss instead of a 15-30 us wake-up.
- *  2. Then, under its lock, it checks once more that its core-queue is empty and
- *     no stop is pending, reads its futex word, sets `parked`, and unlocks.
+ *  2. Then, under its lock, it checks once more that it has no pending event
+ *     and no stop is pending, reads its futex word, sets `parked` (and counts
+ *     itself in rt->nparked, for thieves' wake-ups: steal.c), and unlocks.
  *  3. A poster queues under the same lock; seeing `parked`, it clears it and
  *     bumps the futex word (still under the lock), unlocks, and calls
  *     FUTEX_WAKE. Only a parked worker costs a poster a system call.
@@ -74,19 +75,23 @@ static bool spin(struct mely__worker *w)
 static void park(struct mely__worker *w)
 {
     mely__spin_lock(&w->lock, &w->ctr);
-    if (mely__coreq_first(&w->coreq) || mely__stopping(w->rt)) {
+    if (atomic_load_explicit(&w->nevents, memory_order_relaxed) != 0 || mely__stopping(w->rt)) {
         mely__spin_unlock(&w->lock);
         return;
     }
     uint32_t seen = atomic_load_explicit(&w->wake_seq, memory_order_relaxed);
     w->parked = true;
+    atomic_fetch_add_explicit(&w->rt->nparked, 1, memory_order_relaxed);
     mely__spin_unlock(&w->lock);
 
     mely__count(&w->ctr.parks, 1);
     futex_wait(&w->wake_seq, seen);
 
     mely__spin_lock(&w->lock, &w->ctr);
-    w->parked = false; /* also after a spurious return: no waker needs to call */
+    if (w->parked) { /* a spurious return: no waker needs to call */
+        w->parked = false;
+        atomic_fetch_sub_explicit(&w->rt->nparked, 1, memory_order_relaxed);
+    }
     mely__spin_unlock(&w->lock);
     if (atomic_load_explicit(&w->wake_seq, memory_order_relaxed) != seen)
         mely__count(&w->ctr.wakeups, 1);

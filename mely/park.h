@@ -20,6 +20,7 @@ static inline bool mely__mark_woken(struct mely__worker *w)
     if (!w->parked)
         return false;
     w->parked = false;
+    atomic_fetch_sub_explicit(&w->rt->nparked, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&w->wake_seq, 1, memory_order_release);
     return true;
 }

@@ -3,13 +3,16 @@
  *
  * The path: validate; take a free event (the poster's own cache if it is a
  * worker, else the depot); a worker posting to another worker's color stages
- * the event in its outbox (outbox.h) and is done. Otherwise: lock the owner
+ * the event in its outbox (outbox.h) and is done (only colors whose
+ * color-queue exists, so that the flush cannot fail; the legacy engine needs
+ * none). Otherwise: lock the owner
  * (colormap.h's protocol); append or prepend to the color-queue, creating it on
  * the color's first event; link the color-queue into the core-queue or move it
  * if its priority rose; then, still under the lock, see whether the owner is
  * parked. The wake-up system call, if any, is made after unlocking.
  */
 #include "mely/colormap.h"
+#include "mely/cost.h"
 #include "mely/enqueue.h"
 #include "mely/park.h"
 
@@ -46,17 +49,17 @@ static struct mely__colorq *colorq_of(struct mely__rt *rt, struct mely__worker *
 static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
 {
     struct mely__worker *w = mely__lock_owner(rt, ev->color, self ? &self->ctr : NULL);
-    struct mely__colorq *cq = colorq_of(rt, w, ev->color);
+    /* The legacy engine keeps no color-queues (legacy.c). */
+    struct mely__colorq *cq = rt->legacy ? NULL : colorq_of(rt, w, ev->color);
 
-    if (!cq) {
+    if (!cq && !rt->legacy) {
         mely__spin_unlock(&w->lock);
         event_unalloc(rt, self, ev);
         return MELY_ENOMEM;
     }
-    bool wake = mely__enqueue(w, self, cq, ev);
+    unsigned wake = mely__enqueue(w, self, cq, ev);
     mely__spin_unlock(&w->lock);
-    if (wake)
-        mely__wake(w, self);
+    mely__enqueue_wake(w, self, wake);
     return 0;
 }
 
@@ -87,10 +90,11 @@ static inline __attribute__((always_inline)) int post(mely_t *m, mely_color_t co
     ev->color = color;
     ev->prio = (uint8_t)prio;
     ev->head = (flags & MELY_POST_HEAD) != 0;
+    ev->units = mely__cost_units(rt, h);
 
     if (self) {
         unsigned owner = mely__owner(rt, color);
-        if (owner != self->index && mely__cq_of(rt, color)) {
+        if (owner != self->index && (mely__cq_of(rt, color) || rt->legacy)) {
             mely__outbox_stage(self, owner, ev);
             return 0;
         }

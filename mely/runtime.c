@@ -12,7 +12,10 @@
 
 #include "mely/colormap.h"
 #include "mely/config.h"
+#include "mely/cost.h"
+#include "mely/legacy.h"
 #include "mely/park.h"
+#include "mely/steal.h"
 #include "mely/runtime.h"
 #include "mely/topology.h"
 
@@ -23,6 +26,7 @@ static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned in
     mely__coreq_init(&w->coreq);
     atomic_init(&w->nevents, 0);
     atomic_init(&w->wake_seq, 0);
+    w->legacy.running = UINT32_MAX; /* none (legacy.c) */
     w->rt = rt;
     w->index = index;
     w->cpu = cpu;
@@ -38,6 +42,8 @@ static void rt_free(struct mely__rt *rt)
     if (rt->topo)
         mely__topo_free(rt->topo);
     free(rt->cq_of);
+    free(rt->legacy_pending);
+    free(rt->costtab);
     free(rt->workers);
     free(rt);
 }
@@ -63,7 +69,18 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
     rt->nworkers = s.workers;
     rt->batch = s.batch;
     rt->spin_us = s.spin_us;
-    rt->steal = s.steal;
+    rt->legacy = s.legacy;
+    if (s.stealing) {
+        rt->steal_ops = s.steal;
+        memcpy(rt->steal_name, s.steal_name, sizeof(rt->steal_name));
+        rt->steal_ops.name = rt->steal_name;
+        rt->steal = &rt->steal_ops;
+        rt->cost.track = true;
+        rt->cost.penalty = s.steal.penalty;
+        rt->cost.measure = s.steal.measure;
+    }
+    mely__steal_init(rt);
+    atomic_init(&rt->nparked, 0);
     rt->oversubscribed = !s.pin || s.workers > s.ncpus;
     atomic_init(&rt->stopping, false);
     atomic_init(&rt->running, false);
@@ -71,7 +88,12 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
     if (rt->workers)
         memset(rt->workers, 0, s.workers * sizeof(struct mely__worker));
     rt->cq_of = calloc(MELY_COLORS + s.workers, sizeof(*rt->cq_of));
-    if (!rt->workers || !rt->cq_of) {
+    if (rt->legacy)
+        rt->legacy_pending = calloc(MELY_COLORS + s.workers, sizeof(*rt->legacy_pending));
+    if (rt->cost.measure)
+        rt->costtab = calloc(1, sizeof(*rt->costtab));
+    if (!rt->workers || !rt->cq_of || (rt->legacy && !rt->legacy_pending) ||
+        (rt->cost.measure && !rt->costtab)) {
         rt_free(rt);
         return MELY_ENOMEM;
     }
@@ -130,7 +152,7 @@ int mely_stop(mely_t *m)
 /* Events still queued; called when no worker runs. */
 static int count_pending(const struct mely__rt *rt)
 {
-    size_t n = 0;
+    size_t n = rt->legacy ? mely__legacy_pending(rt) : 0;
     for (size_t c = 0; c < MELY_COLORS + rt->nworkers; c++)
         if (mely__cq_of(rt, (mely_color_t)c))
             n += mely__cq_of(rt, (mely_color_t)c)->count;

@@ -15,9 +15,9 @@
  *  - `own`: fields only the owning thread touches (event free list, the
  *    current color), and its counters (read by anyone, relaxed).
  *
- * Lock order: a worker's lock, then the event depot's lock. A thread never holds
- * two worker locks in this issue's code; the steal driver will take the
- * victim's then the thief's, in an order it documents.
+ * Lock order: a worker's lock, then the event depot's lock. Only the steal
+ * driver and mely_color_move() hold two worker locks, taken in worker-index
+ * order (steal.c).
  */
 #ifndef MELY_RUNTIME_H
 #define MELY_RUNTIME_H
@@ -37,12 +37,25 @@
 #include "mely/mely.h"
 #include "mely/outbox.h"
 #include "mely/spinlock.h"
+#include "mely/stealops.h"
+#include "mely/stealq.h"
 
 #define MELY__CACHELINE 64
 
 struct mely__rt;
-struct mely__steal_ops;
 struct mely__topo;
+struct mely__costtab;
+
+/* The successful steals whose cycles a worker keeps for the median. */
+#define MELY__STEAL_LOG 1024u
+
+/* The legacy engine's queue (legacy.c): libasync-smp's one FIFO of events per
+ * worker, whatever their colors. Under the worker's lock. */
+struct mely__legacyq {
+    struct mely__event *head, *tail;
+    uint32_t ncolors; /* distinct colors with pending events here */
+    uint32_t running; /* the color being run, or UINT32_MAX */
+};
 
 struct mely__worker {
     /* shared: under `lock`. The fields a post touches come first, so that the
@@ -53,6 +66,8 @@ struct mely__worker {
     _Atomic uint32_t nevents;     /* pending events: written under lock, read anywhere */
     struct mely__cqslab cqslab;   /* color-queues for colors this worker owns */
     struct mely__coreq coreq;
+    struct mely__stealq stealq;   /* worthy color-queues (timeleft, penalty) */
+    struct mely__legacyq legacy;  /* the legacy engine's queue */
 
     /* wake: the futex word, bumped by a waker under `lock` */
     alignas(MELY__CACHELINE) _Atomic uint32_t wake_seq;
@@ -69,6 +84,8 @@ struct mely__worker {
     int cpu;                      /* CPU to pin to, or -1 */
     pthread_t thread;
     struct mely__counters ctr;    /* single writer (see counters.h) */
+    _Atomic uint32_t steal_log[MELY__STEAL_LOG]; /* cycles of the last steals,
+                                     a ring; single writer, read by stats */
 };
 
 struct mely__rt {
@@ -76,7 +93,16 @@ struct mely__rt {
     unsigned nworkers;
     unsigned batch;
     unsigned spin_us;
-    const struct mely__steal_ops *steal; /* NULL: no stealing (steal.h) */
+    const struct mely__steal_ops *steal; /* NULL: no stealing; else &steal_ops */
+    struct mely__steal_ops steal_ops;    /* the policy, composed (steal.c) */
+    char steal_name[64];                 /* steal_ops.name points here */
+    struct {
+        bool track;   /* events carry expected costs: stealing is on (cost.h) */
+        bool penalty; /* divided by their handler's penalty */
+        bool measure; /* unannotated handlers' costs measured */
+    } cost;
+    struct mely__costtab *costtab; /* measured costs, with cost.measure */
+    bool legacy;                  /* the legacy engine (legacy.c) */
     struct mely__topo *topo;      /* the cache map (topology.h) */
     bool oversubscribed;          /* more workers than allowed CPUs, or no pinning */
 
@@ -92,6 +118,14 @@ struct mely__rt {
     struct mely__colorq *_Atomic *cq_of; /* MELY_COLORS + nworkers entries */
 
     struct mely__depot depot;
+
+    /* Legacy engine: pending events per color, under the owner's lock. */
+    uint32_t *legacy_pending;     /* MELY_COLORS + nworkers entries */
+
+    /* Stealing, written by thieves and parking workers, read by posters when
+     * a color becomes stealable: on a line of their own. */
+    alignas(MELY__CACHELINE) _Atomic uint64_t steal_cost; /* cycles, moving average */
+    _Atomic uint32_t nparked;     /* workers parked now */
 
     alignas(MELY__CACHELINE) atomic_bool stopping; /* a stop was requested */
     atomic_bool running;                          /* inside mely_run() */

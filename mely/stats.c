@@ -1,8 +1,10 @@
 /* stats.c: introspection and statistics (any thread). */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "mely/colormap.h"
+#include "mely/cost.h"
 #include "mely/runtime.h"
 
 int mely_current_color(void)
@@ -31,6 +33,34 @@ int mely_color_owner(const mely_t *m, mely_color_t color)
     return (int)mely__owner(rt, color);
 }
 
+uint64_t mely_handler_measured(const mely_t *m, const mely_handler_t *h)
+{
+    const struct mely__rt *rt = m ? m->rt : NULL;
+
+    return rt && h && rt->costtab ? mely__handler_avg(rt, h) : 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of worker w's logged steal cycles (its last MELY__STEAL_LOG). */
+static uint64_t steal_median(const struct mely__worker *w, uint64_t steals)
+{
+    _Static_assert(MELY__STEAL_LOG <= 4096, "the copy below lives on the stack");
+    uint32_t v[MELY__STEAL_LOG];
+    unsigned n = steals < MELY__STEAL_LOG ? (unsigned)steals : MELY__STEAL_LOG;
+
+    if (n == 0)
+        return 0;
+    for (unsigned i = 0; i < n; i++)
+        v[i] = atomic_load_explicit((_Atomic uint32_t *)&w->steal_log[i], memory_order_relaxed);
+    qsort(v, n, sizeof(v[0]), cmp_u32);
+    return n % 2 ? v[n / 2] : ((uint64_t)v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 int mely_worker_stats(const mely_t *m, unsigned worker, mely_stats_t *out)
 {
     const struct mely__rt *rt = m ? m->rt : NULL;
@@ -54,7 +84,9 @@ int mely_worker_stats(const mely_t *m, unsigned worker, mely_stats_t *out)
         .steals = mely__counter_read(&c->steals),
         .steal_cycles = mely__counter_read(&c->steal_cycles),
         .stolen_events = mely__counter_read(&c->stolen_events),
+        .stolen_cycles = mely__counter_read(&c->stolen_cycles),
     };
+    out->steal_cycles_median = steal_median(&rt->workers[worker], out->steals);
     return 0;
 }
 
@@ -62,16 +94,21 @@ void mely__stats_print(const mely_t *m, FILE *f)
 {
     mely_stats_t t;
 
-    fprintf(f, "mely statistics (%u workers)\n", mely_workers(m));
-    fprintf(f, "%6s %12s %12s %12s %12s %8s %8s %10s %12s %10s %8s %14s\n", "worker",
-            "events_run", "posts_local", "posts_remote", "posts_foreign", "parks", "wakeups",
-            "contended", "lock_cycles", "steal_try", "steals", "stolen_events");
+    const struct mely__rt *rt = m->rt;
+
+    fprintf(f, "mely statistics (%u workers, engine %s, steal %s)\n", mely_workers(m),
+            rt->legacy ? "legacy" : "mely", rt->steal ? rt->steal->name : "off");
+    fprintf(f, "%6s %12s %12s %12s %12s %8s %8s %10s %12s %10s %8s %10s %10s %14s %14s\n",
+            "worker", "events_run", "posts_local", "posts_remote", "posts_foreign", "parks",
+            "wakeups", "contended", "lock_cycles", "steal_try", "steals", "steal_med",
+            "steal_mean", "stolen_events", "stolen_cycles");
     for (unsigned w = 0; mely_worker_stats(m, w, &t) == 0; w++)
         fprintf(f,
                 "%6u %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %8" PRIu64
-                " %8" PRIu64 " %10" PRIu64 " %12" PRIu64 " %10" PRIu64 " %8" PRIu64 " %14" PRIu64
-                "\n",
+                " %8" PRIu64 " %10" PRIu64 " %12" PRIu64 " %10" PRIu64 " %8" PRIu64 " %10" PRIu64
+                " %10" PRIu64 " %14" PRIu64 " %14" PRIu64 "\n",
                 w, t.events_run, t.posts_local, t.posts_remote, t.posts_foreign, t.parks,
                 t.wakeups, t.lock_contended, t.lock_cycles, t.steal_attempts, t.steals,
-                t.stolen_events);
+                t.steal_cycles_median, t.steals ? t.steal_cycles / t.steals : 0, t.stolen_events,
+                t.stolen_cycles);
 }

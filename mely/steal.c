@@ -1,66 +1,113 @@
 /*
- * steal.c: the steal driver (see steal.h for the policy interface).
+ * steal.c: the steal driver (the Mely paper, Figure 2; the policy interface is
+ * in stealops.h) and the composition of policies.
  *
- * Ownership: a color's map entry changes only here, with both the victim's and
- * the thief's locks held, in the same step that moves its color-queue from the
- * victim's core-queue to the thief's. Producers lock the owner they read and
- * re-check it (colormap.h), so they either queue on the victim before the move
- * (and the event moves with the queue) or on the thief after it. A running
- * color-queue is never taken: its worker holds events detached from it.
+ * Ownership: a color's map entry changes only here (and in mely_color_move(),
+ * colormap.c), with both the victim's and the thief's locks held, in the same
+ * step that moves its color-queue from the victim's core-queue to the thief's.
+ * Producers lock the owner they read and re-check it (colormap.h), so they
+ * either queue on the victim before the move (and the event moves with the
+ * queue) or on the thief after it. A running color-queue is never taken: its
+ * worker holds events detached from it.
  *
  * Deadlock: two idle workers may try to steal from each other; both take the
- * two locks in worker-index order.
+ * two locks in worker-index order (mely__lock_pair).
+ *
+ * Cost of a steal, measured: the thief reads the TSC around each attempt; a
+ * successful one is logged (the median in the statistics comes from the log)
+ * and folded into the runtime's moving average, rt->steal_cost, which the
+ * time-left heuristic compares colors with (stealq.h). It starts at
+ * STEAL_COST_INIT, about what a steal costs on the 2-core guests, and one
+ * slow outlier (a thief preempted inside) moves it at most 8x per steal.
+ *
+ * Waking thieves: an idle worker steals, spins, steals again, then parks, and a
+ * parked worker wakes only for its own work. So that stealable work that
+ * appears later is not left to one busy worker while another sleeps, a post
+ * that makes a victim stealable (its second color, or, with the time-left
+ * heuristic, a newly worthy color) wakes one parked worker (mely__wake_thief):
+ * a check of rt->nparked per such post, a system call only when someone sleeps.
  *
  * Cost: a steal moves one color-queue in O(1) (unlink, relink, one map store)
- * whatever the number of events; the policy's choice may scan the victim.
+ * whatever the number of events; the policy's choice may scan the victim
+ * (base: its colors; time-left: O(1)). The legacy engine scans its queue
+ * instead, as libasync-smp does (legacy.c).
  */
+#include <stdio.h>
 #include <string.h>
 
+#include "mely/colormap.h"
+#include "mely/cost.h"
 #include "mely/cycles.h"
 #include "mely/enqueue.h"
+#include "mely/legacy.h"
 #include "mely/steal.h"
 
-static const struct {
-    const char *name;
-    const struct mely__steal_ops *ops;
-} policies[] = {
-    {"off", NULL},
-    {"base", &mely__steal_base},
-    {"locality", &mely__steal_locality},
+enum { STEAL_COST_INIT = 1500 };
+
+/* In composition order: a later heuristic's members win. */
+static const struct mely__steal_ops *const heuristics[] = {
+    &mely__steal_base,     &mely__steal_locality, &mely__steal_timeleft,
+    &mely__steal_penalty,  &mely__steal_measured,
 };
 
-const char mely__steal_names[] = "off, base, locality";
+const char mely__steal_names[] = "off, or base, locality, timeleft, penalty, measured, all "
+                                 "joined with '+'";
 
-bool mely__steal_lookup(const char *name, const struct mely__steal_ops **ops)
+/* The heuristics named by `word` as a bit per heuristics[] entry; 0 if unknown. */
+static unsigned word_mask(const char *word, size_t len)
 {
-    if (!name) {
-        *ops = NULL;
-        return true;
-    }
-    for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
-        if (strcmp(policies[i].name, name) == 0) {
-            *ops = policies[i].ops;
-            return true;
-        }
-    }
-    return false;
+    if (len == 3 && strncmp(word, "all", 3) == 0)
+        return 1u << 1 | 1u << 2 | 1u << 3;
+    for (unsigned i = 0; i < sizeof(heuristics) / sizeof(heuristics[0]); i++)
+        if (strlen(heuristics[i]->name) == len && strncmp(heuristics[i]->name, word, len) == 0)
+            return 1u << i;
+    return 0;
 }
 
-static void lock_pair(struct mely__worker *a, struct mely__worker *b, struct mely__counters *c)
+static void overlay(struct mely__steal_ops *ops, const struct mely__steal_ops *h)
 {
-    if (a->index > b->index) {
-        struct mely__worker *t = a;
-        a = b;
-        b = t;
-    }
-    mely__spin_lock(&a->lock, c);
-    mely__spin_lock(&b->lock, c);
+    if (h->core_set)
+        ops->core_set = h->core_set;
+    if (h->can_be_stolen)
+        ops->can_be_stolen = h->can_be_stolen;
+    if (h->choose_color)
+        ops->choose_color = h->choose_color;
+    ops->stealq |= h->stealq;
+    ops->penalty |= h->penalty;
+    ops->measure |= h->measure;
 }
 
-static void unlock_pair(struct mely__worker *a, struct mely__worker *b)
+int mely__steal_compose(const char *spec, struct mely__steal_ops *ops, char *name, size_t size)
 {
-    mely__spin_unlock(&a->lock);
-    mely__spin_unlock(&b->lock);
+    unsigned mask = 0;
+
+    *ops = (struct mely__steal_ops){0};
+    if (!spec || strcmp(spec, "off") == 0) {
+        snprintf(name, size, "off");
+        return 0;
+    }
+    for (const char *w = spec;; w++) { /* bounded: one word per '+' */
+        size_t len = strcspn(w, "+");
+        unsigned m = word_mask(w, len);
+        if (!m)
+            return -1;
+        mask |= m;
+        w += len;
+        if (!*w)
+            break;
+    }
+    size_t at = 0;
+    name[0] = '\0';
+    for (unsigned i = 0; i < sizeof(heuristics) / sizeof(heuristics[0]); i++) {
+        if (i != 0 && !(mask & 1u << i))
+            continue;
+        overlay(ops, heuristics[i]);
+        if (mask & 1u << i)
+            at += (size_t)snprintf(name + at, at < size ? size - at : 0, "%s%s", at ? "+" : "",
+                                   heuristics[i]->name);
+    }
+    ops->name = name;
+    return 1;
 }
 
 /* Under both locks: construct_event_set and migrate in one O(1) step. */
@@ -70,12 +117,16 @@ static void migrate(struct mely__worker *thief, struct mely__worker *victim,
     int n = (int)cq->count;
 
     mely__coreq_remove(&victim->coreq, cq);
+    mely__stealq_remove(&victim->stealq, cq);
     mely__add_pending(victim, -n);
     atomic_store_explicit(&thief->rt->owner[cq->color], (uint8_t)thief->index,
                           memory_order_release);
     mely__coreq_insert(&thief->coreq, cq);
+    if (thief->rt->steal_ops.stealq)
+        (void)mely__stealq_update(&thief->stealq, cq, mely__steal_cost_units(thief->rt));
     mely__add_pending(thief, n);
     mely__count(&thief->ctr.stolen_events, (uint64_t)n);
+    mely__count(&thief->ctr.stolen_cycles, mely__units_to_cycles(cq->units));
 }
 
 /* Tries one victim; true if a color moved. */
@@ -84,15 +135,37 @@ static bool try_victim(struct mely__worker *thief, struct mely__worker *victim,
 {
     struct mely__colorq *cq = NULL;
 
-    lock_pair(thief, victim, &thief->ctr);
+    mely__lock_pair(thief, victim, &thief->ctr);
+    if (thief->rt->legacy) {
+        bool moved = mely__legacy_steal(thief, victim, ops);
+        mely__unlock_pair(thief, victim);
+        return moved;
+    }
     if (ops->can_be_stolen(victim))
         cq = ops->choose_color(victim);
     if (cq && mely__colorq_stealable(victim, cq))
         migrate(thief, victim, cq);
     else
         cq = NULL;
-    unlock_pair(thief, victim);
+    mely__unlock_pair(thief, victim);
     return cq != NULL;
+}
+
+/* A successful steal took `cycles`: log it and update the runtime's estimate. */
+static void record_steal(struct mely__worker *thief, uint64_t cycles)
+{
+    struct mely__rt *rt = thief->rt;
+    uint64_t n = mely__counter_read(&thief->ctr.steals);
+
+    atomic_store_explicit(&thief->steal_log[n % MELY__STEAL_LOG],
+                          cycles > UINT32_MAX ? UINT32_MAX : (uint32_t)cycles, memory_order_relaxed);
+    mely__count(&thief->ctr.steals, 1);
+    mely__count(&thief->ctr.steal_cycles, cycles);
+
+    uint64_t old = atomic_load_explicit(&rt->steal_cost, memory_order_relaxed);
+    uint64_t x = cycles < 8 * old ? cycles : 8 * old;
+    uint64_t next = old + (uint64_t)((int64_t)(x - old) / 16);
+    atomic_store_explicit(&rt->steal_cost, next ? next : 1, memory_order_relaxed);
 }
 
 bool mely__steal(struct mely__worker *thief)
@@ -112,9 +185,28 @@ bool mely__steal(struct mely__worker *thief)
             stolen = try_victim(thief, victim, ops);
     }
     mely__count(&thief->ctr.steal_attempts, 1);
-    if (stolen) {
-        mely__count(&thief->ctr.steals, 1);
-        mely__count(&thief->ctr.steal_cycles, mely__cycles() - start);
-    }
+    if (stolen)
+        record_steal(thief, mely__cycles() - start);
     return stolen;
+}
+
+void mely__steal_init(struct mely__rt *rt)
+{
+    atomic_init(&rt->steal_cost, STEAL_COST_INIT);
+}
+
+void mely__wake_thief(struct mely__rt *rt, struct mely__worker *victim, struct mely__worker *self)
+{
+    if (atomic_load_explicit(&rt->nparked, memory_order_relaxed) == 0)
+        return;
+    for (unsigned i = 1; i < rt->nworkers; i++) { /* bounded: one pass over the workers */
+        struct mely__worker *w = &rt->workers[(victim->index + i) % rt->nworkers];
+        mely__spin_lock(&w->lock, self ? &self->ctr : NULL);
+        bool wake = mely__mark_woken(w);
+        mely__spin_unlock(&w->lock);
+        if (wake) {
+            mely__wake(w, self);
+            return;
+        }
+    }
 }

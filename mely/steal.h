@@ -1,54 +1,49 @@
 /*
- * steal.h: the work-stealing policy interface (the paper's Figure 2).
- *
- * An idle worker (the thief) runs the steal driver (steal.c) before it parks:
- *   (1) construct_core_set: the candidate victims, in the order to try them;
- *   (2) can_be_stolen:      does this victim qualify at all?
- *   (3) choose_color:       which of its color-queues to take;
- *   (4, 5) construct_event_set and migrate: the driver moves the whole
- *       color-queue and the color's map entry to the thief, under both locks.
- * A policy supplies (1)-(3) as a const ops struct, one per file in heuristics/,
- * chosen at run time by name (mely_config_t.steal, MELY_STEAL).
- *
- * Who may call: the driver only, on the thief's thread. core_set runs without
- * locks (it may read workers' pending counts as hints); can_be_stolen and
- * choose_color run with both the victim's and the thief's locks held, and
- * choose_color must return a color-queue of the victim that is linked, not
- * running, and not of a pinned color (the driver checks this too).
+ * steal.h: the steal driver and the policies it composes (the interface is in
+ * stealops.h; the driver's protocol in steal.c).
  */
 #ifndef MELY_STEAL_H
 #define MELY_STEAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "mely/runtime.h"
+#include "mely/stealops.h"
 
-struct mely__steal_ops {
-    const char *name;
-    /* Fills order[] (room for nworkers - 1 entries) with victims, never the
-     * thief itself; returns how many. */
-    unsigned (*core_set)(const struct mely__worker *thief, unsigned *order);
-    bool (*can_be_stolen)(const struct mely__worker *victim);
-    struct mely__colorq *(*choose_color)(const struct mely__worker *victim);
-};
-
-/* The policies (heuristics/). */
+/* The heuristics (heuristics/), composed by name. */
 extern const struct mely__steal_ops mely__steal_base;     /* libasync-smp's */
 extern const struct mely__steal_ops mely__steal_locality; /* cache distance first */
+extern const struct mely__steal_ops mely__steal_timeleft; /* worthy colors only */
+extern const struct mely__steal_ops mely__steal_penalty;  /* worthy, penalty-weighted */
+extern const struct mely__steal_ops mely__steal_measured; /* measured costs */
 
-/* libasync-smp's victim and color rules (base.c), shared by policies that
- * change only the core set. */
+/* libasync-smp's victim and color rules (base.c). */
 bool mely__base_can_be_stolen(const struct mely__worker *victim);
 struct mely__colorq *mely__base_choose_color(const struct mely__worker *victim);
 
-/* The policy called `name` (NULL or "off": none) into *ops; false if unknown. */
-bool mely__steal_lookup(const char *name, const struct mely__steal_ops **ops);
+/* The time-left rules (timeleft.c), shared with the penalty heuristic. */
+bool mely__timeleft_can_be_stolen(const struct mely__worker *victim);
+struct mely__colorq *mely__stealq_pick(const struct mely__worker *victim, bool best_of_interval);
 
-/* The names accepted by mely__steal_lookup(), for messages. */
+/* Composes the policy `spec` (mely.h: "off", or words joined with '+'; NULL
+ * means "off") into *ops and its canonical name into name[size]. Returns 1 if
+ * it steals, 0 for "off", -1 for an unknown or misplaced word. */
+int mely__steal_compose(const char *spec, struct mely__steal_ops *ops, char *name, size_t size);
+
+/* The words accepted by mely__steal_compose(), for messages. */
 extern const char mely__steal_names[];
+
+/* Sets the steal-cost estimate to its initial value (mely_init). */
+void mely__steal_init(struct mely__rt *rt);
 
 /* Runs the driver once for the idle worker `thief`; true if it took a color. */
 bool mely__steal(struct mely__worker *thief);
+
+/* After a post made victim's work stealable (enqueue.h): wakes one parked
+ * worker other than victim, if any, so that it comes to steal. Call without
+ * any worker lock. `self` (may be NULL) pays for the wake-up. */
+void mely__wake_thief(struct mely__rt *rt, struct mely__worker *victim, struct mely__worker *self);
 
 /* Under victim's lock: whether its cq may be moved at all: linked, with events,
  * not running (not the victim's run_cq), not pinned. */

@@ -4,7 +4,7 @@
  * A worker takes the first color-queue of its core-queue (the highest priority,
  * oldest at that level) and runs a batch of its events back to back: up to
  * `batch` of them (the paper's threshold, 10 by default, so that no color
- * starves the others).
+ * starves the others). The legacy engine has a loop of its own (legacy.c).
  *
  * To run a batch the worker detaches all the color's pending events in O(1)
  * under its lock (into w->run), runs up to `batch` of them without the lock,
@@ -28,12 +28,22 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include "mely/cost.h"
+#include "mely/cycles.h"
 #include "mely/enqueue.h"
+#include "mely/legacy.h"
 #include "mely/park.h"
 #include "mely/runtime.h"
 
 _Thread_local struct mely__worker *mely__self __attribute__((tls_model("initial-exec")));
 _Thread_local int mely__current_color __attribute__((tls_model("initial-exec"))) = -1;
+
+/* Under w->lock: cq's expected time changed; re-file it (stealq.h). */
+static void restealq(struct mely__worker *w, struct mely__colorq *cq)
+{
+    if (w->rt->steal_ops.stealq)
+        (void)mely__stealq_update(&w->stealq, cq, mely__steal_cost_units(w->rt));
+}
 
 /* Under w->lock: detaches cq's events into w->run. */
 static void take_batch(struct mely__worker *w, struct mely__colorq *cq)
@@ -41,6 +51,7 @@ static void take_batch(struct mely__worker *w, struct mely__colorq *cq)
     mely__colorq_move_all(&w->run, cq);
     w->run_cq = cq;
     mely__add_pending(w, -(int)w->run.count);
+    restealq(w, cq);
 }
 
 /* Under w->lock: the batch is over; puts back what is left and requeues cq. */
@@ -51,6 +62,7 @@ static void end_batch(struct mely__worker *w, struct mely__colorq *cq)
     mely__add_pending(w, (int)w->run.count);
     mely__colorq_prepend(cq, &w->run);
     w->run_cq = NULL;
+    restealq(w, cq);
     if (mely__colorq_empty(cq)) {
         mely__coreq_remove(&w->coreq, cq);
     } else {
@@ -70,7 +82,13 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
     mely__current_color = (int)cq->color;
     while (ran < rt->batch && !mely__colorq_empty(&w->run) && !mely__stopping(rt)) {
         struct mely__event *ev = mely__colorq_pop(&w->run);
-        ev->fn(ev->arg);
+        if (mely__cost_measures(rt, ev->desc)) {
+            uint64_t start = mely__cycles();
+            ev->fn(ev->arg);
+            mely__cost_record(rt, ev->desc, mely__cycles() - start);
+        } else {
+            ev->fn(ev->arg);
+        }
         if (mely__outbox_pending(&w->outbox))
             mely__outbox_flush(w);
         mely__evcache_free(rt, &w->evcache, ev);
@@ -123,7 +141,10 @@ static void *worker_main(void *arg)
 
     pin(w);
     mely__self = w;
-    loop(w);
+    if (w->rt->legacy)
+        mely__legacy_loop(w);
+    else
+        loop(w);
     mely__self = NULL;
     return NULL;
 }

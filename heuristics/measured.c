@@ -1,0 +1,15 @@
+/*
+ * measured.c: measured costs, the Mely paper's stated future work. A handler
+ * without a timeleft annotation counts the cost its runs are measured to take
+ * (a moving average of TSC cycles per handler descriptor, mely/cost.h), so
+ * the time-left and penalty heuristics work on programs nobody profiled.
+ * Annotations, when given, win. It changes no decision rule by itself: it
+ * feeds the others (alone, over base, it only makes stolen_cycles meaningful).
+ * Cost: two TSC reads per run of an unannotated handler with a descriptor.
+ */
+#include "mely/steal.h"
+
+const struct mely__steal_ops mely__steal_measured = {
+    .name = "measured",
+    .measure = true,
+};

@@ -1,0 +1,126 @@
+/*
+ * cost.h: expected processing costs, for the time-left and penalty heuristics
+ * (the Mely paper, sections 3.2, 3.3 and 4.2).
+ *
+ * Every event carries its expected cost (event.h: `units`), fixed when it is
+ * posted, and every color-queue the sum over its events (colorq.h), so the
+ * sum stays exact whatever happens to the annotations meanwhile: the same
+ * figure is added at the post and subtracted at the run.
+ *
+ * An event's cost is its handler's timeleft annotation; with a "measured"
+ * policy, a handler without one counts its measured cost (below); divided by
+ * the handler's penalty when the policy is penalty-aware; 0 without a
+ * descriptor, or when stealing is off (nothing is tracked then, so the post
+ * path of a runtime without stealing pays nothing for it).
+ *
+ * Units: MELY__COST_UNIT (32) cycles, in 16 bits: an event counts up to about
+ * 2.1 M cycles, far beyond the cost of a steal (a few thousand cycles), which
+ * is all the heuristics compare it with; 100-cycle events count 3 units.
+ *
+ * Measured costs: with a "measured" policy, a worker reads the TSC around
+ * each run of a handler that has a descriptor without timeleft and folds the
+ * figure into a moving average, avg += (x - avg) / 8, so the last ~8 runs
+ * dominate. The averages live in the runtime, in a table keyed by the
+ * descriptor's address (open addressing, MELY__COSTTAB slots, at most
+ * MELY__COSTTAB_PROBES probes; a descriptor that finds no slot is simply not
+ * measured), not in the descriptor: users declare descriptors const.
+ * Workers update an average without a lock: two racing updates lose one
+ * sample, which an average can afford; the accesses are atomic, so readers
+ * never see a torn value. A slot is claimed once, by compare-and-swap, and
+ * never freed before shutdown.
+ *
+ * Who may call: any thread (post paths and workers).
+ */
+#ifndef MELY_COST_H
+#define MELY_COST_H
+
+#include <stdint.h>
+
+#include "mely/runtime.h"
+
+#define MELY__COST_SHIFT 5
+#define MELY__COST_UNIT (1u << MELY__COST_SHIFT)
+#define MELY__COST_UNITS_MAX 0xffffu
+
+static inline uint64_t mely__units_to_cycles(uint64_t units)
+{
+    return units << MELY__COST_SHIFT;
+}
+
+#define MELY__COSTTAB 4096u
+#define MELY__COSTTAB_PROBES 16u
+
+struct mely__costtab {
+    const mely_handler_t *_Atomic key[MELY__COSTTAB];
+    _Atomic uint64_t avg[MELY__COSTTAB];
+};
+
+/* h's slot, claimed if `claim` and h has none yet; NULL if none. */
+static inline _Atomic uint64_t *mely__costtab_slot(struct mely__costtab *t, const mely_handler_t *h,
+                                                   bool claim)
+{
+    uintptr_t k = (uintptr_t)h;
+    unsigned i = (unsigned)((k >> 4) ^ (k >> 16)) & (MELY__COSTTAB - 1);
+
+    for (unsigned p = 0; p < MELY__COSTTAB_PROBES; p++, i = (i + 1) & (MELY__COSTTAB - 1)) {
+        const mely_handler_t *cur = atomic_load_explicit(&t->key[i], memory_order_acquire);
+        if (cur == h)
+            return &t->avg[i];
+        if (cur == NULL) {
+            if (!claim)
+                return NULL;
+            if (atomic_compare_exchange_strong_explicit(&t->key[i], &cur, h, memory_order_acq_rel,
+                                                        memory_order_acquire) ||
+                cur == h)
+                return &t->avg[i];
+        }
+    }
+    return NULL;
+}
+
+/* h's measured average in cycles, 0 if none yet. */
+static inline uint64_t mely__handler_avg(const struct mely__rt *rt, const mely_handler_t *h)
+{
+    _Atomic uint64_t *a = mely__costtab_slot(rt->costtab, h, false);
+    return a ? atomic_load_explicit(a, memory_order_relaxed) : 0;
+}
+
+/* The runtime's estimate of one steal's cost (steal.c), in units, >= 1. */
+static inline uint64_t mely__steal_cost_units(const struct mely__rt *rt)
+{
+    uint64_t c = atomic_load_explicit((_Atomic uint64_t *)&rt->steal_cost, memory_order_relaxed);
+    return c >> MELY__COST_SHIFT ? c >> MELY__COST_SHIFT : 1;
+}
+
+/* The expected cost of one event of h under rt's policy, in units. */
+static inline uint16_t mely__cost_units(const struct mely__rt *rt, const mely_handler_t *h)
+{
+    if (!h || !rt->cost.track)
+        return 0;
+    uint64_t c = h->timeleft;
+    if (c == 0 && rt->cost.measure)
+        c = mely__handler_avg(rt, h);
+    if (rt->cost.penalty && h->penalty > 1)
+        c /= h->penalty;
+    c = (c + MELY__COST_UNIT / 2) >> MELY__COST_SHIFT;
+    return c > MELY__COST_UNITS_MAX ? MELY__COST_UNITS_MAX : (uint16_t)c;
+}
+
+/* Whether runs of h are to be timed (a "measured" policy, no annotation). */
+static inline bool mely__cost_measures(const struct mely__rt *rt, const mely_handler_t *h)
+{
+    return rt->cost.measure && h && h->timeleft == 0;
+}
+
+/* Folds one run of h that took `cycles` into its moving average. */
+static inline void mely__cost_record(struct mely__rt *rt, const mely_handler_t *h, uint64_t cycles)
+{
+    _Atomic uint64_t *avg = mely__costtab_slot(rt->costtab, h, true);
+    if (!avg)
+        return;
+    uint64_t old = atomic_load_explicit(avg, memory_order_relaxed);
+    uint64_t next = old == 0 ? cycles : old + (uint64_t)((int64_t)(cycles - old) >> 3);
+    atomic_store_explicit(avg, next ? next : 1, memory_order_relaxed);
+}
+
+#endif

@@ -1,0 +1,137 @@
+/* Unit tests of the stealing-queue (mely/stealq.h): interval bounds, re-filing
+ * as expected times change, random updates against a model; and of the
+ * composition of steal policies by name (mely__steal_compose, steal.c). */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mely/steal.h"
+#include "mely/stealq.h"
+#include "tests/testutil.h"
+
+enum { NQ = 64 };
+static struct mely__colorq cqs[NQ];
+
+START_TEST(interval_bounds)
+{
+    /* cost 10: worthy above 10; intervals (10,40], (40,160], above 160 */
+    ck_assert_int_eq(mely__stealq_level(0, 10), -1);
+    ck_assert_int_eq(mely__stealq_level(10, 10), -1);
+    ck_assert_int_eq(mely__stealq_level(11, 10), 0);
+    ck_assert_int_eq(mely__stealq_level(40, 10), 0);
+    ck_assert_int_eq(mely__stealq_level(41, 10), 1);
+    ck_assert_int_eq(mely__stealq_level(160, 10), 1);
+    ck_assert_int_eq(mely__stealq_level(161, 10), 2);
+    ck_assert_int_eq(mely__stealq_level(UINT64_MAX / 32, 1), 2);
+}
+END_TEST
+
+/* Checks q against the levels each color-queue should have under `cost`:
+ * links both ways, membership, counts. */
+static void check_model(const struct mely__stealq *q, uint64_t cost)
+{
+    unsigned n = 0;
+    bool seen[NQ] = {false};
+
+    for (int level = 0; level < MELY__SQ_LEVELS; level++) {
+        const struct mely__colorq *prev = NULL;
+        for (const struct mely__colorq *c = q->first[level]; c; c = c->sq_next) {
+            ck_assert_ptr_eq(c->sq_prev, prev);
+            ck_assert_int_eq(c->sq_level, level);
+            ck_assert(!seen[c->color]);
+            seen[c->color] = true;
+            prev = c;
+            ck_assert_uint_le(++n, NQ);
+        }
+    }
+    ck_assert_uint_eq(q->n, n);
+    for (int i = 0; i < NQ; i++) {
+        int want = mely__stealq_level(cqs[i].units, cost);
+        ck_assert_int_eq(cqs[i].sq_level, want);
+        ck_assert(seen[i] == (want >= 0));
+    }
+}
+
+START_TEST(random_updates_match_the_model)
+{
+    struct mely__stealq q = {0};
+    const uint64_t cost = 8;
+    unsigned seed = 12345;
+
+    for (int i = 0; i < NQ; i++)
+        mely__colorq_init(&cqs[i], (uint32_t)i);
+    for (int step = 0; step < 20000; step++) {
+        struct mely__colorq *cq = &cqs[rand_r(&seed) % NQ];
+        int was = cq->sq_level;
+        switch (rand_r(&seed) % 4) {
+        case 0: cq->units = 0; break;                          /* a batch taken */
+        case 1: cq->units += rand_r(&seed) % 20; break;         /* posts */
+        case 2: cq->units += rand_r(&seed) % 400; break;        /* a long event */
+        default: cq->units -= cq->units ? rand_r(&seed) % (cq->units + 1) : 0; break;
+        }
+        bool became = mely__stealq_update(&q, cq, cost);
+        ck_assert(became == (was < 0 && cq->sq_level >= 0));
+        if (step % 97 == 0) {
+            check_model(&q, cost);
+            struct mely__colorq *gone = &cqs[rand_r(&seed) % NQ];
+            mely__stealq_remove(&q, gone); /* a steal takes it */
+            ck_assert_int_eq(gone->sq_level, -1);
+            gone->units = 0;
+        }
+    }
+    check_model(&q, cost);
+}
+END_TEST
+
+static void compose_ok(const char *spec, const char *name, bool stealq, bool penalty, bool measure,
+                       bool locality)
+{
+    struct mely__steal_ops ops;
+    char buf[64];
+
+    ck_assert_msg(mely__steal_compose(spec, &ops, buf, sizeof(buf)) == 1, "%s", spec);
+    ck_assert_str_eq(ops.name, name);
+    ck_assert(ops.stealq == stealq);
+    ck_assert(ops.penalty == penalty);
+    ck_assert(ops.measure == measure);
+    ck_assert(ops.core_set != NULL && ops.can_be_stolen != NULL && ops.choose_color != NULL);
+    ck_assert((ops.core_set == mely__steal_locality.core_set) == locality);
+    ck_assert((ops.choose_color == mely__steal_base.choose_color) == !stealq);
+}
+
+START_TEST(policies_compose_by_name)
+{
+    struct mely__steal_ops ops;
+    char buf[64];
+
+    ck_assert_int_eq(mely__steal_compose(NULL, &ops, buf, sizeof(buf)), 0);
+    ck_assert_int_eq(mely__steal_compose("off", &ops, buf, sizeof(buf)), 0);
+    compose_ok("base", "base", false, false, false, false);
+    compose_ok("locality", "locality", false, false, false, true);
+    compose_ok("base+locality", "base+locality", false, false, false, true);
+    compose_ok("timeleft", "timeleft", true, false, false, false);
+    compose_ok("penalty", "penalty", true, true, false, false);
+    compose_ok("timeleft+penalty", "timeleft+penalty", true, true, false, false);
+    compose_ok("measured", "measured", false, false, true, false);
+    compose_ok("all", "locality+timeleft+penalty", true, true, false, true);
+    compose_ok("measured+all", "locality+timeleft+penalty+measured", true, true, true, true);
+    /* penalty's choice wins over timeleft's, whatever the order */
+    mely__steal_compose("penalty+timeleft", &ops, buf, sizeof(buf));
+    ck_assert_ptr_eq(ops.choose_color, mely__steal_penalty.choose_color);
+
+    const char *bad[] = {"", "+", "base+", "+base", "nope", "off+base", "base+off", "Base",
+                         "timeleft+nope", "all+"};
+    for (int i = 0; i < NELEM(bad); i++)
+        ck_assert_msg(mely__steal_compose(bad[i], &ops, buf, sizeof(buf)) == -1, "\"%s\"", bad[i]);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("stealq");
+    TCase *tc = new_tcase(s, "stealq", 30);
+    tcase_add_test(tc, interval_bounds);
+    tcase_add_test(tc, random_updates_match_the_model);
+    tcase_add_test(tc, policies_compose_by_name);
+    return mely_test_main(s);
+}

@@ -49,6 +49,19 @@ uint64_t bench_cycles(void)
 #endif
 }
 
+uint64_t bench_tsc_step(void)
+{
+    enum { N = 1000 };
+    double d[N];
+    uint64_t prev = bench_cycles();
+    for (int i = 0; i < N; i++) {
+        uint64_t now = bench_cycles();
+        d[i] = (double)(now - prev);
+        prev = now;
+    }
+    return (uint64_t)bench_median(d, N);
+}
+
 struct timespec bench_ts_after(uint64_t ns)
 {
     uint64_t t = bench_now_ns() + ns;

@@ -172,27 +172,25 @@ static void figure_cells(const struct steal_figures *f, const struct steal_figur
 static void print_and_save(const struct steal_ctx *ctx, const struct bench_machine *mc,
                            const char *workload, const struct steal_figures *f)
 {
-    cell_t text[STEAL_NCONFIGS][CSV_NCOLS];
+    cell_t text[STEAL_NCONFIGS][NCOLS];
+    const char *shown[STEAL_NCONFIGS][NCOLS];
     const char *cells[STEAL_NCONFIGS][CSV_NCOLS];
 
     for (unsigned r = 0; r < STEAL_NCONFIGS; r++) {
         const struct steal_config *cfg = &steal_configs[r];
         figure_cells(&f[r], &f[STEAL_MELY], text[r]);
-        for (unsigned c = 0; c < CSV_NCOLS; c++)
-            cells[r][c] = text[r][c];
-        cells[r][COL_CONFIG] = cfg->name;
-    }
-    printf("\n");
-    bench_print_table(stdout, columns, NCOLS, &cells[0][0], STEAL_NCONFIGS);
-
-    for (unsigned r = 0; r < STEAL_NCONFIGS; r++) {
-        const struct steal_config *cfg = &steal_configs[r];
+        for (unsigned c = 0; c < NCOLS; c++)
+            shown[r][c] = cells[r][c] = text[r][c];
+        shown[r][COL_CONFIG] = cfg->name;
         cells[r][COL_CONFIG] = cfg->key;
         cells[r][CSV_LABEL] = cfg->name;
         cells[r][CSV_ENGINE] = cfg->engine;
         cells[r][CSV_STEAL] = cfg->steal;
         cells[r][CSV_ANNOTATED] = cfg->annotated ? "yes" : "no";
     }
+    printf("\n");
+    bench_print_table(stdout, columns, NCOLS, &shown[0][0], STEAL_NCONFIGS);
+
     char path[4096];
     struct bench_param params[] = {{.name = "workers"}, {.name = "seconds"}, {.name = "seed"}};
     snprintf(params[0].value, sizeof(params[0].value), "%u", ctx->workers);

@@ -29,7 +29,7 @@
 
 enum {
     ARRAYS = 100,
-    ARRAY_KB = 32,
+    ARRAY_KB = 16,
     ELEMS = ARRAY_KB * 1024 / 4, /* uint32_t */
     HALF = ELEMS / 2,
     KIND_A = 0,
@@ -37,9 +37,9 @@ enum {
     KIND_C = 2,
 };
 
-#define A_CYCLES 30000u
-#define B_CYCLES 400000u
-#define C_CYCLES 20000u
+#define A_CYCLES 16000u
+#define B_CYCLES 300000u
+#define C_CYCLES 23000u
 
 /* The sort check failed (reported as the row's error). */
 #define CHECK_FAILED (-EILSEQ)
@@ -247,8 +247,8 @@ void steal_cache_row(const struct steal_ctx *ctx, const struct steal_config *cfg
         else if (cfg->steal && strstr(cfg->steal, "measured") && out->ok && n > 0)
             snprintf(out->note + n, sizeof(out->note) - (size_t)n,
                      "; measured by mely: A %" PRIu64 ", B %" PRIu64 ", C %" PRIu64,
-                     mely_handler_measured(&c->h_a), mely_handler_measured(&c->h_b),
-                     mely_handler_measured(&c->h_c));
+                     mely_handler_measured(&m, &c->h_a), mely_handler_measured(&m, &c->h_b),
+                     mely_handler_measured(&m, &c->h_c));
         bench_rt_close(&ctx->b, &m, "cache");
     }
     cache_free(c);

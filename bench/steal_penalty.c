@@ -34,8 +34,8 @@ enum {
 };
 
 #define B_PENALTY 1000u
-#define A_CYCLES_PER_KB 60u
-#define B_CYCLES_PER_KB 150u
+#define A_CYCLES_PER_KB 105u
+#define B_CYCLES_PER_KB 130u
 
 struct penalty;
 
@@ -174,7 +174,7 @@ void steal_penalty_row(const struct steal_ctx *ctx, const struct steal_config *c
         if (cfg->steal && strstr(cfg->steal, "measured") && out->ok && n > 0)
             snprintf(out->note + n, sizeof(out->note) - (size_t)n,
                      "; measured by mely: A %" PRIu64 ", B %" PRIu64,
-                     mely_handler_measured(&p->h_a), mely_handler_measured(&p->h_b));
+                     mely_handler_measured(&m, &p->h_a), mely_handler_measured(&m, &p->h_b));
         bench_rt_close(&ctx->b, &m, "penalty");
     }
     pen_free(p);

@@ -119,7 +119,7 @@ void steal_unbalanced_row(const struct steal_ctx *ctx, const struct steal_config
         if (cfg->steal && strstr(cfg->steal, "measured") && out->ok)
             snprintf(out->note, sizeof(out->note),
                      "measured costs: short %" PRIu64 ", long %" PRIu64 " cycles",
-                     mely_handler_measured(&u->h_short), mely_handler_measured(&u->h_long));
+                     mely_handler_measured(&m, &u->h_short), mely_handler_measured(&m, &u->h_long));
         bench_rt_close(&ctx->b, &m, "unbalanced");
     }
     free(u);

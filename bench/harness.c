@@ -361,7 +361,6 @@ struct bench_totals bench_rt_totals(const mely_t *m)
             continue;
         if (w < 2)
             t.run[w] = s.events_run;
-        t.events += s.events_run;
         t.parks += s.parks;
         t.wakeups += s.wakeups;
         t.contended += s.lock_contended;
@@ -373,7 +372,6 @@ struct bench_totals bench_rt_totals(const mely_t *m)
         if (s.steals > most) {
             most = s.steals;
             t.steal_median = s.steal_cycles_median;
-            t.thief = w;
         }
     }
     return t;

@@ -205,12 +205,11 @@ void bench_print_mely_env(FILE *f);
 struct bench_totals {
     uint64_t run[2]; /* events run by workers 0 and 1 */
     uint64_t parks, wakeups, contended;
-    uint64_t events, lock_cycles;
+    uint64_t lock_cycles;
     uint64_t steals, steal_cycles, stolen_events, stolen_cycles;
     /* A median cannot be summed: the steal_cycles_median of the worker that
      * made the most steals (the thief, in a benchmark with one), 0 if none. */
     uint64_t steal_median;
-    unsigned thief; /* that worker */
 };
 
 /* Sums the counters of m's workers (those whose stats cannot be read count 0).

@@ -10,8 +10,8 @@
  * An event's cost is its handler's timeleft annotation; with a "measured"
  * policy, a handler without one counts its measured cost (below); divided by
  * the handler's penalty when the policy is penalty-aware; 0 without a
- * descriptor, or when stealing is off (nothing is tracked then, so the post
- * path of a runtime without stealing pays nothing for it).
+ * descriptor, or when stealing is off (nothing is computed then: the post
+ * path of a runtime without stealing pays a test and two additions for it).
  *
  * Units: MELY__COST_UNIT (32) cycles, in 16 bits: an event counts up to about
  * 2.1 M cycles, far beyond the cost of a steal (a few thousand cycles), which

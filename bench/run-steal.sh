@@ -6,8 +6,8 @@
 #
 # Run from the top of the source tree. The program is looked for in
 # $STEAL_BIN, then build/bench/steal, then bench/steal (an in-tree build).
-# CSV files and PNG plots go to bench/results/. Takes about 3.5 minutes
-# (--quick: about 45 s). Exit status: bench/steal's (1 if a row has no
+# CSV files and PNG plots go to bench/results/. Takes about 3 minutes
+# (--quick: about 30 s). Exit status: bench/steal's (1 if a row has no
 # figures), or the plot script's if that fails.
 set -u
 

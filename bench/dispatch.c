@@ -619,7 +619,7 @@ int main(int argc, char **argv)
 
     printf("\nidle: %u workers, nothing posted, %g s\n", o.workers, o.idle_seconds);
     fflush(stdout);
-    struct bench_totals it = {{0, 0}, 0, 0, 0};
+    struct bench_totals it = {.parks = 0};
     double idle = measure_idle(&b, o.workers, o.idle_seconds, &it);
     rows[ROW_IDLE].have_mely = idle >= 0;
     rows[ROW_IDLE].mely = idle;

@@ -49,11 +49,32 @@ uint64_t bench_cycles(void)
 #endif
 }
 
+uint64_t bench_tsc_step(void)
+{
+    enum { N = 1000 };
+    double d[N];
+    uint64_t prev = bench_cycles();
+    for (int i = 0; i < N; i++) {
+        uint64_t now = bench_cycles();
+        d[i] = (double)(now - prev);
+        prev = now;
+    }
+    return (uint64_t)bench_median(d, N);
+}
+
 struct timespec bench_ts_after(uint64_t ns)
 {
     uint64_t t = bench_now_ns() + ns;
     return (struct timespec){.tv_sec = (time_t)(t / 1000000000u),
                              .tv_nsec = (long)(t % 1000000000u)};
+}
+
+void bench_spin_cycles(uint64_t start, uint64_t cycles)
+{
+    /* No pause instruction: it takes up to ~140 cycles on some cores, more than
+     * the shortest handlers we imitate. Bounded: the TSC always advances. */
+    for (uint64_t now = bench_cycles(); now != 0 && now - start < cycles; now = bench_cycles())
+        ;
 }
 
 void bench_sleep_until(struct timespec deadline)
@@ -270,7 +291,13 @@ int bench_rt_open(const struct bench *b, mely_t *m, unsigned workers, unsigned m
     mely_config_init(&cfg);
     cfg.workers = workers;
     cfg.pin = 1;
-    int err = mely_init(m, &cfg);
+    return bench_rt_open_cfg(b, m, &cfg, min_workers);
+}
+
+int bench_rt_open_cfg(const struct bench *b, mely_t *m, const mely_config_t *cfg,
+                      unsigned min_workers)
+{
+    int err = mely_init(m, cfg);
     if (err)
         fprintf(stderr, "%s: mely_init: %s\n", b->name, mely_strerror(err));
     else if (mely_workers(m) < min_workers) {
@@ -307,7 +334,8 @@ unsigned bench_colors_of(const struct bench *b, const mely_t *m, int worker, mel
 
 void bench_print_mely_env(FILE *f)
 {
-    static const char *const env[] = {"MELY_WORKERS", "MELY_PIN", "MELY_BATCH", "MELY_SPIN_US"};
+    static const char *const env[] = {"MELY_WORKERS", "MELY_PIN",   "MELY_BATCH",
+                                      "MELY_SPIN_US", "MELY_STEAL", "MELY_ENGINE"};
 
     for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++)
         if (getenv(env[i]))
@@ -324,7 +352,8 @@ void bench_post_failed(mely_t *m, _Atomic int *slot, int err)
 
 struct bench_totals bench_rt_totals(const mely_t *m)
 {
-    struct bench_totals t = {{0, 0}, 0, 0, 0};
+    struct bench_totals t = {.parks = 0};
+    uint64_t most = 0;
     mely_stats_t s;
 
     for (unsigned w = 0; w < mely_workers(m); w++) {
@@ -335,6 +364,15 @@ struct bench_totals bench_rt_totals(const mely_t *m)
         t.parks += s.parks;
         t.wakeups += s.wakeups;
         t.contended += s.lock_contended;
+        t.lock_cycles += s.lock_cycles;
+        t.steals += s.steals;
+        t.steal_cycles += s.steal_cycles;
+        t.stolen_events += s.stolen_events;
+        t.stolen_cycles += s.stolen_cycles;
+        if (s.steals > most) {
+            most = s.steals;
+            t.steal_median = s.steal_cycles_median;
+        }
     }
     return t;
 }
@@ -412,6 +450,36 @@ bool bench_measure(struct bench *b, const char *name, const char *unit, bench_wo
 }
 
 /* ---- The machine ----------------------------------------------------------------- */
+
+size_t bench_cache_bytes(unsigned level)
+{
+    for (unsigned i = 0; i < 16; i++) { /* bounded: a CPU has a handful of caches */
+        char path[96], type[32] = "";
+        unsigned lv = 0, kb = 0;
+        char unit = 'K';
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%u/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        bool ok = fscanf(f, "%u", &lv) == 1;
+        fclose(f);
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%u/type", i);
+        if (ok && (f = fopen(path, "r"))) {
+            ok = fscanf(f, "%31s", type) == 1;
+            fclose(f);
+        }
+        if (!ok || lv != level || strcmp(type, "Instruction") == 0)
+            continue;
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%u/size", i);
+        if (!(f = fopen(path, "r")))
+            continue;
+        int got = fscanf(f, "%u%c", &kb, &unit); /* "1024K", "32M" */
+        fclose(f);
+        if (got >= 1 && kb > 0)
+            return (size_t)kb * (got == 2 && unit == 'M' ? 1024u * 1024u : 1024u);
+    }
+    return 0;
+}
 
 void bench_machine_get(struct bench_machine *mc)
 {

@@ -52,9 +52,20 @@ uint64_t bench_now_ns(void);
  * elsewhere. */
 uint64_t bench_cycles(void);
 
+/* The TSC's resolution in practice: the median of 1000 differences between
+ * two successive bench_cycles() reads (rdtsc's own latency: 26 cycles on the
+ * AMD EPYC guests; intervals that short are counted in such steps); 0 without
+ * a TSC. Cost: ~1000 rdtsc and a sort. */
+uint64_t bench_tsc_step(void);
+
 /* The CLOCK_MONOTONIC time `ns` from now, for bench_sleep_until() and timed
  * waits on a condition variable set to CLOCK_MONOTONIC. */
 struct timespec bench_ts_after(uint64_t ns);
+
+/* Busy-waits until `cycles` TSC cycles have passed since `start` (a
+ * bench_cycles() value): a handler of a known cost. Returns at once where
+ * there is no TSC. Any thread. */
+void bench_spin_cycles(uint64_t start, uint64_t cycles);
 
 /* Sleeps until the monotonic deadline (restarts after signals). */
 void bench_sleep_until(struct timespec deadline);
@@ -166,6 +177,10 @@ int bench_mely_run(const struct bench *b, mely_t *m, uint64_t limit_ns, const ch
  *         min_workers workers (it is shut down). Each failure is reported. */
 int bench_rt_open(const struct bench *b, mely_t *m, unsigned workers, unsigned min_workers);
 
+/* bench_rt_open() with a whole configuration (engine, steal policy, ...). */
+int bench_rt_open_cfg(const struct bench *b, mely_t *m, const mely_config_t *cfg,
+                      unsigned min_workers);
+
 /* mely_shutdown(); reports events still queued and errors, naming the run
  * `what`. */
 void bench_rt_close(const struct bench *b, mely_t *m, const char *what);
@@ -181,14 +196,20 @@ unsigned bench_colors_of(const struct bench *b, const mely_t *m, int worker, mel
 void bench_post_failed(mely_t *m, _Atomic int *slot, int err);
 
 /* Prints "environment: NAME=value (overrides the benchmark's configuration)"
- * for each of MELY_WORKERS, MELY_PIN, MELY_BATCH and MELY_SPIN_US that is set
- * (mely_config_init() reads them), so that a table says what it measured. */
+ * for each of MELY_WORKERS, MELY_PIN, MELY_BATCH, MELY_SPIN_US, MELY_STEAL and
+ * MELY_ENGINE that is set (mely_init() reads them), so that a table says what
+ * it measured. */
 void bench_print_mely_env(FILE *f);
 
 /* The workers' counters (mely_worker_stats), summed, for the per-run lines. */
 struct bench_totals {
     uint64_t run[2]; /* events run by workers 0 and 1 */
     uint64_t parks, wakeups, contended;
+    uint64_t lock_cycles;
+    uint64_t steals, steal_cycles, stolen_events, stolen_cycles;
+    /* A median cannot be summed: the steal_cycles_median of the worker that
+     * made the most steals (the thief, in a benchmark with one), 0 if none. */
+    uint64_t steal_median;
 };
 
 /* Sums the counters of m's workers (those whose stats cannot be read count 0).
@@ -245,6 +266,10 @@ struct bench_machine {
     long online;     /* online CPUs, -1 if unknown */
     char kernel[200]; /* "sysname release machine" (uname), or "unknown" */
 };
+
+/* The size in bytes of CPU 0's level-`level` data or unified cache (sysfs,
+ * /sys/devices/system/cpu/cpu0/cache), or 0 if unknown. */
+size_t bench_cache_bytes(unsigned level);
 
 /* Describes this machine. Never fails: unknown parts say so. */
 void bench_machine_get(struct bench_machine *mc);

@@ -194,40 +194,77 @@ static void csv_number(FILE *f, bool have, const char *fmt, double v)
     csv_field(f, have ? buf : "", false);
 }
 
+/* The machine and run columns every CSV line starts with. */
+struct csv_prefix {
+    char when[32], usable[16];
+    const struct bench_machine *mc;
+    const struct bench_param *params;
+    unsigned nparams;
+};
+
+/* Opens path for writing (creating its directories) and fills p's date;
+ * NULL with *err set (and reported) on error. */
+static FILE *csv_open(const struct bench *b, const char *path, struct csv_prefix *p, int *err)
+{
+    *err = bench_make_parents(path);
+    if (*err) {
+        fprintf(stderr, "%s: cannot create the directory of %s: %s\n", b->name, path,
+                strerror(-*err));
+        return NULL;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        *err = -errno;
+        fprintf(stderr, "%s: cannot write %s: %s\n", b->name, path, strerror(-*err));
+        return NULL;
+    }
+    time_t t = time(NULL);
+    struct tm tm;
+    strftime(p->when, sizeof(p->when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+    snprintf(p->usable, sizeof(p->usable), "%u", p->mc->usable);
+    return f;
+}
+
+/* The prefix's titles (header) or values (a row), each followed by ','. */
+static void csv_prefix_fields(FILE *f, const struct csv_prefix *p, bool header)
+{
+    if (header)
+        fputs("date,cpu_model,usable_cpus,kernel,", f);
+    else {
+        csv_field(f, p->when, false);
+        csv_field(f, p->mc->cpu, false);
+        csv_field(f, p->usable, false);
+        csv_field(f, p->mc->kernel, false);
+    }
+    for (unsigned i = 0; i < p->nparams; i++)
+        csv_field(f, header ? p->params[i].name : p->params[i].value, false);
+}
+
+/* Closes f; -EIO (reported) if anything failed. */
+static int csv_close(const struct bench *b, FILE *f, const char *path)
+{
+    bool failed = ferror(f) != 0;
+    if (fclose(f) != 0 || failed) {
+        fprintf(stderr, "%s: writing %s: %s\n", b->name, path, strerror(failed ? EIO : errno));
+        return -EIO;
+    }
+    return 0;
+}
+
 int bench_write_csv(const struct bench *b, const char *path, const struct bench_machine *mc,
                     const struct bench_param *params, unsigned nparams, const char *peer,
                     const struct bench_row *rows, unsigned n)
 {
-    int err = bench_make_parents(path);
-    if (err) {
-        fprintf(stderr, "%s: cannot create the directory of %s: %s\n", b->name, path,
-                strerror(-err));
+    struct csv_prefix p = {.mc = mc, .params = params, .nparams = nparams};
+    int err;
+    FILE *f = csv_open(b, path, &p, &err);
+    if (!f)
         return err;
-    }
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        err = -errno;
-        fprintf(stderr, "%s: cannot write %s: %s\n", b->name, path, strerror(-err));
-        return err;
-    }
-    char when[32], usable[16];
-    time_t t = time(NULL);
-    struct tm tm;
-    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
-    snprintf(usable, sizeof(usable), "%u", mc->usable);
-
-    fputs("date,cpu_model,usable_cpus,kernel,", f);
-    for (unsigned p = 0; p < nparams; p++)
-        csv_field(f, params[p].name, false);
+    csv_prefix_fields(f, &p, true);
     fprintf(f, "workload,unit,mely,%s,mely_advantage,target,status\n", peer);
     for (unsigned i = 0; i < n; i++) {
         const struct bench_row *r = &rows[i];
-        csv_field(f, when, false);
-        csv_field(f, mc->cpu, false);
-        csv_field(f, usable, false);
-        csv_field(f, mc->kernel, false);
-        for (unsigned p = 0; p < nparams; p++)
-            csv_field(f, params[p].value, false);
+        csv_prefix_fields(f, &p, false);
         csv_field(f, r->key, false);
         csv_field(f, r->unit, false);
         csv_number(f, r->have_mely, "%.4f", r->mely);
@@ -236,10 +273,28 @@ int bench_write_csv(const struct bench *b, const char *path, const struct bench_
         csv_field(f, r->target, false);
         csv_field(f, r->status, true);
     }
-    bool failed = ferror(f) != 0;
-    if (fclose(f) != 0 || failed) {
-        fprintf(stderr, "%s: writing %s: %s\n", b->name, path, strerror(failed ? EIO : errno));
-        return -EIO;
+    return csv_close(b, f, path);
+}
+
+int bench_write_cells_csv(const struct bench *b, const char *path, const struct bench_machine *mc,
+                          const struct bench_param *params, unsigned nparams,
+                          const char *const *titles, unsigned ncols, const char *const *cells,
+                          unsigned nrows)
+{
+    struct csv_prefix p = {.mc = mc, .params = params, .nparams = nparams};
+    int err;
+    FILE *f = csv_open(b, path, &p, &err);
+    if (!f)
+        return err;
+    csv_prefix_fields(f, &p, true);
+    for (unsigned c = 0; c < ncols; c++)
+        csv_field(f, titles[c], c == ncols - 1);
+    for (unsigned r = 0; r < nrows; r++) {
+        csv_prefix_fields(f, &p, false);
+        for (unsigned c = 0; c < ncols; c++) {
+            const char *s = cells[r * ncols + c];
+            csv_field(f, s ? s : "", c == ncols - 1);
+        }
     }
-    return 0;
+    return csv_close(b, f, path);
 }

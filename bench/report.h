@@ -94,4 +94,15 @@ int bench_write_csv(const struct bench *b, const char *path, const struct bench_
                     const struct bench_param *params, unsigned nparams, const char *peer,
                     const struct bench_row *rows, unsigned n);
 
+/* Writes any table to path as CSV (its directories are created, the file
+ * replaced): a header line date, cpu_model, usable_cpus, kernel, the params'
+ * names, then titles[0..ncols-1]; then per row the same date, machine and
+ * param values, and the row's cells (cells[row * ncols + col]; NULL or "" is
+ * an empty field). For tables that are not mely-next-to-a-peer rows.
+ * @return 0, or a negative errno (reported on stderr). */
+int bench_write_cells_csv(const struct bench *b, const char *path, const struct bench_machine *mc,
+                          const struct bench_param *params, unsigned nparams,
+                          const char *const *titles, unsigned ncols, const char *const *cells,
+                          unsigned nrows);
+
 #endif /* MELY_BENCH_REPORT_H */

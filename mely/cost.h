@@ -10,8 +10,8 @@
  * An event's cost is its handler's timeleft annotation; with a "measured"
  * policy, a handler without one counts its measured cost (below); divided by
  * the handler's penalty when the policy is penalty-aware; 0 without a
- * descriptor, or when stealing is off (nothing is tracked then, so the post
- * path of a runtime without stealing pays nothing for it).
+ * descriptor, or when stealing is off (nothing is computed then: the post
+ * path of a runtime without stealing pays a test and two additions for it).
  *
  * Units: MELY__COST_UNIT (32) cycles, in 16 bits: an event counts up to about
  * 2.1 M cycles, far beyond the cost of a steal (a few thousand cycles), which
@@ -20,7 +20,8 @@
  * Measured costs: with a "measured" policy, a worker reads the TSC around
  * each run of a handler that has a descriptor without timeleft and folds the
  * figure into a moving average, avg += (x - avg) / 8, so the last ~8 runs
- * dominate. The averages live in the runtime, in a table keyed by the
+ * dominate; one run counts at most 8x the average (a run preempted by the
+ * kernel says nothing about the handler), so an outlier moves it at most 2x. The averages live in the runtime, in a table keyed by the
  * descriptor's address (open addressing, MELY__COSTTAB slots, at most
  * MELY__COSTTAB_PROBES probes; a descriptor that finds no slot is simply not
  * measured), not in the descriptor: users declare descriptors const.
@@ -119,6 +120,8 @@ static inline void mely__cost_record(struct mely__rt *rt, const mely_handler_t *
     if (!avg)
         return;
     uint64_t old = atomic_load_explicit(avg, memory_order_relaxed);
+    if (old != 0 && cycles > 8 * old) /* a run preempted, or one odd input */
+        cycles = 8 * old;
     uint64_t next = old == 0 ? cycles : old + (uint64_t)((int64_t)(cycles - old) >> 3);
     atomic_store_explicit(avg, next ? next : 1, memory_order_relaxed);
 }

@@ -3,7 +3,7 @@
  * joins its color-queue, and the color-queue its place in the core-queue.
  * Shared by post.c (immediate posts) and outbox.c (flushed batches); inline
  * because it is on every post's path. The time-left bookkeeping and the
- * thief wake-up cost nothing when stealing is off (two predictable branches).
+ * thief wake-up stay off the common path: one test of rt->enqueue_special.
  */
 #ifndef MELY_ENQUEUE_H
 #define MELY_ENQUEUE_H
@@ -49,20 +49,15 @@ static inline void mely__enqueue_wake(struct mely__worker *w, struct mely__worke
         mely__wake_thief(w->rt, w, self);
 }
 
-/* Called with w->lock held: queues ev (its fields set) on its color's queue cq,
- * keeping the core-queue (and, for time-left policies, the stealing-queue) in
- * order; returns the MELY__WAKE_* flags for after unlocking. A head post by a
- * handler of cq's running batch goes to the front of that batch (the batch was
- * detached from cq's head; see worker.c). The legacy engine queues its own
- * way (legacy.c). */
-static inline unsigned mely__enqueue(struct mely__worker *w, struct mely__worker *self,
-                                     struct mely__colorq *cq, struct mely__event *ev)
+/* The Mely engine's enqueue; `stealq` (a constant at each call site) says
+ * whether the time-left stealing-queue is kept. */
+static inline __attribute__((always_inline)) unsigned
+mely__enqueue_colorq(struct mely__worker *w, struct mely__worker *self, struct mely__colorq *cq,
+                     struct mely__event *ev, bool stealq)
 {
     struct mely__rt *rt = w->rt;
     unsigned wake = 0;
 
-    if (rt->legacy)
-        return mely__legacy_enqueue(w, self, ev);
     mely__count_post(self, w);
     if (ev->head && self == w && w->run_cq == cq) {
         mely__colorq_push(&w->run, ev, true);
@@ -73,17 +68,36 @@ static inline unsigned mely__enqueue(struct mely__worker *w, struct mely__worker
     mely__colorq_push(cq, ev, ev->head);
     if (!cq->queued) {
         mely__coreq_insert(&w->coreq, cq);
-        if (rt->steal && !rt->steal_ops.stealq && w->coreq.ncolors >= 2)
+        if (rt->steal && !stealq && w->coreq.ncolors >= 2)
             wake |= MELY__WAKE_THIEF;
     } else if (cq->prio != old_prio) {
         mely__coreq_reprioritize(&w->coreq, cq, old_prio);
     }
-    if (rt->steal_ops.stealq && mely__stealq_update(&w->stealq, cq, mely__steal_cost_units(rt)))
+    if (stealq && mely__stealq_update(&w->stealq, cq, mely__steal_cost_units(rt)))
         wake |= MELY__WAKE_THIEF;
     mely__add_pending(w, 1);
     if (mely__mark_woken(w))
         wake |= MELY__WAKE_OWNER;
     return wake;
+}
+
+/* mely__enqueue() for runtimes with rt->enqueue_special (post.c): the legacy
+ * engine, or a policy that keeps the stealing-queue. */
+unsigned mely__enqueue_special(struct mely__worker *w, struct mely__worker *self,
+                               struct mely__colorq *cq, struct mely__event *ev);
+
+/* Called with w->lock held: queues ev (its fields set) on its color's queue cq,
+ * keeping the core-queue (and, for time-left policies, the stealing-queue) in
+ * order; returns the MELY__WAKE_* flags for after unlocking. A head post by a
+ * handler of cq's running batch goes to the front of that batch (the batch was
+ * detached from cq's head; see worker.c). The legacy engine queues its own
+ * way (legacy.c). One test keeps both variants off the common path. */
+static inline unsigned mely__enqueue(struct mely__worker *w, struct mely__worker *self,
+                                     struct mely__colorq *cq, struct mely__event *ev)
+{
+    if (w->rt->enqueue_special)
+        return mely__enqueue_special(w, self, cq, ev);
+    return mely__enqueue_colorq(w, self, cq, ev, false);
 }
 
 #endif

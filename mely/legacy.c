@@ -82,8 +82,8 @@ void mely__legacy_loop(struct mely__worker *w)
 {
     struct mely__rt *rt = w->rt;
 
-    w->legacy.running = NOT_RUNNING;
-    mely__spin_lock(&w->lock, &w->ctr);
+    mely__spin_lock(&w->lock, &w->ctr); /* `running` is NOT_RUNNING here: init and every
+                                           event's end set it so, under the lock */
     while (!mely__stopping(rt)) {
         if (!w->legacy.head) {
             mely__spin_unlock(&w->lock);

@@ -271,7 +271,9 @@ typedef struct mely_stats {
                                      attempts; 0 before the first */
     uint64_t stolen_events;  /* events those colors held when taken */
     uint64_t stolen_cycles;  /* expected cycles of work those events held (their
-                                timeleft annotations, or measured costs); 0 for
+                                timeleft annotations, or measured costs, each
+                                rounded to 32 cycles and capped at 2,097,120;
+                                divided by penalties under "penalty"); 0 for
                                 unannotated handlers */
 } mely_stats_t;
 

@@ -45,6 +45,14 @@ static struct mely__colorq *colorq_of(struct mely__rt *rt, struct mely__worker *
     return cq;
 }
 
+unsigned mely__enqueue_special(struct mely__worker *w, struct mely__worker *self,
+                               struct mely__colorq *cq, struct mely__event *ev)
+{
+    if (w->rt->legacy)
+        return mely__legacy_enqueue(w, self, ev);
+    return mely__enqueue_colorq(w, self, cq, ev, true);
+}
+
 /* Queues ev now; on failure (no memory for the color's queue) ev is freed. */
 static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
 {

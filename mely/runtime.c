@@ -79,6 +79,7 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
         rt->cost.penalty = s.steal.penalty;
         rt->cost.measure = s.steal.measure;
     }
+    rt->enqueue_special = rt->legacy || rt->steal_ops.stealq;
     mely__steal_init(rt);
     atomic_init(&rt->nparked, 0);
     rt->oversubscribed = !s.pin || s.workers > s.ncpus;

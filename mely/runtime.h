@@ -103,6 +103,8 @@ struct mely__rt {
     } cost;
     struct mely__costtab *costtab; /* measured costs, with cost.measure */
     bool legacy;                  /* the legacy engine (legacy.c) */
+    bool enqueue_special;         /* legacy, or steal_ops.stealq: posts take
+                                     mely__enqueue_special() (enqueue.h) */
     struct mely__topo *topo;      /* the cache map (topology.h) */
     bool oversubscribed;          /* more workers than allowed CPUs, or no pinning */
 

@@ -175,7 +175,7 @@ bool mely__steal(struct mely__worker *thief)
 
     if (!ops || rt->nworkers < 2)
         return false;
-    uint64_t start = mely__cycles();
+    uint64_t start = mely__cycles_begin();
     unsigned n = ops->core_set(thief, thief->steal_order);
     bool stolen = false;
 
@@ -186,7 +186,7 @@ bool mely__steal(struct mely__worker *thief)
     }
     mely__count(&thief->ctr.steal_attempts, 1);
     if (stolen)
-        record_steal(thief, mely__cycles() - start);
+        record_steal(thief, mely__cycles_end() - start);
     return stolen;
 }
 

@@ -77,15 +77,16 @@ static void end_batch(struct mely__worker *w, struct mely__colorq *cq)
 static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
 {
     struct mely__rt *rt = w->rt;
+    const bool measure = rt->cost.measure;
     unsigned ran = 0;
 
     mely__current_color = (int)cq->color;
     while (ran < rt->batch && !mely__colorq_empty(&w->run) && !mely__stopping(rt)) {
         struct mely__event *ev = mely__colorq_pop(&w->run);
-        if (mely__cost_measures(rt, ev->desc)) {
-            uint64_t start = mely__cycles();
+        if (measure && mely__cost_measures(rt, ev->desc)) {
+            uint64_t start = mely__cycles_begin();
             ev->fn(ev->arg);
-            mely__cost_record(rt, ev->desc, mely__cycles() - start);
+            mely__cost_record(rt, ev->desc, mely__cycles_end() - start);
         } else {
             ev->fn(ev->arg);
         }

@@ -5,7 +5,8 @@
  *    last head post first, before mely_run() and from a handler of the color;
  *  - color-queues are served from the highest priority down, whether posted
  *    before the run or from a handler, and a color's events keep their order;
- *  - different colors run in parallel.
+ *  - different colors run in parallel;
+ *  - head posts keep their place while steals move the colors (every shape).
  * Each order test runs with a same-color batch of 1 and of 10, on both
  * engines, except that the legacy engine has no priorities: the priority
  * tests skip it, saying so, and legacy_runs_in_post_order checks its FIFO.
@@ -297,6 +298,104 @@ START_TEST(legacy_runs_in_post_order)
 }
 END_TEST
 
+/* ---- head posts while colors are stolen ------------------------------------------------ */
+
+enum { HS_COLORS = 16, HS_TAIL = 6, HS_EVENTS = HS_TAIL + 3, HS_FIRST = 1000 };
+
+/* Always worthy, so that the time-left policies steal these colors too. */
+static const mely_handler_t hs_desc = {.name = "head/steal", .timeleft = 10000000};
+
+static struct {
+    mely_t m;
+    int order[HS_COLORS][HS_EVENTS]; /* written by handlers of the color only */
+    unsigned n[HS_COLORS];           /* idem */
+    atomic_uint done;
+    unsigned expected;
+} hs;
+
+static void hs_record(void *arg)
+{
+    uintptr_t a = (uintptr_t)arg;
+    unsigned c = (unsigned)(a >> 8);
+    int id = (int)(a & 0xff);
+
+    if (mely_color_owner(&hs.m, HS_FIRST + c) != mely_current_worker())
+        note("color %u runs on worker %d, the map says %d", HS_FIRST + c, mely_current_worker(),
+             mely_color_owner(&hs.m, HS_FIRST + c));
+    if (hs.n[c] < HS_EVENTS)
+        hs.order[c][hs.n[c]] = id;
+    hs.n[c]++;
+    uint64_t end = now_ns() + 20000; /* 20 us: long enough for thieves to come */
+    while (now_ns() < end) {
+    }
+    if (atomic_fetch_add(&hs.done, 1) + 1 == hs.expected)
+        mely_stop(&hs.m);
+}
+
+static void hs_post(unsigned c, int id, unsigned flags)
+{
+    int err = mely_post_ex(&hs.m, HS_FIRST + c, MELY_PRIO_DEFAULT, &hs_desc, hs_record,
+                           (void *)((uintptr_t)c << 8 | (uintptr_t)id), flags);
+    if (err)
+        note("post of %d to color %u: %s", id, HS_FIRST + c, mely_strerror(err));
+}
+
+/* S: records itself, then posts X (90) at the tail and Y (91) at the head. */
+static void hs_self_poster(void *arg)
+{
+    unsigned c = (unsigned)((uintptr_t)arg >> 8);
+    hs_record(arg);
+    hs_post(c, 90, 0);
+    hs_post(c, 91, MELY_POST_HEAD);
+}
+
+/*
+ * In every shape: sixteen colors gathered on worker 0 (mely_color_move), each
+ * with S, T1..T6 queued; S posts X at the tail and Y at the head. Whatever
+ * steals do with the colors meanwhile (the others are idle), each color runs
+ * S, Y, T1..T6, X.
+ */
+START_TEST(head_posts_hold_under_stealing)
+{
+    const struct shape *sh = &shapes[_i];
+
+    reset_notes();
+    memset(&hs, 0, sizeof(hs));
+    init_runtime_shape(&hs.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    for (unsigned c = 0; c < HS_COLORS; c++)
+        ck_assert_int_eq(mely_color_move(&hs.m, HS_FIRST + c, 0), 0);
+    hs.expected = HS_COLORS * HS_EVENTS;
+    for (unsigned c = 0; c < HS_COLORS; c++) {
+        int err = mely_post_ex(&hs.m, HS_FIRST + c, MELY_PRIO_DEFAULT, &hs_desc, hs_self_poster,
+                               (void *)((uintptr_t)c << 8 | 50), 0);
+        ck_assert_int_eq(err, 0);
+    }
+    for (int t = 1; t <= HS_TAIL; t++)
+        for (unsigned c = 0; c < HS_COLORS; c++)
+            hs_post(c, t, 0);
+
+    struct watchdog wd;
+    watchdog_start(&wd, &hs.m, 20);
+    int rc = mely_run(&hs.m);
+    bool fired = watchdog_end(&wd);
+    ck_assert_int_eq(rc, 0);
+    assert_no_notes();
+    ck_assert_msg(!fired, "%s: %u of %u events ran in 20 s", shape_name(sh),
+                  atomic_load(&hs.done), hs.expected);
+    const int want[HS_EVENTS] = {50, 91, 1, 2, 3, 4, 5, 6, 90};
+    for (unsigned c = 0; c < HS_COLORS; c++) {
+        ck_assert_uint_eq(hs.n[c], HS_EVENTS);
+        char got[128] = "";
+        for (unsigned i = 0; i < HS_EVENTS; i++)
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), " %d", hs.order[c][i]);
+        ck_assert_msg(memcmp(hs.order[c], want, sizeof(want)) == 0,
+                      "%s: color %u ran%s, expected 50 91 1 2 3 4 5 6 90", shape_name(sh),
+                      HS_FIRST + c, got);
+    }
+    ck_assert_int_eq(mely_shutdown(&hs.m), 0);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------ */
 
 /* new_tcase()'s fixture clears MELY_* overrides from the caller's environment
@@ -314,5 +413,6 @@ int main(void)
     tcase_add_loop_test(tc, priorities_order_color_queues, 0, ORDER_CASES);
     tcase_add_loop_test(tc, priorities_order_posts_from_a_handler, 0, ORDER_CASES);
     tcase_add_loop_test(tc, legacy_runs_in_post_order, 0, NELEM(batches));
+    tcase_add_loop_test(tc, head_posts_hold_under_stealing, 0, NSHAPES);
     return mely_test_main(s);
 }

@@ -4,7 +4,7 @@
  * calls on handles that are not (or no longer) initialized, who may call
  * mely_run() and mely_shutdown() (MELY_EBUSY), a stop before the run, a stop
  * from a foreign thread, two runtimes posting to each other, and
- * mely_strerror().
+ * mely_strerror(). The post and shutdown tests run on both engines.
  *
  * Handlers and helper threads never call ck_assert; every wait is bounded (see
  * tests/testutil.h). MELY_TEST_SCALE (default 1) multiplies the event counts.
@@ -26,14 +26,18 @@
 
 /* ---- errors of mely_post* --------------------------------------------------- */
 
+/* The tests that loop over engines: mely's, then libasync-smp's (legacy). */
+static const char *const engines[] = {NULL, "legacy"};
+
 /* Every rejected post must leave nothing queued: shutdown discards exactly the
- * accepted ones. */
+ * accepted ones (on either engine). */
 START_TEST(post_errors_queue_nothing)
 {
+    const char *engine = engines[_i];
     mely_t m = {0};
     int ok = 0;
 
-    init_runtime(&m, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    init_runtime_engine(&m, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, NULL, engine);
 #define ACCEPTED(call)                   \
     do {                                 \
         ck_assert_int_eq((call), 0);     \
@@ -68,7 +72,7 @@ START_TEST(post_errors_queue_nothing)
     ck_assert_int_eq(mely_shutdown(&m), ok);
 
     /* With one worker, pinned color 1 does not exist. */
-    init_runtime(&m, 1, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    init_runtime_engine(&m, 1, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, NULL, engine);
     ck_assert_int_eq(mely_post(&m, MELY_COLOR_PINNED(1), nop, NULL), MELY_ECOLOR);
     ck_assert_int_eq(mely_post(&m, MELY_COLOR_PINNED(0), nop, NULL), 0);
     ck_assert_int_eq(mely_shutdown(&m), 1);
@@ -87,6 +91,9 @@ static void assert_refuses_everything(mely_t *m)
     ck_assert_int_eq(mely_stop(m), MELY_ESHUTDOWN);
     ck_assert_int_eq(mely_worker_stats(m, 0, &s), MELY_ESHUTDOWN);
     ck_assert_int_eq(mely_color_owner(m, 1), MELY_ESHUTDOWN);
+    ck_assert_int_eq(mely_color_move(m, 1, 0), MELY_ESHUTDOWN);
+    const mely_handler_t h = {.name = "h"};
+    ck_assert_uint_eq(mely_handler_measured(m, &h), 0);
     ck_assert_uint_eq(mely_workers(m), 0);
     ck_assert_int_eq(mely_shutdown(m), MELY_ESHUTDOWN);
 }
@@ -102,7 +109,7 @@ END_TEST
 START_TEST(shut_down_handle_refuses_calls)
 {
     mely_t m = {0};
-    init_runtime(&m, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    init_runtime_engine(&m, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, "base", engines[_i]);
     ck_assert_int_eq(mely_post(&m, 1, nop, NULL), 0);
     ck_assert_int_eq(mely_post(&m, 2, nop, NULL), 0);
     ck_assert_int_eq(mely_shutdown(&m), 2);
@@ -246,10 +253,10 @@ static void *stop_later(void *arg)
 }
 
 /* mely_stop() from a thread the runtime does not know must wake and end every
- * parked worker. */
+ * parked worker (on either engine, with stealing: parked thieves too). */
 START_TEST(stop_from_foreign_thread_wakes_parked_workers)
 {
-    init_runtime(&rt, 8, 0, MELY_BATCH_DEFAULT, 0);
+    init_runtime_engine(&rt, 8, 0, MELY_BATCH_DEFAULT, 0, "base", engines[_i]);
     ck_assert_int_eq(mely_post(&rt, 5, beacon, NULL), 0);
     run_with_helper(&rt, stop_later, NULL, 20, "stop from a foreign thread");
     ck_assert_int_eq(foreign_stop_rc, 0);
@@ -359,16 +366,16 @@ int main(void)
     Suite *s = suite_create("lifecycle");
 
     TCase *tc = new_tcase(s, "errors", 30);
-    tcase_add_test(tc, post_errors_queue_nothing);
+    tcase_add_loop_test(tc, post_errors_queue_nothing, 0, NELEM(engines));
     tcase_add_test(tc, zeroed_handle_refuses_calls);
-    tcase_add_test(tc, shut_down_handle_refuses_calls);
+    tcase_add_loop_test(tc, shut_down_handle_refuses_calls, 0, NELEM(engines));
     tcase_add_test(tc, strerror_messages_are_distinct);
 
     tc = new_tcase(s, "run", 60);
     tcase_add_test(tc, run_from_handler_is_busy);
     tcase_add_test(tc, run_and_shutdown_while_running_are_busy);
     tcase_add_test(tc, stop_before_run_returns_at_once);
-    tcase_add_test(tc, stop_from_foreign_thread_wakes_parked_workers);
+    tcase_add_loop_test(tc, stop_from_foreign_thread_wakes_parked_workers, 0, NELEM(engines));
     tcase_add_test(tc, two_runtimes_post_to_each_other);
     return mely_test_main(s);
 }

@@ -252,10 +252,13 @@ static void post_load(mely_color_t first, unsigned npinned)
 
 /* What one run_load() did: counters are the run's increments (a runtime may
  * run several loads). */
+enum { MAXW = 8 };
+
 struct outcome {
-    mely_stats_t sum;            /* both workers' steal counters added up */
-    uint64_t events_run[2];
-    unsigned stolen[MAX_GROUPS]; /* colors of each group that ran on worker 1 */
+    mely_stats_t sum;            /* all workers' steal counters added up */
+    uint64_t events_run[MAXW];
+    uint64_t run_elsewhere;      /* events run by workers other than 0 */
+    unsigned stolen[MAX_GROUPS]; /* colors of each group that ran elsewhere */
 };
 
 static mely_stats_t stats_of(unsigned w)
@@ -273,9 +276,11 @@ static mely_stats_t stats_of(unsigned w)
 static struct outcome run_load(const char *what, unsigned npinned)
 {
     struct outcome o;
-    mely_stats_t before[2];
+    mely_stats_t before[MAXW];
+    unsigned nw = mely_workers(&rt);
     memset(&o, 0, sizeof(o));
-    for (unsigned w = 0; w < 2; w++)
+    ck_assert_uint_le(nw, MAXW);
+    for (unsigned w = 0; w < nw; w++)
         before[w] = stats_of(w);
 
     run_bounded(&rt, 60, what);
@@ -290,7 +295,8 @@ static struct outcome run_load(const char *what, unsigned npinned)
                   atomic_load(&s.pinned_elsewhere));
     ck_assert_int_eq(mely_color_owner(&rt, MELY_COLOR_PINNED(0)), 0);
 
-    for (unsigned w = 0; w < 2; w++) {
+    uint64_t events = 0;
+    for (unsigned w = 0; w < nw; w++) {
         mely_stats_t st = stats_of(w);
         ck_assert_msg(st.steals <= st.steal_attempts,
                       "%s: worker %u: %" PRIu64 " steals in %" PRIu64 " attempts", what, w,
@@ -318,28 +324,33 @@ static struct outcome run_load(const char *what, unsigned npinned)
         o.sum.stolen_events += st.stolen_events - before[w].stolen_events;
         o.sum.stolen_cycles += st.stolen_cycles - before[w].stolen_cycles;
         o.events_run[w] = st.events_run - before[w].events_run;
+        events += o.events_run[w];
+        if (w != 0)
+            o.run_elsewhere += o.events_run[w];
     }
-    ck_assert_uint_eq(o.events_run[0] + o.events_run[1], s.total);
+    ck_assert_uint_eq(events, s.total);
 
-    /* Colors that ran on worker 1 were stolen (none hashes there); the map
-     * followed every move, so a color worker 1 owns now ran there. */
+    /* Colors that ran on other workers were stolen (the load's colors all
+     * start on worker 0); the map followed every move, so a color another
+     * worker owns now ran there. */
     bool any_elsewhere = false;
     for (unsigned c = 0; c < s.ncolors; c++) {
         int mask = atomic_load(&s.cs[c].worker_mask);
         int owner = mely_color_owner(&rt, s.color[c]);
-        if (mask & 2) {
+        if (mask & ~1) {
             o.stolen[s.cs[c].group]++;
             any_elsewhere = true;
         }
-        ck_assert_msg(owner == 0 || (mask & 2), "%s: color %u owned by worker %d but never ran there",
-                      what, s.color[c], owner);
+        ck_assert_msg(owner >= 0 && (mask & (1 << owner)),
+                      "%s: color %u owned by worker %d but never ran there", what, s.color[c],
+                      owner);
     }
     if (o.sum.steals == 0)
-        ck_assert_msg(!any_elsewhere && o.events_run[1] == 0,
-                      "%s: no steal counted, but worker 1 ran %" PRIu64 " events", what,
-                      o.events_run[1]);
+        ck_assert_msg(!any_elsewhere && o.run_elsewhere == 0,
+                      "%s: no steal counted, but other workers ran %" PRIu64 " events", what,
+                      o.run_elsewhere);
     else
-        ck_assert_msg(any_elsewhere, "%s: %" PRIu64 " steals counted, no color ran on worker 1",
+        ck_assert_msg(any_elsewhere, "%s: %" PRIu64 " steals counted, no color ran elsewhere",
                       what, o.sum.steals);
     return o;
 }
@@ -541,6 +552,53 @@ START_TEST(a_lone_running_color_stays)
                       o.sum.steals);
         ck_assert_int_eq(atomic_load(&s.cs[0].worker_mask), 1);
     }
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
+/* ---- many thieves, one victim; no victim at all ----------------------------------------- */
+
+static const struct policy crowd_policies[] = {
+    {"base", NULL}, {"timeleft", NULL}, {"all+measured", NULL},
+    {"base", "legacy"}, {"base+locality", "legacy"},
+};
+
+/*
+ * Eight unpinned workers (on two CPUs), all the work on worker 0: seven
+ * thieves compete for one victim's lock and colors (and steal from each other
+ * once they have some). Every invariant holds and the colors spread.
+ */
+START_TEST(many_thieves_one_victim)
+{
+    const struct policy *p = &crowd_policies[_i];
+    const char *what = policy_name(p);
+
+    reset_load();
+    init_runtime_engine(&rt, MAXW, 0, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, p->steal,
+                        p->engine);
+    add_group(NCOLORS, 60, &d_always);
+    post_load(0, 60);
+    struct outcome o = run_load(what, 60);
+    ck_assert_msg(o.sum.steals > 0, "%s: seven idle workers stole nothing", what);
+    ck_assert_msg(sums_to(o.sum.stolen_cycles, o.sum.stolen_events, ALWAYS_CYCLES),
+                  "%s: %" PRIu64 " events stolen, stolen_cycles %" PRIu64, what,
+                  o.sum.stolen_events, o.sum.stolen_cycles);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
+/* One worker has no victim: every policy runs everything, steals nothing. */
+START_TEST(one_worker_has_no_victim)
+{
+    const struct policy *p = &stealing_policies[_i];
+    const char *what = policy_name(p);
+
+    reset_load();
+    init_runtime_engine(&rt, 1, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, p->steal, p->engine);
+    add_group(8, 20, &d_always);
+    post_load(0, 20);
+    struct outcome o = run_load(what, 20);
+    ck_assert_uint_eq(o.sum.steals, 0);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
 }
 END_TEST
@@ -936,6 +994,8 @@ int main(void)
     tcase_add_loop_test(tc, unannotated_handlers_count_nothing, 0, NELEM(unannotated_cases));
     tcase_add_loop_test(tc, no_stealing_when_off, 0, 3);
     tcase_add_loop_test(tc, a_lone_running_color_stays, 0, NELEM(stealing_policies));
+    tcase_add_loop_test(tc, many_thieves_one_victim, 0, NELEM(crowd_policies));
+    tcase_add_loop_test(tc, one_worker_has_no_victim, 0, NELEM(stealing_policies));
 
     tc = new_tcase(su, "heuristics", 120);
     tcase_add_loop_test(tc, timeleft_steals_only_worthy_colors, 0, NELEM(timeleft_policies));

@@ -237,9 +237,9 @@ void clear_mely_env(void)
  *    stealing (mely off) and with it: base's rules on mely, the heaviest
  *    bookkeeping on mely (all+measured: every word's code at once), and
  *    legacy with both of its words (base+locality).
- * Every combination with every size would be 2 x 2 x 9 shapes for little more:
- * the size matters to the driver and the locks, which base and all+measured
- * already stress. The stress handlers use annotated descriptors (time-left 1,
+ * Every word alone at both sizes would be 2 x (7 + 3) = 20 shapes (and every
+ * combination far more) for little more: the size matters to the driver and
+ * the locks, which base and all+measured already stress at 8 workers. The stress handlers use annotated descriptors (time-left 1,
  * 10,000,000, and a high penalty) so that the time-left policies do steal.
  */
 const struct shape shapes[NSHAPES] = {

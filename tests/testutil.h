@@ -127,7 +127,8 @@ void clear_mely_env(void);
 
 /*
  * The runtime shapes every stress test runs in (check_invariants,
- * check_wakeup, the parallelism and idle tests): one worker per core of the
+ * check_wakeup; in check_order parallelism and head posts under stealing; the
+ * idle test in check_introspect): one worker per core of the
  * 2-core CI machine, pinned; and 4x oversubscribed, unpinned, where workers
  * are preempted in the middle of handlers and lock holds; each engine
  * without and with work stealing, and every steal policy word at least once

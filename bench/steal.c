@@ -70,6 +70,8 @@ struct workload {
     steal_row_fn row;
 };
 
+enum { FLOOR_TRIPS = 20000 }; /* a few ms */
+
 static const struct workload workloads[] = {
     {.name = "unbalanced", .describe = steal_unbalanced_describe, .row = steal_unbalanced_row},
     {.name = "penalty", .describe = steal_penalty_describe, .row = steal_penalty_row},
@@ -202,6 +204,16 @@ static void print_and_save(const struct steal_ctx *ctx, const struct bench_machi
         printf("CSV: %s\n", path);
 }
 
+/* The machine's cross-core floor now (harness.h), in ns per round trip, or -1:
+ * steals move cache lines between the cores, and on the KVM guests that cost
+ * moves several-fold from one period to the next, so each table says what it
+ * was when the table was measured. */
+static double floor_ns(void)
+{
+    struct bench_sample s = bench_floor_pingpong(FLOOR_TRIPS);
+    return s.ok ? s.value : -1;
+}
+
 /* Runs every configuration of w; true if every row has figures. */
 static bool run_workload(struct steal_ctx *ctx, const struct bench_machine *mc,
                          const struct workload *w)
@@ -213,6 +225,7 @@ static bool run_workload(struct steal_ctx *ctx, const struct bench_machine *mc,
     memset(f, 0, sizeof(f));
     printf("\n");
     w->describe(ctx, stdout);
+    double floor_before = floor_ns();
     for (unsigned r = 0; r < STEAL_NCONFIGS; r++) {
         printf("  %-40s ...", steal_configs[r].name);
         fflush(stdout);
@@ -227,6 +240,9 @@ static bool run_workload(struct steal_ctx *ctx, const struct bench_machine *mc,
         fflush(stdout);
         all &= f[r].ok;
     }
+    printf("  cross-core floor (two plain threads passing a cache line): %.0f ns per round trip "
+           "before the rows, %.0f after\n",
+           floor_before, floor_ns());
     print_and_save(ctx, mc, w->name, f);
     return all;
 }
@@ -368,8 +384,13 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < NWORKLOADS; i++)
         if (every || strcmp(which, workloads[i].name) == 0)
             all &= run_workload(&ctx, &mc, &workloads[i]);
-    if (every || strcmp(which, "stealcost") == 0)
+    if (every || strcmp(which, "stealcost") == 0) {
+        double before = floor_ns();
         all &= steal_cost_run(&ctx, &mc);
+        printf("  cross-core floor (two plain threads passing a cache line): %.0f ns per round "
+               "trip before the points, %.0f after\n",
+               before, floor_ns());
+    }
     bench_load_warn(&ctx.b);
     if (!all)
         printf("\nsome rows have no figures (n/a): exit status 1\n");

@@ -18,8 +18,8 @@
  * is all the heuristics compare it with; 100-cycle events count 3 units.
  *
  * Measured costs: with a "measured" policy, a worker reads the TSC around
- * each run of a handler that has a descriptor without timeleft and folds the
- * figure into a moving average, avg += (x - avg) / 8, so the last ~8 runs
+ * one in MELY__COST_SAMPLE runs of a handler that has a descriptor without
+ * timeleft (picked at random) and folds the figure into a moving average, avg += (x - avg) / 8, so the last ~8 runs
  * dominate; one run counts at most 8x the average (a run preempted by the
  * kernel says nothing about the handler), so an outlier moves it at most 2x. The averages live in the runtime, in a table keyed by the
  * descriptor's address (open addressing, MELY__COSTTAB slots, at most
@@ -107,10 +107,24 @@ static inline uint16_t mely__cost_units(const struct mely__rt *rt, const mely_ha
     return c > MELY__COST_UNITS_MAX ? MELY__COST_UNITS_MAX : (uint16_t)c;
 }
 
-/* Whether runs of h are to be timed (a "measured" policy, no annotation). */
-static inline bool mely__cost_measures(const struct mely__rt *rt, const mely_handler_t *h)
+/* One run in MELY__COST_SAMPLE of a measured handler is timed, chosen at
+ * random (a fixed stride would alias with handlers that alternate), so that
+ * the TSC reads and the shared average's store stay off most runs. */
+#define MELY__COST_SAMPLE 8u
+
+/* Whether this run of h is to be timed (a "measured" policy, no annotation,
+ * and the worker's sample says so). `rng` is the running worker's state. */
+static inline bool mely__cost_measures(const struct mely__rt *rt, const mely_handler_t *h,
+                                       uint64_t *rng)
 {
-    return rt->cost.measure && h && h->timeleft == 0;
+    if (!rt->cost.measure || !h || h->timeleft != 0)
+        return false;
+    uint64_t x = *rng; /* xorshift64 */
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    return (x & (MELY__COST_SAMPLE - 1)) == 0;
 }
 
 /* Folds one run of h that took `cycles` into its moving average. */

@@ -27,6 +27,7 @@ static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned in
     atomic_init(&w->nevents, 0);
     atomic_init(&w->wake_seq, 0);
     w->legacy.running = UINT32_MAX; /* none (legacy.c) */
+    w->sample_rng = 0x9e3779b97f4a7c15ull * (index + 1); /* any non-zero seed */
     w->rt = rt;
     w->index = index;
     w->cpu = cpu;

@@ -83,6 +83,7 @@ struct mely__worker {
     unsigned index;
     int cpu;                      /* CPU to pin to, or -1 */
     pthread_t thread;
+    uint64_t sample_rng;          /* which runs measured costs time (cost.h) */
     struct mely__counters ctr;    /* single writer (see counters.h) */
     _Atomic uint32_t steal_log[MELY__STEAL_LOG]; /* cycles of the last steals,
                                      a ring; single writer, read by stats */

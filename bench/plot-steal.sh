@@ -78,7 +78,7 @@ plot_rounds() {
     [ -f "$csv" ] || return 0
     columns "$csv" label kevents_per_s >"$tmp/$name.dat"
     gnuplot <<EOF
-set terminal pngcairo size 1200,650 noenhanced
+set terminal pngcairo size 1300,700 noenhanced
 set output "$dir/steal-$name.png"
 set title "bench/steal $name: KEvents/s per configuration ($(cat "$tmp/cpu"))"
 set style data histograms
@@ -88,8 +88,8 @@ set ylabel "KEvents/s (higher is better)"
 set yrange [0:*]
 set xtics rotate by -35 left
 set grid ytics
-set bmargin 10
-set rmargin 24
+set bmargin 12
+set rmargin 30
 unset key
 plot "$tmp/$name.dat" using 2:xtic(1) linecolor rgb "#4a7ab5"
 EOF

@@ -61,7 +61,8 @@ extern const struct steal_config steal_configs[STEAL_NCONFIGS];
 struct steal_ctx {
     struct bench b;
     unsigned workers;     /* >= 2 */
-    double seconds;       /* measured time per row of a round workload */
+    double seconds;       /* measured time per row of a round workload, all passes */
+    unsigned passes;      /* interleaved passes over the rows (steal.c) */
     bool quick;
     size_t l2_bytes;      /* one core's L2 (sysfs), or the fallback */
     uint64_t seed;        /* of the workloads' pseudo-random numbers */

@@ -5,15 +5,19 @@
  * lock's cache line then moves between the two cores: on the 2-core KVM
  * guests we measure on, that transfer, once per event, caps cross-core posting
  * near 7 M events/s. So a handler's posts to other workers' colors are staged
- * per destination worker and queued there in one lock hold:
- *  - when a destination has MELY__OUTBOX_MAX staged events,
+ * and queued in one lock hold per run of consecutive posts to one worker:
+ *  - when MELY__OUTBOX_MAX events are staged,
  *  - when the handler that posted returns (before the worker runs anything
  *    else or goes idle), so a staged event waits at most for the rest of the
  *    handler that posted it,
  *  - before the worker makes a post to one of its own colors, so that a color
  *    that moved to this worker keeps its post order.
- * The flush re-resolves each color's owner under the lock (colormap.h), so a
- * color stolen meanwhile gets its events where it now lives, in post order.
+ * The staged events form one FIFO, in post order, whatever their destination.
+ * The flush re-resolves each color's owner under the lock (colormap.h) and
+ * queues the events in that order, so a color's events keep their order even
+ * when the color moved between two of its posts (a steal, mely_color_move()):
+ * per-destination lists, flushed one after the other, would have queued the
+ * later post first (check_order tests it).
  * Only colors whose color-queue already exists are staged: a flush must not
  * fail for memory after mely_post_ex() returned 0.
  *
@@ -28,27 +32,22 @@
 
 #define MELY__OUTBOX_MAX 32u
 
-struct mely__outbox_slot {
-    struct mely__event *head, *tail;
-    uint32_t n;
-};
-
 struct mely__outbox {
-    struct mely__outbox_slot *slots; /* one per destination worker */
-    uint16_t *dirty;                 /* destinations with staged events */
-    uint32_t ndirty;
+    struct mely__event *head, *tail; /* staged events, in post order */
+    uint32_t n;
 };
 
 struct mely__worker;
 
-int mely__outbox_init(struct mely__outbox *ob, unsigned nworkers);
-void mely__outbox_destroy(struct mely__outbox *ob);
-void mely__outbox_stage(struct mely__worker *self, unsigned dest, struct mely__event *ev);
+/* Stages ev (its fields set) for its color's owner; flushes at MELY__OUTBOX_MAX. */
+void mely__outbox_stage(struct mely__worker *self, struct mely__event *ev);
+
+/* Queues every staged event where its color lives now, in post order. */
 void mely__outbox_flush(struct mely__worker *self);
 
 static inline int mely__outbox_pending(const struct mely__outbox *ob)
 {
-    return ob->ndirty != 0;
+    return ob->n != 0;
 }
 
 #endif

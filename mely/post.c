@@ -103,7 +103,7 @@ static inline __attribute__((always_inline)) int post(mely_t *m, mely_color_t co
     if (self) {
         unsigned owner = mely__owner(rt, color);
         if (owner != self->index && (mely__cq_of(rt, color) || rt->legacy)) {
-            mely__outbox_stage(self, owner, ev);
+            mely__outbox_stage(self, ev);
             return 0;
         }
         if (mely__outbox_pending(&self->outbox))

@@ -35,10 +35,8 @@ static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned in
 
 static void rt_free(struct mely__rt *rt)
 {
-    for (unsigned i = 0; rt->workers && i < rt->nworkers; i++) {
-        mely__outbox_destroy(&rt->workers[i].outbox);
+    for (unsigned i = 0; rt->workers && i < rt->nworkers; i++)
         free(rt->workers[i].steal_order);
-    }
     mely__depot_destroy(&rt->depot);
     if (rt->topo)
         mely__topo_free(rt->topo);
@@ -103,8 +101,7 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
         worker_init(&rt->workers[i], rt, i, mely__config_cpu(&s, i));
     for (unsigned i = 0; i < s.workers; i++) {
         rt->workers[i].steal_order = calloc(s.workers, sizeof(unsigned));
-        if (mely__outbox_init(&rt->workers[i].outbox, s.workers) != 0 ||
-            !rt->workers[i].steal_order) {
+        if (!rt->workers[i].steal_order) {
             rt_free(rt);
             return MELY_ENOMEM;
         }

@@ -396,6 +396,91 @@ START_TEST(head_posts_hold_under_stealing)
 }
 END_TEST
 
+/* ---- a color that moves while a handler's posts to it are staged ------------------------- */
+
+/*
+ * A handler's posts to other workers' colors are staged in its worker's outbox
+ * and queued when it returns (mely/outbox.h). If the color moves between two
+ * of those posts (a steal, or mely_color_move() as here), the two posts were
+ * staged for different workers; they must still run in post order. The
+ * handler, on worker 0 of 3: posts Z to color MV_OTHER (worker 2), P1 to
+ * MV_COLOR (worker 1), moves MV_COLOR to worker 2 (it has nothing queued:
+ * P1 is only staged), posts P2 to MV_COLOR. Expected: P1 then P2, on both
+ * engines.
+ */
+enum { MV_SRC = 3000, MV_COLOR = 3001, MV_OTHER = 3002 }; /* workers 0, 1, 2 of 3 */
+
+static struct {
+    mely_t m;
+    int order[4];
+    atomic_uint n;
+    int move_rc;
+} mv;
+
+static void mv_record(void *arg)
+{
+    unsigned i = atomic_fetch_add(&mv.n, 1);
+    if (i < 4)
+        mv.order[i] = (int)(intptr_t)arg;
+    if (i + 1 == 3)
+        mely_stop(&mv.m);
+}
+
+static void mv_poster(void *arg)
+{
+    (void)arg;
+    if (mely_post(&mv.m, MV_OTHER, mv_record, (void *)(intptr_t)'Z') ||
+        mely_post(&mv.m, MV_COLOR, mv_record, (void *)(intptr_t)'1'))
+        note("a post failed");
+    mv.move_rc = mely_color_move(&mv.m, MV_COLOR, 2);
+    if (mely_post(&mv.m, MV_COLOR, mv_record, (void *)(intptr_t)'2'))
+        note("a post failed");
+}
+
+/* Phase 1: the colors' first events (their queues then exist); the second
+ * one stops the runtime. */
+static void mv_first(void *arg)
+{
+    (void)arg;
+    if (atomic_fetch_add(&mv.n, 1) + 1 == 2)
+        mely_stop(&mv.m);
+}
+
+static const char *const mv_engines[] = {"mely", "legacy"};
+
+START_TEST(staged_posts_keep_order_when_their_color_moves)
+{
+    reset_notes();
+    memset(&mv, 0, sizeof(mv));
+    init_runtime_engine(&mv.m, 3, 0, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, NULL,
+                        mv_engines[_i]);
+    ck_assert_int_eq(mely_color_owner(&mv.m, MV_SRC), 0);
+    ck_assert_int_eq(mely_color_owner(&mv.m, MV_COLOR), 1);
+    ck_assert_int_eq(mely_color_owner(&mv.m, MV_OTHER), 2);
+    /* Only colors whose queue exists are staged: give both a first event,
+     * run to the end, and only then the poster (so MV_COLOR is idle). */
+    ck_assert_int_eq(mely_post(&mv.m, MV_COLOR, mv_first, NULL), 0);
+    ck_assert_int_eq(mely_post(&mv.m, MV_OTHER, mv_first, NULL), 0);
+    run_bounded(&mv.m, 20, "first events");
+    atomic_store(&mv.n, 0);
+    ck_assert_int_eq(mely_post(&mv.m, MELY_COLOR_PINNED(0), mv_poster, NULL), 0);
+    run_bounded(&mv.m, 20, "the poster");
+    assert_no_notes();
+    ck_assert_int_eq(mv.move_rc, 0);
+    ck_assert_uint_eq(atomic_load(&mv.n), 3);
+    int p1 = -1, p2 = -1;
+    for (int i = 0; i < 3; i++) {
+        if (mv.order[i] == '1')
+            p1 = i;
+        if (mv.order[i] == '2')
+            p2 = i;
+    }
+    ck_assert_msg(p1 >= 0 && p2 >= 0 && p1 < p2, "%s: P1 ran at %d, P2 at %d (order %c %c %c)",
+                  mv_engines[_i], p1, p2, mv.order[0], mv.order[1], mv.order[2]);
+    ck_assert_int_eq(mely_shutdown(&mv.m), 0);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------ */
 
 /* new_tcase()'s fixture clears MELY_* overrides from the caller's environment
@@ -414,5 +499,6 @@ int main(void)
     tcase_add_loop_test(tc, priorities_order_posts_from_a_handler, 0, ORDER_CASES);
     tcase_add_loop_test(tc, legacy_runs_in_post_order, 0, NELEM(batches));
     tcase_add_loop_test(tc, head_posts_hold_under_stealing, 0, NSHAPES);
+    tcase_add_loop_test(tc, staged_posts_keep_order_when_their_color_moves, 0, NELEM(mv_engines));
     return mely_test_main(s);
 }

@@ -149,10 +149,8 @@ static uint32_t take_color(struct mely__worker *victim, uint32_t color, struct m
     return got;
 }
 
-bool mely__legacy_steal(struct mely__worker *thief, struct mely__worker *victim,
-                        const struct mely__steal_ops *ops)
+bool mely__legacy_steal(struct mely__worker *thief, struct mely__worker *victim)
 {
-    (void)ops; /* libasync-smp's rules, whatever the core set was */
     if (victim->legacy.ncolors < 2)
         return false;
     uint32_t color = choose_color(victim);

@@ -7,7 +7,6 @@
 #define MELY_LEGACY_H
 
 #include "mely/runtime.h"
-#include "mely/stealops.h"
 
 /* Under w->lock: queues ev (its fields set) on w's list; returns the
  * MELY__WAKE_* flags of enqueue.h. */
@@ -18,9 +17,9 @@ unsigned mely__legacy_enqueue(struct mely__worker *w, struct mely__worker *self,
 void mely__legacy_loop(struct mely__worker *w);
 
 /* Under both locks: libasync-smp's can_be_stolen, choose_color_to_steal,
- * construct_event_set and migrate; true if a color moved. */
-bool mely__legacy_steal(struct mely__worker *thief, struct mely__worker *victim,
-                        const struct mely__steal_ops *ops);
+ * construct_event_set and migrate, whatever the policy's core set chose as
+ * victim; true if a color moved. */
+bool mely__legacy_steal(struct mely__worker *thief, struct mely__worker *victim);
 
 /* Under the owner's lock: whether `color` has pending events or is running. */
 bool mely__legacy_color_busy(const struct mely__worker *owner, mely_color_t color);

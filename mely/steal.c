@@ -57,7 +57,7 @@ const char mely__steal_names[] = "off, or base, locality, timeleft, penalty, mea
 static unsigned word_mask(const char *word, size_t len)
 {
     if (len == 3 && strncmp(word, "all", 3) == 0)
-        return 1u << 1 | 1u << 2 | 1u << 3;
+        return word_mask("locality", 8) | word_mask("timeleft", 8) | word_mask("penalty", 7);
     for (unsigned i = 0; i < sizeof(heuristics) / sizeof(heuristics[0]); i++)
         if (strlen(heuristics[i]->name) == len && strncmp(heuristics[i]->name, word, len) == 0)
             return 1u << i;
@@ -137,7 +137,7 @@ static bool try_victim(struct mely__worker *thief, struct mely__worker *victim,
 
     mely__lock_pair(thief, victim, &thief->ctr);
     if (thief->rt->legacy) {
-        bool moved = mely__legacy_steal(thief, victim, ops);
+        bool moved = mely__legacy_steal(thief, victim);
         mely__unlock_pair(thief, victim);
         return moved;
     }

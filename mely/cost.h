@@ -19,10 +19,11 @@
  *
  * Measured costs: with a "measured" policy, a worker reads the TSC around
  * one in MELY__COST_SAMPLE runs of a handler that has a descriptor without
- * timeleft (picked at random) and folds the figure into a moving average, avg += (x - avg) / 8, so the last ~8 runs
- * dominate; one run counts at most 8x the average (a run preempted by the
- * kernel says nothing about the handler), so an outlier moves it at most 2x. The averages live in the runtime, in a table keyed by the
- * descriptor's address (open addressing, MELY__COSTTAB slots, at most
+ * timeleft (picked at random) and folds the figure into a moving average,
+ * avg += (x - avg) / 8, so the last ~8 samples dominate; one run counts at
+ * most 8x the average (a run preempted by the kernel says nothing about the
+ * handler), so an outlier moves it at most 2x. The averages live in the
+ * runtime, in a table keyed by the descriptor's address (open addressing, MELY__COSTTAB slots, at most
  * MELY__COSTTAB_PROBES probes; a descriptor that finds no slot is simply not
  * measured), not in the descriptor: users declare descriptors const.
  * Workers update an average without a lock: two racing updates lose one

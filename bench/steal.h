@@ -117,7 +117,8 @@ bool steal_cost_run(struct steal_ctx *ctx, const struct bench_machine *mc);
 /*
  * A round: the workload's driver handler runs on worker 0's pinned color,
  * calls steal_round_begin(), posts the round's events (all on worker 0's
- * colors), then steal_kick(). Every event of the round calls
+ * colors). Idle workers need no prompting: the runtime wakes a parked worker
+ * when work becomes stealable (mely/steal.c). Every event of the round calls
  * steal_round_event_done() once when it is finished; the last one posts the
  * driver again. The driver stops the runtime once the measured time reached
  * the limit, so a run ends on a round boundary.
@@ -159,14 +160,12 @@ int steal_rehome(mely_t *m, const mely_color_t *colors, unsigned n, unsigned *mo
  * round's event count. */
 bool steal_round_begin(struct steal_rounds *r);
 
-/* In the driver, after posting the round: posts an empty event on every other
- * worker's pinned color. A parked worker is woken by posts to its own colors
- * only, so without this an idle worker could sleep through a whole round
- * instead of trying to steal. It runs the empty event, goes idle, steals. */
-void steal_kick(struct steal_rounds *r);
-
 /* In each event of a round, once, when it is finished. */
 void steal_round_event_done(struct steal_rounds *r);
+
+/* steal_round_event_done(), or steal_round_fail(r, err) if err is not 0: how
+ * an event that may have failed ends. */
+void steal_round_event_end(struct steal_rounds *r, int err);
 
 /* For a handler's failure: keeps the first error and stops the runtime. */
 void steal_round_fail(struct steal_rounds *r, int err);

@@ -118,10 +118,7 @@ static void cache_c(void *arg)
         ok = merge_and_check(arr);
     }
     steal_costs_add(&c->costs, KIND_C, bench_cycles() - start);
-    if (ok)
-        steal_round_event_done(&c->r);
-    else
-        steal_round_fail(&c->r, CHECK_FAILED);
+    steal_round_event_end(&c->r, ok ? 0 : CHECK_FAILED);
 }
 
 static void cache_b(void *arg)
@@ -134,10 +131,7 @@ static void cache_b(void *arg)
     qsort(arr->data + h->half * HALF, HALF, sizeof(uint32_t), cmp_u32);
     int err = mely_post_ex(c->r.m, arr->a, MELY_PRIO_DEFAULT, &c->h_c, cache_c, arr, 0);
     steal_costs_add(&c->costs, KIND_B, bench_cycles() - start);
-    if (err)
-        steal_round_fail(&c->r, err);
-    else
-        steal_round_event_done(&c->r);
+    steal_round_event_end(&c->r, err);
 }
 
 static void cache_a(void *arg)
@@ -161,10 +155,7 @@ static void cache_a(void *arg)
         err = mely_post_ex(c->r.m, arr->b[h], MELY_PRIO_DEFAULT, &c->h_b, cache_b,
                            &arr->halves[h], 0);
     steal_costs_add(&c->costs, KIND_A, bench_cycles() - start);
-    if (err)
-        steal_round_fail(&c->r, err);
-    else
-        steal_round_event_done(&c->r);
+    steal_round_event_end(&c->r, err);
 }
 
 static void cache_driver(void *arg)
@@ -181,7 +172,6 @@ static void cache_driver(void *arg)
             return;
         }
     }
-    steal_kick(&c->r);
 }
 
 static void cache_free(struct cache_wl *c)

@@ -91,10 +91,7 @@ static void pen_b(void *arg)
     if (a->next < p->slices)
         err = mely_post_ex(p->r.m, a->color, MELY_PRIO_DEFAULT, &p->h_b, pen_b, a, 0);
     steal_costs_add(&p->costs, KIND_B, bench_cycles() - start);
-    if (err)
-        steal_round_fail(&p->r, err);
-    else
-        steal_round_event_done(&p->r);
+    steal_round_event_end(&p->r, err);
 }
 
 static void pen_a(void *arg)
@@ -113,10 +110,7 @@ static void pen_a(void *arg)
     a->next = 0;
     int err = mely_post_ex(p->r.m, a->color, MELY_PRIO_DEFAULT, &p->h_b, pen_b, a, 0);
     steal_costs_add(&p->costs, KIND_A, bench_cycles() - start);
-    if (err)
-        steal_round_fail(&p->r, err);
-    else
-        steal_round_event_done(&p->r);
+    steal_round_event_end(&p->r, err);
 }
 
 static void pen_driver(void *arg)
@@ -133,7 +127,6 @@ static void pen_driver(void *arg)
             return;
         }
     }
-    steal_kick(&p->r);
 }
 
 static void pen_free(struct penalty *p)

@@ -105,20 +105,13 @@ bool steal_round_begin(struct steal_rounds *r)
     return true;
 }
 
-static void kick(void *arg)
-{
-    (void)arg;
-}
 
-void steal_kick(struct steal_rounds *r)
+void steal_round_event_end(struct steal_rounds *r, int err)
 {
-    for (unsigned w = 1; w < mely_workers(r->m); w++) {
-        int err = mely_post(r->m, MELY_COLOR_PINNED(w), kick, NULL);
-        if (err) {
-            steal_round_fail(r, err);
-            return;
-        }
-    }
+    if (err)
+        steal_round_fail(r, err);
+    else
+        steal_round_event_done(r);
 }
 
 void steal_round_event_done(struct steal_rounds *r)

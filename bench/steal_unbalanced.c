@@ -91,7 +91,6 @@ static void unb_driver(void *arg)
             return;
         }
     }
-    steal_kick(&u->r);
 }
 
 void steal_unbalanced_row(const struct steal_ctx *ctx, const struct steal_config *cfg,

@@ -122,8 +122,7 @@ static void migrate(struct mely__worker *thief, struct mely__worker *victim,
     atomic_store_explicit(&thief->rt->owner[cq->color], (uint8_t)thief->index,
                           memory_order_release);
     mely__coreq_insert(&thief->coreq, cq);
-    if (thief->rt->steal_ops.stealq)
-        (void)mely__stealq_update(&thief->stealq, cq, mely__steal_cost_units(thief->rt));
+    mely__stealq_refile(thief, cq);
     mely__add_pending(thief, n);
     mely__count(&thief->ctr.stolen_events, (uint64_t)n);
     mely__count(&thief->ctr.stolen_cycles, mely__units_to_cycles(cq->units));

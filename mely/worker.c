@@ -38,20 +38,13 @@
 _Thread_local struct mely__worker *mely__self __attribute__((tls_model("initial-exec")));
 _Thread_local int mely__current_color __attribute__((tls_model("initial-exec"))) = -1;
 
-/* Under w->lock: cq's expected time changed; re-file it (stealq.h). */
-static void restealq(struct mely__worker *w, struct mely__colorq *cq)
-{
-    if (w->rt->steal_ops.stealq)
-        (void)mely__stealq_update(&w->stealq, cq, mely__steal_cost_units(w->rt));
-}
-
 /* Under w->lock: detaches cq's events into w->run. */
 static void take_batch(struct mely__worker *w, struct mely__colorq *cq)
 {
     mely__colorq_move_all(&w->run, cq);
     w->run_cq = cq;
     mely__add_pending(w, -(int)w->run.count);
-    restealq(w, cq);
+    mely__stealq_refile(w, cq);
 }
 
 /* Under w->lock: the batch is over; puts back what is left and requeues cq. */
@@ -62,7 +55,7 @@ static void end_batch(struct mely__worker *w, struct mely__colorq *cq)
     mely__add_pending(w, (int)w->run.count);
     mely__colorq_prepend(cq, &w->run);
     w->run_cq = NULL;
-    restealq(w, cq);
+    mely__stealq_refile(w, cq);
     if (mely__colorq_empty(cq)) {
         mely__coreq_remove(&w->coreq, cq);
     } else {

@@ -22,6 +22,9 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
+
+struct sockaddr;
 
 #ifdef __cplusplus
 extern "C" {
@@ -85,6 +88,9 @@ typedef struct mely_config {
     const char *engine; /* queueing engine: NULL or "mely" (color-queues chained
                            in core-queues), "legacy" (libasync-smp's one FIFO
                            per core, for comparison) */
+    int keep_sigpipe; /* 0 (default): mely_init() ignores SIGPIPE, so that a
+                         write to a closed socket returns EPIPE instead of
+                         killing the process; 1: leave SIGPIPE alone */
 } mely_config_t;
 
 /*
@@ -125,8 +131,9 @@ typedef struct mely {
  * Creates a runtime in *m from cfg (NULL: defaults). Environment variables
  * override cfg: MELY_WORKERS (1..256), MELY_PIN (0/1), MELY_BATCH (>= 1),
  * MELY_SPIN_US (0..1000000), MELY_STEAL (a policy, as cfg->steal),
- * MELY_ENGINE (as cfg->engine).
- * No thread starts until mely_run().
+ * MELY_ENGINE (as cfg->engine), MELY_KEEP_SIGPIPE (0/1).
+ * Each worker's poller (a libevent event_base) is created here, so that
+ * watches and timers can be set before mely_run(). No thread starts until mely_run().
  * @return 0; MELY_EINVAL for a bad value in cfg or in the environment, an
  *         unknown steal policy or engine, or a policy the engine cannot run
  *         (a line naming it goes to stderr); MELY_ENOMEM.
@@ -251,6 +258,190 @@ int mely_color_owner(const mely_t *m, mely_color_t color);
  */
 int mely_color_move(mely_t *m, mely_color_t color, unsigned worker);
 
+/* ---- I/O, timers and signals (the per-worker pollers) --------------------
+ *
+ * Every worker owns a poller (a libevent event_base on epoll). Readiness of a
+ * file descriptor, a timer's expiry and a signal all become ordinary colored
+ * events: they run wherever their color lives, one at a time per color, in the
+ * worker's queue with everything else. An idle worker sleeps in its poller
+ * (no busy polling); a busy one polls without blocking between batches (at
+ * most every MELY_POLL_US and whenever its queue runs dry; doc/io.md).
+ */
+
+/* Where an I/O, timer or signal event goes: its color, priority and handler
+ * descriptor (may be NULL), as in mely_post_ex(). MELY_TO(c) is color c at
+ * the default priority without a descriptor. */
+typedef struct mely_to {
+    mely_color_t color;
+    int prio;
+    const mely_handler_t *handler;
+} mely_to_t;
+
+#define MELY_TO(c) ((mely_to_t){ (mely_color_t)(c), MELY_PRIO_DEFAULT, NULL })
+
+/* A busy worker polls for I/O without blocking at least this often. */
+#define MELY_POLL_US 50u
+
+/* Readiness bits (the `what` of a watch and the `ready` of its handler). */
+#define MELY_READ 0x1u     /* readable, or the peer hung up, or an error */
+#define MELY_WRITE 0x2u    /* writable */
+#define MELY_ONESHOT 0x4u  /* flag of mely_watch(): disarm after one readiness */
+#define MELY_SIGNAL 0x8u   /* the `ready` of a signal handler (mely_signal) */
+
+#define MELY_ENOENT (-ENOENT) /* no such timer (fired, cancelled or never set) */
+
+typedef struct mely_watch mely_watch_t;
+
+/* An fd watch's handler: fd is the watched descriptor (the signal number for
+ * mely_signal), ready the MELY_READ/MELY_WRITE bits seen (MELY_SIGNAL for a
+ * signal), arg the watch's argument. */
+typedef void (*mely_io_fn_t)(int fd, unsigned ready, void *arg);
+
+/*
+ * Watches fd for readiness: `what` is MELY_READ and/or MELY_WRITE, plus
+ * MELY_ONESHOT for a watch that disarms after one readiness (mely_watch_rearm
+ * arms it again). A watch is level-triggered: while fd stays ready and the
+ * watch armed, fn runs again after each run. A ready watch is queued once: no
+ * second event of it is queued before the first has run, and it is re-armed
+ * after its handler returned. fn(fd, ready, arg) runs as an event of to.color
+ * (SWS's habit: the fd number), wherever that color lives; when a steal moves
+ * the color, its watches move to the thief's poller at their next run. Any
+ * number of watches may share an fd (a read and a write watch, say). The fd
+ * must be non-blocking for a handler to be safe, and must stay open until the
+ * watch is removed (mely_close() does both). Works before mely_run().
+ * @return 0 and *out; MELY_ESHUTDOWN; MELY_EINVAL (what has no READ/WRITE or
+ *         an unknown bit, fn or out NULL); MELY_ECOLOR; MELY_EPRIO; -EBADF (fd
+ *         not open); -EPERM (fd cannot be polled, e.g. a regular file);
+ *         MELY_ENOMEM; -ENOSPC (the system's epoll watch limit).
+ * Threads: any thread.
+ */
+int mely_watch(mely_t *m, int fd, unsigned what, mely_to_t to, mely_io_fn_t fn, void *arg,
+               mely_watch_t **out);
+
+/*
+ * Removes a watch (of mely_watch, mely_signal) and frees its handle. After it
+ * returns, fn never starts again, even if an event of the watch was queued.
+ * Called from the watch's own color (its handler, or any event of that color)
+ * it is also synchronous: fn is not running anywhere, so fn's argument may be
+ * freed. From elsewhere, a run that had already started on another worker may
+ * still be finishing: remove from the watch's color before freeing the
+ * argument.
+ * @return 0; MELY_EINVAL (w NULL).
+ * Threads: any thread; w must not be used afterwards.
+ */
+int mely_watch_remove(mely_watch_t *w);
+
+/*
+ * Arms a MELY_ONESHOT watch again (after its handler ran, or from it).
+ * @return 0; MELY_EINVAL (w NULL or not one-shot); -EBADF, MELY_ENOMEM as
+ *         mely_watch().
+ * Threads: any thread.
+ */
+int mely_watch_rearm(mely_watch_t *w);
+
+/*
+ * Removes every watch of fd (as mely_watch_remove), then closes fd: the
+ * order epoll needs. Handles of those watches become invalid.
+ * @return 0; MELY_ESHUTDOWN; -EBADF (fd was not open); what close() reports.
+ * Threads: any thread.
+ */
+int mely_close(mely_t *m, int fd);
+
+/* Monotonic clock, in nanoseconds (the clock of mely_timer_at). Any thread. */
+uint64_t mely_now_ns(void);
+
+/* A timer, named by a 64-bit id (never 0) that carries a generation, so that
+ * cancelling a timer that fired is a clean MELY_ENOENT (an id comes back
+ * only after its slot was reused 2^32 times). */
+typedef uint64_t mely_timer_t;
+
+/*
+ * Runs fn(arg) as an event of to.color after delay_ns (mely_timer_after) or at
+ * `deadline_ns` of the monotonic clock (mely_timer_at; a past deadline fires
+ * at once), or at a wall-clock time (mely_timer_at_wall, CLOCK_REALTIME,
+ * converted to the monotonic clock when set: a later clock change does not
+ * move it). A timer never fires early; on an idle machine it fires within a
+ * millisecond or two. Timers of one color with equal deadlines fire in the
+ * order they were set. Cost: O(log n) in the pending timers of one worker.
+ * @return 0 and *out (out may be NULL); MELY_ESHUTDOWN; MELY_ECOLOR;
+ *         MELY_EPRIO; MELY_ENOFN; MELY_EINVAL (ts invalid); MELY_ENOMEM.
+ * Threads: any thread; works before mely_run() (the clock runs meanwhile).
+ */
+int mely_timer_after(mely_t *m, uint64_t delay_ns, mely_to_t to, mely_fn_t fn, void *arg,
+                     mely_timer_t *out);
+int mely_timer_at(mely_t *m, uint64_t deadline_ns, mely_to_t to, mely_fn_t fn, void *arg,
+                  mely_timer_t *out);
+int mely_timer_at_wall(mely_t *m, const struct timespec *ts, mely_to_t to, mely_fn_t fn,
+                       void *arg, mely_timer_t *out);
+
+/*
+ * Cancels a timer: when it returns 0, fn will not run (also if the timer had
+ * expired and its event was queued but had not started).
+ * @return 0; MELY_ENOENT (fn has started or finished, or the timer was
+ *         cancelled or never existed); MELY_ESHUTDOWN.
+ * Threads: any thread.
+ */
+int mely_timer_cancel(mely_t *m, mely_timer_t t);
+
+/*
+ * Runs fn(signo, MELY_SIGNAL, arg) as an ordinary event of to.color each time
+ * signal signo arrives (never inside the signal handler). Deliveries that
+ * arrive while an event of this watch is queued are merged into it, as the
+ * kernel merges pending signals. Several watches may share a signal. Remove
+ * with mely_watch_remove(); when a signal's last watch goes, its previous
+ * disposition is restored. Signals are caught process-wide: one runtime at a
+ * time should watch a given signal.
+ * @return 0 and *out; MELY_ESHUTDOWN; MELY_EINVAL (signo not catchable, e.g.
+ *         SIGKILL, or fn/out NULL); MELY_ECOLOR; MELY_EPRIO; MELY_ENOMEM.
+ * Threads: any thread.
+ */
+int mely_signal(mely_t *m, int signo, mely_to_t to, mely_io_fn_t fn, void *arg,
+                mely_watch_t **out);
+
+/* ---- Listening sockets ------------------------------------------------------- */
+
+typedef struct mely_listener mely_listener_t;
+
+/* A new connection: fd is non-blocking and close-on-exec and belongs to the
+ * handler (watch it, or mely_close it); peer is the client's address. */
+typedef void (*mely_accept_fn_t)(int fd, const struct sockaddr *peer, unsigned peerlen,
+                                 void *arg);
+
+#define MELY_LISTEN_REUSEPORT 0x1u /* one SO_REUSEPORT socket per worker */
+
+/*
+ * Listens on TCP host:port (host NULL: 127.0.0.1; numeric IPv4 or IPv6; port
+ * 0: any free port, see mely_listener_port) with the given backlog (0:
+ * SOMAXCONN). fn(fd, peer, peerlen, arg) runs for every accepted connection,
+ * as an event of to.color; with MELY_LISTEN_REUSEPORT every worker gets a
+ * socket of its own and accepts on its pinned color MELY_COLOR_PINNED(i)
+ * instead (the kernel spreads connections). Accepting takes at most 64
+ * connections per readiness; it retries EINTR, skips ECONNABORTED and
+ * EPROTO, stops at EAGAIN, and on EMFILE/ENFILE/ENOBUFS/ENOMEM pauses
+ * accepting for 100 ms (counted in mely_listener_pauses) instead of spinning.
+ * @return 0 and *out; MELY_ESHUTDOWN; MELY_EINVAL (bad host, flags, fn or
+ *         out); MELY_ECOLOR; MELY_EPRIO; MELY_ENOMEM; a negative errno from
+ *         socket/bind/listen (e.g. -EADDRINUSE).
+ * Threads: any thread.
+ */
+int mely_listen(mely_t *m, const char *host, unsigned port, int backlog, unsigned flags,
+                mely_to_t to, mely_accept_fn_t fn, void *arg, mely_listener_t **out);
+
+/* The port the listener is bound to (useful after port 0). Any thread. */
+unsigned mely_listener_port(const mely_listener_t *l);
+
+/* Times accepting was paused for lack of descriptors or memory. Any thread. */
+uint64_t mely_listener_pauses(const mely_listener_t *l);
+
+/*
+ * Stops accepting and closes the listening socket(s); connections already
+ * accepted are unaffected. As mely_watch_remove(), fn never starts again once
+ * it returns.
+ * @return 0; MELY_EINVAL (l NULL).
+ * Threads: any thread; l must not be used afterwards.
+ */
+int mely_listener_close(mely_listener_t *l);
+
 /* ---- Statistics ---------------------------------------------------------------- */
 
 typedef struct mely_stats {
@@ -275,6 +466,10 @@ typedef struct mely_stats {
                                 rounded to 32 cycles and capped at 2,097,120;
                                 divided by penalties under "penalty"); 0 for
                                 unannotated handlers */
+    uint64_t polls;          /* times this worker's poller was polled */
+    uint64_t io_ready;       /* watch events its poller queued (readiness) */
+    uint64_t timers_fired;   /* timers of this worker that expired */
+    uint64_t watch_moves;    /* watches moved to this worker's poller */
 } mely_stats_t;
 
 /*

@@ -4,6 +4,7 @@
  *
  *   bench/echo [--conns LIST] [--msg-bytes S] [--seconds S] [--warmup S]
  *              [--passes P] [--client-cpu C] [--steal POLICY] [--timeleft T]
+ *              [--spin-us U] [--servers LIST]
  *              [--quick] [--csv PATH]
  *   bench/echo --server mely|libevent ...   (a server; the driver starts it)
  *
@@ -82,9 +83,11 @@ struct opts {
     int client_cpu;
     const char *steal;
     uint64_t timeleft;
+    long spin_us; /* the mely servers' spin_us; -1: the runtime's default */
     const char *csv;
     char exe[4096];
     cpu_set_t allowed; /* the driver's affinity at start: the servers get it */
+    bool use[NKINDS];  /* --servers */
 };
 
 /* One run of one row. */
@@ -95,7 +98,7 @@ struct run {
     double srv_cpu_s, cli_cpu_s; /* over the window; srv < 0: unknown */
     double elapsed;              /* the window, s */
     uint64_t msgs;
-    uint64_t msgs_w[2], steals, watch_moves, polls, io_ready, measured;
+    uint64_t msgs_w[2], steals, watch_moves, polls, io_ready, measured, parks, wakeups;
     bool have_msgs_w, have_mely;
     char note[120]; /* the server's ending, if abnormal */
 };
@@ -130,12 +133,14 @@ static bool server_read(struct server *s, uint64_t ns)
 static bool server_start(const struct opts *o, enum kind k, struct server *s, unsigned *port,
                          char *why, size_t size)
 {
-    char timeleft[32];
+    char timeleft[32], spin[32];
     snprintf(timeleft, sizeof(timeleft), "%" PRIu64, o->timeleft);
+    snprintf(spin, sizeof(spin), "%ld", o->spin_us);
     char *const argv_mely_off[] = {(char *)o->exe, "--server", "mely", "--steal", "off",
-                                   "--timeleft", timeleft, NULL};
+                                   "--timeleft", timeleft, "--spin-us", spin, NULL};
     char *const argv_mely_steal[] = {(char *)o->exe, "--server", "mely", "--steal",
-                                     (char *)o->steal, "--timeleft", timeleft, NULL};
+                                     (char *)o->steal, "--timeleft", timeleft, "--spin-us",
+                                     spin, NULL};
     char *const argv_le1[] = {(char *)o->exe, "--server", "libevent", "--threads", "1", NULL};
     char *const argv_le2[] = {(char *)o->exe, "--server", "libevent", "--threads", "2", NULL};
     char *const *argv = k == K_MELY_OFF     ? argv_mely_off
@@ -236,6 +241,10 @@ static void server_end(struct server *s, struct run *r)
             r->polls = v;
         } else if (strcmp(key, "io_ready") == 0) {
             r->io_ready = v;
+        } else if (strcmp(key, "parks") == 0) {
+            r->parks = v;
+        } else if (strcmp(key, "wakeups") == 0) {
+            r->wakeups = v;
         } else if (strcmp(key, "read_measured_cycles") == 0) {
             r->measured = v;
         }
@@ -269,6 +278,17 @@ static void run_one(const struct opts *o, enum kind k, unsigned conns, struct ru
     r->srv_cpu_s = res.server_cpu_s;
     r->cli_cpu_s = res.client_cpu_s;
     r->elapsed = res.elapsed_s;
+}
+
+/* mely's counters per message echoed, over the server's life: "polls 2.0,
+ * parks 0.9, wake-ups 0.1 per msg"; "" for a libevent server. */
+static void mely_per_msg(const struct run *r, char *buf, size_t size)
+{
+    double m = (double)(r->msgs_w[0] + r->msgs_w[1]);
+    buf[0] = '\0';
+    if (r->have_mely && m > 0)
+        snprintf(buf, size, "polls %.2f, parks %.2f, wake-ups %.2f per msg", (double)r->polls / m,
+                 (double)r->parks / m, (double)r->wakeups / m);
 }
 
 /* ---- The table ------------------------------------------------------------------------ */
@@ -368,6 +388,10 @@ static void row_cells(const struct run *runs, unsigned passes, const struct run 
     }
     snprintf(t[COL_SPREAD], sizeof(cell_t), "%.1f..%.1f", lo, hi);
     size_t l = 0;
+    char per[96];
+    mely_per_msg(r, per, sizeof(per));
+    if (per[0])
+        l += (size_t)snprintf(t[COL_NOTE] + l, sizeof(cell_t) - l, "%s; ", per);
     if (r->measured)
         l += (size_t)snprintf(t[COL_NOTE] + l, sizeof(cell_t) - l, "read handler measured %" PRIu64
                               " cyc; ", r->measured);
@@ -403,10 +427,14 @@ static void usage(FILE *f)
             "  --steal POLICY   the policy of the stealing mely row (default %s)\n"
             "  --timeleft T     the echo handlers' timeleft annotation, TSC cycles (default\n"
             "                   %u; 0: none)\n"
+            "  --spin-us U      the mely servers' spin_us (default: the runtime's, %u)\n"
+            "  --servers LIST   only these servers, comma-separated, of mely_off, mely_steal,\n"
+            "                   libevent_1, libevent_2 (default: all four)\n"
             "  --quick          a short run: a few seconds per connection count\n"
             "  --csv PATH       the CSV file (default %s; the targets go to\n"
             "                   PATH without .csv + -targets.csv)\n",
-            ECHO_BUF, MAX_PASSES, STEAL_DEFAULT, TIMELEFT_DEFAULT, CSV_DEFAULT);
+            ECHO_BUF, MAX_PASSES, STEAL_DEFAULT, TIMELEFT_DEFAULT, MELY_SPIN_US_DEFAULT,
+            CSV_DEFAULT);
 }
 
 static bool parse_conns(const char *s, struct opts *o)
@@ -424,6 +452,23 @@ static bool parse_conns(const char *s, struct opts *o)
     return o->nconns > 0;
 }
 
+static bool parse_servers(const char *s, struct opts *o)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", s);
+    memset(o->use, 0, sizeof(o->use));
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        unsigned k = 0;
+        while (k < NKINDS && strcmp(tok, kinds[k].key) != 0)
+            k++;
+        if (k == NKINDS)
+            return false;
+        o->use[k] = true;
+    }
+    return true;
+}
+
 static int parse_options(int argc, char **argv, struct opts *o)
 {
     static const struct option longopts[] = {
@@ -432,7 +477,9 @@ static int parse_options(int argc, char **argv, struct opts *o)
         {"passes", required_argument, NULL, 'p'},     {"client-cpu", required_argument, NULL, 'C'},
         {"steal", required_argument, NULL, 'S'},      {"timeleft", required_argument, NULL, 't'},
         {"quick", no_argument, NULL, 'q'},            {"csv", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
+        {"servers", required_argument, NULL, 'k'},    {"help", no_argument, NULL, 'h'},
+        {"spin-us", required_argument, NULL, 'u'},
+        {NULL, 0, NULL, 0},
     };
     bool quick = false, have_conns = false;
     uint64_t v;
@@ -443,9 +490,26 @@ static int parse_options(int argc, char **argv, struct opts *o)
     o->client_cpu = -1;
     o->steal = STEAL_DEFAULT;
     o->timeleft = TIMELEFT_DEFAULT;
+    o->spin_us = -1;
     o->csv = CSV_DEFAULT;
+    for (unsigned k = 0; k < NKINDS; k++)
+        o->use[k] = true;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
+        case 'u':
+            if (bench_parse_u64(optarg, 0, 1000000, &v) != 0) {
+                fprintf(stderr, "echo: --spin-us: expected 0..1000000\n");
+                return 2;
+            }
+            o->spin_us = (long)v;
+            break;
+        case 'k':
+            if (!parse_servers(optarg, o)) {
+                fprintf(stderr, "echo: --servers: expected names among mely_off, mely_steal, "
+                                "libevent_1, libevent_2\n");
+                return 2;
+            }
+            break;
         case 'n':
             if (!parse_conns(optarg, o)) {
                 fprintf(stderr, "echo: --conns: expected up to %d numbers 1..10000, e.g. 1,10\n",
@@ -533,11 +597,13 @@ static int parse_options(int argc, char **argv, struct opts *o)
     return 0;
 }
 
-/* The server role: echo --server mely [--steal P] [--timeleft T] | libevent [--threads N]. */
+/* The server role: echo --server mely [--steal P] [--timeleft T] [--spin-us U] |
+ * libevent [--threads N]. */
 static int server_main(int argc, char **argv)
 {
     const char *kind = argv[2], *steal = "off";
-    uint64_t timeleft = 0, threads = 1;
+    uint64_t timeleft = 0, threads = 1, spin = 0;
+    long spin_us = -1;
 
     for (int i = 3; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--steal") == 0)
@@ -545,6 +611,11 @@ static int server_main(int argc, char **argv)
         else if (strcmp(argv[i], "--timeleft") == 0 &&
                  bench_parse_u64(argv[i + 1], 0, 1000000000, &timeleft) == 0)
             ;
+        else if (strcmp(argv[i], "--spin-us") == 0 && strcmp(argv[i + 1], "-1") == 0)
+            spin_us = -1;
+        else if (strcmp(argv[i], "--spin-us") == 0 &&
+                 bench_parse_u64(argv[i + 1], 0, 1000000, &spin) == 0)
+            spin_us = (long)spin;
         else if (strcmp(argv[i], "--threads") == 0 &&
                  bench_parse_u64(argv[i + 1], 1, ECHO_MAX_THREADS, &threads) == 0)
             ;
@@ -554,7 +625,7 @@ static int server_main(int argc, char **argv)
         }
     }
     if (strcmp(kind, "mely") == 0)
-        return echo_server_mely(steal, timeleft);
+        return echo_server_mely(steal, timeleft, spin_us);
     if (strcmp(kind, "libevent") == 0)
         return echo_server_libevent((unsigned)threads);
     fprintf(stderr, "echo server: unknown kind %s\n", kind);
@@ -669,15 +740,23 @@ int main(int argc, char **argv)
     printf("mely echo over loopback: mely's server next to plain libevent servers, one closed-loop "
            "client\n");
     bench_machine_print(stdout, &mc);
-    printf("setup: server threads on CPUs %d and %d (mely: 2 pinned workers, spin and batch at "
-           "their defaults; libevent, 2 bases: 2 pinned threads; libevent, 1 thread: not "
-           "pinned); client: 1 thread, %s; %u-byte messages, one in flight per connection; "
-           "%.1f s warm-up + %.1f s measured per row and pass, %u interleaved pass(es); echo "
-           "handlers annotated timeleft %" PRIu64 " cycles\n",
-           cpu[0], cpu[1], o.client_cpu >= 0 ? "pinned to CPU " : "not pinned", o.msg_bytes,
-           o.warmup, o.seconds, o.passes, o.timeleft);
+    char spin_txt[80];
+    if (o.spin_us >= 0)
+        snprintf(spin_txt, sizeof(spin_txt), "spin_us %ld, batch at its default", o.spin_us);
+    else
+        snprintf(spin_txt, sizeof(spin_txt), "spin and batch at their defaults");
+    char client_txt[48];
     if (o.client_cpu >= 0)
-        printf("client CPU: %d\n", o.client_cpu);
+        snprintf(client_txt, sizeof(client_txt), "pinned to CPU %d", o.client_cpu);
+    else
+        snprintf(client_txt, sizeof(client_txt), "not pinned");
+    printf("setup: server threads on CPUs %d and %d (mely: 2 pinned workers, %s; libevent, "
+           "2 bases: 2 pinned threads; libevent, 1 thread: not pinned); client: 1 thread, %s; "
+           "%u-byte messages, one in flight per connection; %.1f s warm-up + %.1f s measured "
+           "per row and pass, %u interleaved pass(es); echo handlers annotated timeleft "
+           "%" PRIu64 " cycles\n",
+           cpu[0], cpu[1], spin_txt, client_txt, o.msg_bytes, o.warmup, o.seconds, o.passes,
+           o.timeleft);
     bench_print_mely_env(stdout);
     if (getenv("MELY_STEAL"))
         printf("note: MELY_STEAL overrides both mely rows' policy\n");
@@ -691,14 +770,18 @@ int main(int argc, char **argv)
             for (unsigned j = 0; j < NKINDS; j++) {
                 enum kind k = (enum kind)((j + p) % NKINDS);
                 struct run *r = &runs[i][k][p];
+                if (!o.use[k])
+                    continue;
                 run_one(&o, k, o.conns[i], r);
                 printf("  pass %u/%u N=%-5u %-22s", p + 1, o.passes, o.conns[i],
                        k == K_MELY_STEAL ? steal_name : kinds[k].name);
+                char per[96];
+                mely_per_msg(r, per, sizeof(per));
                 if (r->ok)
-                    printf(" %8.1f Kmsg/s  p50 %6.1f us  p99 %7.1f us  srv %5.2f us/msg%s%s\n",
+                    printf(" %8.1f Kmsg/s  p50 %6.1f us  p99 %7.1f us  srv %5.2f us/msg%s%s%s%s\n",
                            r->kmsgs, r->p50, r->p99,
                            r->srv_cpu_s >= 0 ? r->srv_cpu_s * 1e6 / (double)r->msgs : -1.0,
-                           r->note[0] ? "  " : "", r->note);
+                           per[0] ? "  " : "", per, r->note[0] ? "  " : "", r->note);
                 else
                     printf(" failed: %s%s%s\n", r->why, r->note[0] ? "; " : "", r->note);
                 fflush(stdout);
@@ -707,7 +790,10 @@ int main(int argc, char **argv)
     char load[64];
     bench_load_note(&b, &p0, &p1, load, sizeof(load));
 
-    unsigned nrows = o.nconns * NKINDS;
+    unsigned kinds_used = 0;
+    for (unsigned k = 0; k < NKINDS; k++)
+        kinds_used += o.use[k];
+    unsigned nrows = o.nconns * kinds_used;
     cell_t text[nrows][NCOLS];
     const char *cells[nrows][NCOLS], *csv_cells[nrows][NCOLS];
     char conns_txt[MAX_NCONNS][16];
@@ -715,8 +801,9 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < o.nconns; i++) {
         snprintf(conns_txt[i], sizeof(conns_txt[i]), "%u", o.conns[i]);
         int m_le = median_pass(runs[i][K_LE2], o.passes);
-        for (unsigned k = 0; k < NKINDS; k++) {
-            unsigned row = i * NKINDS + k;
+        for (unsigned k = 0, row = i * kinds_used; k < NKINDS; k++) {
+            if (!o.use[k])
+                continue;
             row_cells(runs[i][k], o.passes, m_le >= 0 ? &runs[i][K_LE2][m_le] : NULL, text[row]);
             all &= median_pass(runs[i][k], o.passes) >= 0;
             for (unsigned c = 0; c < NCOLS; c++)
@@ -724,6 +811,7 @@ int main(int argc, char **argv)
             cells[row][COL_CONNS] = csv_cells[row][COL_CONNS] = conns_txt[i];
             cells[row][COL_SERVER] = k == K_MELY_STEAL ? steal_name : kinds[k].name;
             csv_cells[row][COL_SERVER] = kinds[k].key;
+            row++;
         }
     }
     printf("\n");
@@ -737,7 +825,7 @@ int main(int argc, char **argv)
     struct bench_param params[] = {{.name = "msg_bytes"}, {.name = "seconds"},
                                    {.name = "warmup"},    {.name = "passes"},
                                    {.name = "client_cpu"}, {.name = "steal"},
-                                   {.name = "timeleft"}};
+                                   {.name = "timeleft"},  {.name = "spin_us"}};
     snprintf(params[0].value, sizeof(params[0].value), "%u", o.msg_bytes);
     snprintf(params[1].value, sizeof(params[1].value), "%g", o.seconds);
     snprintf(params[2].value, sizeof(params[2].value), "%g", o.warmup);
@@ -745,7 +833,11 @@ int main(int argc, char **argv)
     snprintf(params[4].value, sizeof(params[4].value), "%d", o.client_cpu);
     snprintf(params[5].value, sizeof(params[5].value), "%s", o.steal);
     snprintf(params[6].value, sizeof(params[6].value), "%" PRIu64, o.timeleft);
-    if (bench_write_cells_csv(&b, o.csv, &mc, params, 7, csv_titles, NCOLS, &csv_cells[0][0],
+    if (o.spin_us >= 0)
+        snprintf(params[7].value, sizeof(params[7].value), "%ld", o.spin_us);
+    else
+        snprintf(params[7].value, sizeof(params[7].value), "default");
+    if (bench_write_cells_csv(&b, o.csv, &mc, params, 8, csv_titles, NCOLS, &csv_cells[0][0],
                               nrows) == 0)
         printf("CSV: %s\n", o.csv);
     print_targets(&o, &mc, runs, &b);

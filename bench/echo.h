@@ -47,8 +47,8 @@ int echo_listen_socket(unsigned port, bool reuseport, unsigned *bound);
 
 /* Servers: run until SIGTERM; return the exit status. `steal` is mely's
  * policy ("off", "all", ...), `timeleft` the annotation of the echo handler in
- * TSC cycles (0: none). */
-int echo_server_mely(const char *steal, uint64_t timeleft);
+ * TSC cycles (0: none), spin_us the workers' spin (-1: the default). */
+int echo_server_mely(const char *steal, uint64_t timeleft, long spin_us);
 int echo_server_libevent(unsigned threads);
 
 /* ---- The client ------------------------------------------------------------------ */

@@ -190,7 +190,7 @@ static void on_term(int signo, unsigned ready, void *arg)
     mely_stop(&S.m);
 }
 
-int echo_server_mely(const char *steal, uint64_t timeleft)
+int echo_server_mely(const char *steal, uint64_t timeleft, long spin_us)
 {
     mely_config_t cfg;
     mely_listener_t *l;
@@ -200,6 +200,8 @@ int echo_server_mely(const char *steal, uint64_t timeleft)
     cfg.workers = ECHO_MAX_THREADS;
     cfg.pin = 1;
     cfg.steal = steal;
+    if (spin_us >= 0)
+        cfg.spin_us = (unsigned)spin_us;
     S.read_desc = (mely_handler_t){.name = "echo read", .timeleft = timeleft};
     S.write_desc = (mely_handler_t){.name = "echo write", .timeleft = timeleft};
     int err = mely_init(&S.m, &cfg);

@@ -99,6 +99,7 @@ struct run {
     double elapsed;              /* the window, s */
     uint64_t msgs;
     uint64_t msgs_w[2], steals, watch_moves, polls, io_ready, measured, parks, wakeups;
+    uint64_t wakes_sent, steal_attempts;
     bool have_msgs_w, have_mely;
     char note[120]; /* the server's ending, if abnormal */
 };
@@ -241,6 +242,10 @@ static void server_end(struct server *s, struct run *r)
             r->polls = v;
         } else if (strcmp(key, "io_ready") == 0) {
             r->io_ready = v;
+        } else if (strcmp(key, "wakes_sent") == 0) {
+            r->wakes_sent = v;
+        } else if (strcmp(key, "steal_attempts") == 0) {
+            r->steal_attempts = v;
         } else if (strcmp(key, "parks") == 0) {
             r->parks = v;
         } else if (strcmp(key, "wakeups") == 0) {
@@ -280,15 +285,16 @@ static void run_one(const struct opts *o, enum kind k, unsigned conns, struct ru
     r->elapsed = res.elapsed_s;
 }
 
-/* mely's counters per message echoed, over the server's life: "polls 2.0,
- * parks 0.9, wake-ups 0.1 per msg"; "" for a libevent server. */
+/* mely's counters per message echoed, over the server's life: "per msg:
+ * polls 2.00, parks 0.90, ..."; "" for a libevent server. */
 static void mely_per_msg(const struct run *r, char *buf, size_t size)
 {
     double m = (double)(r->msgs_w[0] + r->msgs_w[1]);
     buf[0] = '\0';
     if (r->have_mely && m > 0)
-        snprintf(buf, size, "polls %.2f, parks %.2f, wake-ups %.2f per msg", (double)r->polls / m,
-                 (double)r->parks / m, (double)r->wakeups / m);
+        snprintf(buf, size, "per msg: polls %.2f, parks %.2f, wake-ups %.2f, steal attempts %.2f",
+                 (double)r->polls / m, (double)r->parks / m, (double)r->wakeups / m,
+                 (double)r->steal_attempts / m);
 }
 
 /* ---- The table ------------------------------------------------------------------------ */
@@ -388,7 +394,7 @@ static void row_cells(const struct run *runs, unsigned passes, const struct run 
     }
     snprintf(t[COL_SPREAD], sizeof(cell_t), "%.1f..%.1f", lo, hi);
     size_t l = 0;
-    char per[96];
+    char per[128];
     mely_per_msg(r, per, sizeof(per));
     if (per[0])
         l += (size_t)snprintf(t[COL_NOTE] + l, sizeof(cell_t) - l, "%s; ", per);
@@ -775,7 +781,7 @@ int main(int argc, char **argv)
                 run_one(&o, k, o.conns[i], r);
                 printf("  pass %u/%u N=%-5u %-22s", p + 1, o.passes, o.conns[i],
                        k == K_MELY_STEAL ? steal_name : kinds[k].name);
-                char per[96];
+                char per[128];
                 mely_per_msg(r, per, sizeof(per));
                 if (r->ok)
                     printf(" %8.1f Kmsg/s  p50 %6.1f us  p99 %7.1f us  srv %5.2f us/msg%s%s%s%s\n",

@@ -226,15 +226,18 @@ int echo_server_mely(const char *steal, uint64_t timeleft, long spin_us)
     mely_listener_close(l);
     mely_watch_remove(term);
 
-    static const char *const keys[] = {"events_run", "polls", "io_ready", "parks", "wakeups",
-                                       "steals", "stolen_events", "watch_moves"};
+    static const char *const keys[] = {"events_run", "polls",         "io_ready",
+                                       "parks",      "wakeups",       "wakes_sent",
+                                       "steal_attempts", "steals",    "stolen_events",
+                                       "watch_moves", "lock_contended"};
     uint64_t sum[sizeof(keys) / sizeof(keys[0])] = {0};
     for (unsigned w = 0; w < mely_workers(&S.m); w++) {
         mely_stats_t s;
         if (mely_worker_stats(&S.m, w, &s) != 0)
             continue;
-        const uint64_t v[] = {s.events_run, s.polls,  s.io_ready,      s.parks,
-                              s.wakeups,    s.steals, s.stolen_events, s.watch_moves};
+        const uint64_t v[] = {s.events_run,     s.polls,  s.io_ready,      s.parks,
+                              s.wakeups,        s.wakes_sent, s.steal_attempts, s.steals,
+                              s.stolen_events,  s.watch_moves, s.lock_contended};
         for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
             sum[k] += v[k];
     }

@@ -8,7 +8,7 @@
 # Run from the top of the source tree. The programs are looked for in
 # $WAKEUP_BIN / $ECHO_BIN, then build/bench/, then bench/ (an in-tree build).
 # CSV files go to bench/results/ (wakeup.csv, echo.csv, echo-targets.csv).
-# Takes about 2.5 minutes (--quick: about 20 s). Exit status: 1 if either
+# Takes about 2.5 minutes (--quick: about 10 s). Exit status: 1 if either
 # program failed or has rows without figures (targets that are missed do not
 # change it: read the tables), 2 if a program is missing.
 set -u

@@ -97,7 +97,7 @@ static bool resolve_steal(const mely_config_t *cfg, struct mely__settings *out)
 int mely__config_resolve(const mely_config_t *in, struct mely__settings *out)
 {
     mely_config_t cfg;
-    unsigned pin;
+    unsigned pin, keep_sigpipe;
 
     if (in)
         cfg = *in;
@@ -112,6 +112,13 @@ int mely__config_resolve(const mely_config_t *in, struct mely__settings *out)
         !env_uint("MELY_PIN", 0, 1, &pin) ||
         !env_uint("MELY_BATCH", 1, UINT32_MAX, &cfg.batch) ||
         !env_uint("MELY_SPIN_US", 0, 1000000, &cfg.spin_us))
+        return MELY_EINVAL;
+    if (cfg.keep_sigpipe != 0 && cfg.keep_sigpipe != 1) {
+        fprintf(stderr, "mely: configuration keep_sigpipe=%d: expected 0 or 1\n", cfg.keep_sigpipe);
+        return MELY_EINVAL;
+    }
+    keep_sigpipe = (unsigned)cfg.keep_sigpipe;
+    if (!env_uint("MELY_KEEP_SIGPIPE", 0, 1, &keep_sigpipe))
         return MELY_EINVAL;
     if (!resolve_engine(&cfg, out) || !resolve_steal(&cfg, out))
         return MELY_EINVAL;
@@ -140,6 +147,7 @@ int mely__config_resolve(const mely_config_t *in, struct mely__settings *out)
     unsigned ncpus = (unsigned)CPU_COUNT(&out->allowed);
     out->workers = cfg.workers ? cfg.workers : (ncpus < MELY_MAX_WORKERS ? ncpus : MELY_MAX_WORKERS);
     out->pin = pin;
+    out->keep_sigpipe = keep_sigpipe;
     out->batch = cfg.batch;
     out->spin_us = cfg.spin_us;
     out->ncpus = ncpus;

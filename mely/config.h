@@ -21,6 +21,7 @@ struct mely__settings {
     bool legacy;                         /* engine "legacy" */
     int topo_source;                     /* enum mely__topo_source */
     bool pin;
+    bool keep_sigpipe;
     unsigned ncpus;    /* CPUs in `allowed` */
     cpu_set_t allowed; /* the process's affinity mask at init */
 };

@@ -29,6 +29,10 @@ struct mely__counters {
     mely__counter_t steal_cycles;
     mely__counter_t stolen_events;
     mely__counter_t stolen_cycles; /* expected cycles of the stolen events */
+    mely__counter_t polls;         /* the poller's own thread */
+    mely__counter_t io_ready;
+    mely__counter_t timers_fired;
+    mely__counter_t watch_moves;
 };
 
 /* Single-writer increment: only the counter's one writer may call it. */

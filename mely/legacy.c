@@ -100,6 +100,7 @@ void mely__legacy_loop(struct mely__worker *w)
             mely__outbox_flush(w);
         mely__evcache_free(rt, &w->evcache, ev);
         mely__count(&w->ctr.events_run, 1);
+        mely__poller_tick(w);
         mely__spin_lock(&w->lock, &w->ctr);
         w->legacy.running = NOT_RUNNING;
     }

@@ -332,6 +332,17 @@ int mely_watch(mely_t *m, int fd, unsigned what, mely_to_t to, mely_io_fn_t fn, 
 int mely_watch_remove(mely_watch_t *w);
 
 /*
+ * As mely_watch_remove(), and then fin(fin_arg) runs (fin may be NULL) once
+ * the watch's handler is not running and never will: at once on the calling
+ * thread, or on the worker where a run that had started ends. Use it to free
+ * the handler's argument when removing from outside the watch's color. Also
+ * run by mely_shutdown() for a watch whose last event it discards.
+ * @return 0; MELY_EINVAL (w NULL).
+ * Threads: any thread; w must not be used afterwards.
+ */
+int mely_watch_remove_then(mely_watch_t *w, mely_fn_t fin, void *fin_arg);
+
+/*
  * Arms a MELY_ONESHOT watch again (after its handler ran, or from it).
  * @return 0; MELY_EINVAL (w NULL or not one-shot); -EBADF, MELY_ENOMEM as
  *         mely_watch().

@@ -9,38 +9,26 @@
  *     and no stop is pending, reads its futex word, sets `parked` (and counts
  *     itself in rt->nparked, for thieves' wake-ups: steal.c), and unlocks.
  *  3. A poster queues under the same lock; seeing `parked`, it clears it and
- *     bumps the futex word (still under the lock), unlocks, and calls
- *     FUTEX_WAKE. Only a parked worker costs a poster a system call.
- *  4. The worker sleeps in FUTEX_WAIT on the word it read in step 2. A bump
- *     between steps 2 and 4 makes FUTEX_WAIT return at once, so no wake-up is
- *     lost: the bump happens under the lock after `parked` was seen, and the
- *     word was read under the lock before `parked` was set.
- * mely_stop() bumps every parked worker the same way.
- *
- * The I/O issue turns step 4 into a blocking poll on the worker's event base;
- * this file is the one place to change.
+ *     bumps the wake count (still under the lock), unlocks,
+ *     and writes the worker's eventfd. Only a parked worker costs a poster a
+ *     system call.
+ *  4. The worker sleeps in its poller (poller.c): a blocking poll of its
+ *     event base, until readiness of one of its watches, its next timer, or
+ *     the eventfd. A write between steps 2 and 4 leaves the eventfd readable,
+ *     so the poll returns at once and no wake-up is lost.
+ * mely_stop() wakes every parked worker the same way. A worker posting to
+ * itself from its poller (a readiness callback, a timer) while `parked` is
+ * still set clears the flag and skips the system call.
  */
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "mely/cycles.h"
 #include "mely/park.h"
+#include "mely/poller.h"
 #include "mely/steal.h"
 
 /* Pauses between two reads of the clock while spinning. */
 enum { SPIN_CLOCK_EVERY = 32 };
-
-static void futex_wait(_Atomic uint32_t *word, uint32_t seen)
-{
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
-}
-
-static void futex_wake(_Atomic uint32_t *word)
-{
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
 
 static bool has_work(struct mely__worker *w)
 {
@@ -85,7 +73,7 @@ static void park(struct mely__worker *w)
     mely__spin_unlock(&w->lock);
 
     mely__count(&w->ctr.parks, 1);
-    futex_wait(&w->wake_seq, seen);
+    mely__poller_block(w);
 
     mely__spin_lock(&w->lock, &w->ctr);
     if (w->parked) { /* a spurious return: no waker needs to call */
@@ -97,18 +85,27 @@ static void park(struct mely__worker *w)
         mely__count(&w->ctr.wakeups, 1);
 }
 
-/* The steal driver runs when the worker becomes idle and again just before it
+static bool poll_now(struct mely__worker *w)
+{
+    mely__poller_poll(w);
+    return has_work(w);
+}
+
+/* The poller is read when the worker becomes idle and after it spun; the
+ * steal driver runs when the worker becomes idle and again just before it
  * parks (work may have piled up elsewhere while it spun). */
 void mely__idle(struct mely__worker *w)
 {
-    if (mely__steal(w) || spin(w) || mely__steal(w))
+    if (poll_now(w) || mely__steal(w) || spin(w) || poll_now(w) || mely__steal(w))
         return;
     park(w);
 }
 
 void mely__wake(struct mely__worker *w, struct mely__worker *self)
 {
-    futex_wake(&w->wake_seq);
+    if (w == self) /* its own poller posted: it is awake */
+        return;
+    mely__poller_wake(w);
     if (self)
         mely__count(&self->ctr.wakes_sent, 1);
 }

@@ -7,7 +7,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "mely/poller.h"
 #include "mely/runtime.h"
+#include "mely/timer.h"
 
 /* The worker has nothing to run: spin a little, then sleep until a post or a
  * stop. Called by the worker's own thread, without its lock. */
@@ -27,6 +29,15 @@ static inline bool mely__mark_woken(struct mely__worker *w)
 
 /* The system call half of a wake-up; `self` (may be NULL) is charged for it. */
 void mely__wake(struct mely__worker *w, struct mely__worker *self);
+
+/* Between two batches: I/O and timers (poller.c has the rule). Costs two
+ * loads when the worker has no watch and no timer. Own thread only. */
+static inline void mely__poller_tick(struct mely__worker *w)
+{
+    if (atomic_load_explicit(&w->io.nwatches, memory_order_relaxed) != 0 ||
+        mely__timers_next(&w->timers) != MELY__NEVER)
+        mely__poller_tick_slow(w);
+}
 
 /* Wakes every parked worker (mely_stop). Any thread. */
 void mely__wake_all(struct mely__rt *rt);

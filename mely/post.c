@@ -72,11 +72,10 @@ static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely_
 }
 
 /* The three public entry points share this body, inlined into each. */
-static inline __attribute__((always_inline)) int post(mely_t *m, mely_color_t color, int prio, const mely_handler_t *h,
-                       mely_fn_t fn, void *arg, unsigned flags)
+static inline __attribute__((always_inline)) int post(struct mely__rt *rt, mely_color_t color,
+                                                      int prio, const mely_handler_t *h,
+                                                      mely_fn_t fn, void *arg, unsigned flags)
 {
-    struct mely__rt *rt = m ? m->rt : NULL;
-
     if (!rt)
         return MELY_ESHUTDOWN;
     if (!fn)
@@ -115,15 +114,20 @@ static inline __attribute__((always_inline)) int post(mely_t *m, mely_color_t co
 int mely_post_ex(mely_t *m, mely_color_t color, int prio, const mely_handler_t *h,
                  mely_fn_t fn, void *arg, unsigned flags)
 {
-    return post(m, color, prio, h, fn, arg, flags);
+    return post(m ? m->rt : NULL, color, prio, h, fn, arg, flags);
 }
 
 int mely_post(mely_t *m, mely_color_t color, mely_fn_t fn, void *arg)
 {
-    return post(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, 0);
+    return post(m ? m->rt : NULL, color, MELY_PRIO_DEFAULT, NULL, fn, arg, 0);
 }
 
 int mely_post_head(mely_t *m, mely_color_t color, mely_fn_t fn, void *arg)
 {
-    return post(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, MELY_POST_HEAD);
+    return post(m ? m->rt : NULL, color, MELY_PRIO_DEFAULT, NULL, fn, arg, MELY_POST_HEAD);
+}
+
+int mely__post_to(struct mely__rt *rt, const mely_to_t *to, mely_fn_t fn, void *arg)
+{
+    return post(rt, to->color, to->prio, to->handler, fn, arg, 0);
 }

@@ -7,6 +7,7 @@
  * counts and drops the events still queued and frees every slab, the color-queue
  * table and the workers.
  */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 #include "mely/cost.h"
 #include "mely/legacy.h"
 #include "mely/park.h"
+#include "mely/poller.h"
 #include "mely/steal.h"
 #include "mely/runtime.h"
 #include "mely/topology.h"
@@ -22,6 +24,7 @@
 static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned index, int cpu)
 {
     memset(w, 0, sizeof(*w));
+    w->io.wake_fd = -1;
     mely__spin_init(&w->lock);
     mely__coreq_init(&w->coreq);
     atomic_init(&w->nevents, 0);
@@ -35,6 +38,12 @@ static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned in
 
 static void rt_free(struct mely__rt *rt)
 {
+    /* Listeners hold watches, watches hold libevent events of the bases. */
+    mely__listeners_free(rt);
+    mely__watchtab_free(rt);
+    if (rt->workers)
+        mely__pollers_free(rt);
+    pthread_mutex_destroy(&rt->listen_mu);
     for (unsigned i = 0; rt->workers && i < rt->nworkers; i++)
         free(rt->workers[i].steal_order);
     mely__depot_destroy(&rt->depot);
@@ -64,6 +73,7 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
     if (!rt)
         return MELY_ENOMEM;
     memset(rt, 0, sizeof(*rt));
+    pthread_mutex_init(&rt->listen_mu, NULL);
     mely__depot_init(&rt->depot);
     rt->nworkers = s.workers;
     rt->batch = s.batch;
@@ -85,8 +95,11 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
     atomic_init(&rt->stopping, false);
     atomic_init(&rt->running, false);
     rt->workers = aligned_alloc(MELY__CACHELINE, s.workers * sizeof(struct mely__worker));
-    if (rt->workers)
+    if (rt->workers) {
         memset(rt->workers, 0, s.workers * sizeof(struct mely__worker));
+        for (unsigned i = 0; i < s.workers; i++)
+            rt->workers[i].io.wake_fd = -1; /* no poller yet (rt_free) */
+    }
     rt->cq_of = calloc(MELY_COLORS + s.workers, sizeof(*rt->cq_of));
     if (rt->legacy)
         rt->legacy_pending = calloc(MELY_COLORS + s.workers, sizeof(*rt->legacy_pending));
@@ -114,7 +127,15 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
         rt_free(rt);
         return MELY_ENOMEM;
     }
+    if ((err = mely__pollers_init(rt)) != 0 || (err = mely__watchtab_init(rt)) != 0) {
+        rt_free(rt);
+        return err;
+    }
     mely__colormap_init(rt);
+    /* A write to a closed socket must return EPIPE to the server, not kill
+     * it; a program that wants the signal says so (keep_sigpipe). */
+    if (!s.keep_sigpipe)
+        signal(SIGPIPE, SIG_IGN);
     m->rt = rt;
     return 0;
 }

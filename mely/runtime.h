@@ -11,7 +11,9 @@
  *  - `shared`: fields other threads touch, only under `lock` (the core-queue,
  *    the parked flag, the color-queue allocator), plus `nevents`, which other
  *    threads may read without the lock as a hint;
- *  - `wake`: the futex word, written by wakers, waited on by the owner;
+ *  - `wake`: the wake-up count, written by wakers (the system call half is
+ *    the eventfd of the worker's poller, poller.c);
+ *  - `timers`: the timers homed here, under a lock of their own (timer.c);
  *  - `own`: fields only the owning thread touches (event free list, the
  *    current color), and its counters (read by anyone, relaxed).
  *
@@ -36,9 +38,11 @@
 #include "mely/freelist.h"
 #include "mely/mely.h"
 #include "mely/outbox.h"
+#include "mely/poller.h"
 #include "mely/spinlock.h"
 #include "mely/stealops.h"
 #include "mely/stealq.h"
+#include "mely/timer.h"
 
 #define MELY__CACHELINE 64
 
@@ -69,8 +73,11 @@ struct mely__worker {
     struct mely__stealq stealq;   /* worthy color-queues (timeleft, penalty) */
     struct mely__legacyq legacy;  /* the legacy engine's queue */
 
-    /* wake: the futex word, bumped by a waker under `lock` */
+    /* wake: bumped by a waker under `lock` (counts wake-ups) */
     alignas(MELY__CACHELINE) _Atomic uint32_t wake_seq;
+
+    /* timers homed on this worker (timer.c), under their own lock */
+    alignas(MELY__CACHELINE) struct mely__timers timers;
 
     /* own: only the worker's thread */
     alignas(MELY__CACHELINE) struct mely__evcache evcache;
@@ -78,6 +85,7 @@ struct mely__worker {
     struct mely__colorq run;      /* the events detached from run_cq (only their
                                      event fields are used) */
     struct mely__outbox outbox;   /* staged posts to other workers (outbox.h) */
+    struct mely__poller io;       /* the poller (poller.c); nwatches is shared */
     unsigned *steal_order;        /* the steal driver's core set (nworkers - 1) */
     struct mely__rt *rt;
     unsigned index;
@@ -103,6 +111,9 @@ struct mely__rt {
         bool measure; /* unannotated handlers' costs measured */
     } cost;
     struct mely__costtab *costtab; /* measured costs, with cost.measure */
+    struct mely__watchtab *watches; /* fd and signal watches (watch.c) */
+    pthread_mutex_t listen_mu;    /* guards `listeners` (listen.c) */
+    struct mely_listener *listeners; /* not yet closed, for shutdown */
     bool legacy;                  /* the legacy engine (legacy.c) */
     bool enqueue_special;         /* legacy, or steal_ops.stealq: posts take
                                      mely__enqueue_special() (enqueue.h) */

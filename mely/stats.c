@@ -85,6 +85,10 @@ int mely_worker_stats(const mely_t *m, unsigned worker, mely_stats_t *out)
         .steal_cycles = mely__counter_read(&c->steal_cycles),
         .stolen_events = mely__counter_read(&c->stolen_events),
         .stolen_cycles = mely__counter_read(&c->stolen_cycles),
+        .polls = mely__counter_read(&c->polls),
+        .io_ready = mely__counter_read(&c->io_ready),
+        .timers_fired = mely__counter_read(&c->timers_fired),
+        .watch_moves = mely__counter_read(&c->watch_moves),
     };
     out->steal_cycles_median = steal_median(&rt->workers[worker], out->steals);
     return 0;
@@ -98,17 +102,18 @@ void mely__stats_print(const mely_t *m, FILE *f)
 
     fprintf(f, "mely statistics (%u workers, engine %s, steal %s)\n", mely_workers(m),
             rt->legacy ? "legacy" : "mely", rt->steal ? rt->steal->name : "off");
-    fprintf(f, "%6s %12s %12s %12s %12s %8s %8s %10s %12s %10s %8s %10s %10s %14s %14s\n",
+    fprintf(f, "%6s %12s %12s %12s %12s %8s %8s %10s %12s %10s %8s %10s %10s %14s %14s %10s %10s %8s %8s\n",
             "worker", "events_run", "posts_local", "posts_remote", "posts_foreign", "parks",
             "wakeups", "contended", "lock_cycles", "steal_try", "steals", "steal_med",
-            "steal_mean", "stolen_events", "stolen_cycles");
+            "steal_mean", "stolen_events", "stolen_cycles", "polls", "io_ready", "timers", "moves");
     for (unsigned w = 0; mely_worker_stats(m, w, &t) == 0; w++)
         fprintf(f,
                 "%6u %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %8" PRIu64
                 " %8" PRIu64 " %10" PRIu64 " %12" PRIu64 " %10" PRIu64 " %8" PRIu64 " %10" PRIu64
-                " %10" PRIu64 " %14" PRIu64 " %14" PRIu64 "\n",
+                " %10" PRIu64 " %14" PRIu64 " %14" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8" PRIu64
+                " %8" PRIu64 "\n",
                 w, t.events_run, t.posts_local, t.posts_remote, t.posts_foreign, t.parks,
                 t.wakeups, t.lock_contended, t.lock_cycles, t.steal_attempts, t.steals,
                 t.steal_cycles_median, t.steals ? t.steal_cycles / t.steals : 0, t.stolen_events,
-                t.stolen_cycles);
+                t.stolen_cycles, t.polls, t.io_ready, t.timers_fired, t.watch_moves);
 }

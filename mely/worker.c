@@ -20,7 +20,8 @@
  * never take it) and stays linked; afterwards an empty one is unlinked and a non-empty
  * one moves behind the other color-queues of its priority level (so a color
  * whose producer keeps it non-empty still yields). Priorities are enforced
- * between batches. With nothing to run the worker goes idle (park.c).
+ * between batches, and so are I/O and timers (poller.c). With nothing to run
+ * the worker goes idle (park.c).
  *
  * Who may call: each function here runs on the worker's own thread, except
  * mely__workers_run(), which mely_run() calls on the thread that becomes worker 0.
@@ -109,6 +110,7 @@ static void loop(struct mely__worker *w)
             take_batch(w, cq);
             mely__spin_unlock(&w->lock);
             run_detached(w, cq);
+            mely__poller_tick(w);
         } else {
             mely__spin_unlock(&w->lock);
             mely__idle(w);

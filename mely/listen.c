@@ -1,0 +1,366 @@
+/*
+ * listen.c: listening sockets and their accept loops, on fd watches.
+ *
+ * One socket watched on the listener's color, or (MELY_LISTEN_REUSEPORT) one
+ * SO_REUSEPORT socket per worker, each watched on that worker's pinned color,
+ * so that every worker accepts its share without a shared queue.
+ *
+ * The accept loop takes at most ACCEPT_MAX connections per readiness (the
+ * level-triggered watch brings it back for the rest, after the worker's other
+ * work). When the process or the system runs out of descriptors or memory,
+ * accept() fails at once with the connection still pending, so a watch left
+ * armed would make the loop spin: the socket's watch is removed and a timer
+ * re-creates it PAUSE_NS later (the counter `pauses` says how often).
+ *
+ * Lifetime: the listener counts references: the user's (dropped by
+ * mely_listener_close), one per live watch (dropped by the watch's
+ * destruction, which happens only once no accept handler runs or will), one
+ * per pending pause timer. The last one closes the sockets and frees it:
+ * close never waits for a handler running on another worker, and a handler
+ * never sees freed memory. `mu` orders pausing, resuming and closing.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mely/colormap.h"
+#include "mely/poller.h"
+#include "mely/runtime.h"
+
+enum { ACCEPT_MAX = 64 };
+#define PAUSE_NS 100000000u /* 100 ms */
+
+struct lsock {
+    struct mely_listener *l;
+    int fd;
+    mely_to_t to;
+    mely_watch_t *watch;  /* NULL while paused or closed; under l->mu */
+    mely_timer_t resume;  /* the pause timer, or 0; under l->mu */
+};
+
+struct mely_listener {
+    struct mely__rt *rt;
+    mely_accept_fn_t fn;
+    void *arg;
+    unsigned port;
+    _Atomic uint64_t pauses;
+    _Atomic uint32_t refs;
+    atomic_bool closing;
+    pthread_mutex_t mu;
+    struct mely_listener *prev, *next; /* rt->listeners, under rt->listen_mu */
+    unsigned nsock;
+    struct lsock socks[];
+};
+
+static void unref(void *arg)
+{
+    struct mely_listener *l = arg;
+    if (atomic_fetch_sub(&l->refs, 1) != 1)
+        return;
+    for (unsigned i = 0; i < l->nsock; i++)
+        if (l->socks[i].fd >= 0)
+            close(l->socks[i].fd);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+static mely_t handle(struct mely_listener *l)
+{
+    return (mely_t){ .rt = l->rt };
+}
+
+/* ---- accepting (on the socket's color) ------------------------------------------ */
+
+static void on_acceptable(int fd, unsigned ready, void *arg);
+
+/* Under l->mu: watches the socket again; on failure, retries later. */
+static void resume_watch(struct lsock *s);
+
+static void on_resume(void *arg)
+{
+    struct lsock *s = arg;
+    struct mely_listener *l = s->l;
+
+    pthread_mutex_lock(&l->mu);
+    s->resume = 0;
+    if (!atomic_load(&l->closing))
+        resume_watch(s);
+    pthread_mutex_unlock(&l->mu);
+    unref(l);
+}
+
+/* Under l->mu. */
+static void pause_for(struct lsock *s)
+{
+    struct mely_listener *l = s->l;
+    mely_t m = handle(l);
+
+    atomic_fetch_add(&l->refs, 1);
+    if (mely_timer_after(&m, PAUSE_NS, s->to, on_resume, s, &s->resume) != 0) {
+        s->resume = 0;
+        atomic_fetch_sub(&l->refs, 1); /* the user's reference is still held */
+    }
+}
+
+static void resume_watch(struct lsock *s)
+{
+    struct mely_listener *l = s->l;
+    mely_t m = handle(l);
+
+    atomic_fetch_add(&l->refs, 1);
+    if (mely_watch(&m, s->fd, MELY_READ, s->to, on_acceptable, s, &s->watch) == 0) {
+        mely__watch_set_fin(s->watch, unref, l);
+    } else {
+        s->watch = NULL;
+        atomic_fetch_sub(&l->refs, 1);
+        pause_for(s);
+    }
+}
+
+/* Out of descriptors or memory: stop watching for PAUSE_NS. */
+static void pause_accepting(struct lsock *s)
+{
+    struct mely_listener *l = s->l;
+
+    pthread_mutex_lock(&l->mu);
+    if (!atomic_load(&l->closing) && s->watch) {
+        mely_watch_remove(s->watch); /* from its own handler: synchronous */
+        s->watch = NULL;
+        atomic_fetch_add(&l->pauses, 1);
+        pause_for(s);
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Errors after which the next connection may well succeed (accept(2): a
+ * connection that died in the queue, and network errors passed on). */
+static bool transient(int err)
+{
+    switch (err) {
+    case ECONNABORTED: case EPROTO: case EPERM: case ENETDOWN: case ENOPROTOOPT:
+    case EHOSTDOWN: case ENONET: case EHOSTUNREACH: case EOPNOTSUPP: case ENETUNREACH:
+    case ETIMEDOUT:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void on_acceptable(int fd, unsigned ready, void *arg)
+{
+    (void)ready;
+    struct lsock *s = arg;
+    struct mely_listener *l = s->l;
+
+    for (int n = 0; n < ACCEPT_MAX && !atomic_load(&l->closing); n++) {
+        struct sockaddr_storage peer;
+        socklen_t len = sizeof(peer);
+        int c = accept4(fd, (struct sockaddr *)&peer, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c >= 0) {
+            l->fn(c, (struct sockaddr *)&peer, (unsigned)len, l->arg);
+        } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            pause_accepting(s);
+            return;
+        } else if (errno != EINTR && !transient(errno)) {
+            return; /* EAGAIN: drained; anything else: try at the next readiness */
+        }
+    }
+}
+
+/* ---- creating ------------------------------------------------------------------------ */
+
+static int parse_addr(const char *host, unsigned port, struct sockaddr_storage *ss, socklen_t *len)
+{
+    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+    memset(ss, 0, sizeof(*ss));
+    if (!host)
+        host = "127.0.0.1";
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t)port);
+        *len = sizeof(*in4);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        *len = sizeof(*in6);
+        return 0;
+    }
+    return MELY_EINVAL;
+}
+
+/* A bound, listening, non-blocking socket, or a negative errno. */
+static int open_socket(const struct sockaddr_storage *ss, socklen_t len, int backlog, bool reuseport)
+{
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) ||
+        bind(fd, (const struct sockaddr *)ss, len) != 0 || listen(fd, backlog) != 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    return fd;
+}
+
+static unsigned bound_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+        return 0;
+    return ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                          : ((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* Opens every socket (the first one picks the port for the others). */
+static int open_all(struct mely_listener *l, struct sockaddr_storage *ss, socklen_t len,
+                    int backlog, bool reuseport)
+{
+    for (unsigned i = 0; i < l->nsock; i++) {
+        int fd = open_socket(ss, len, backlog, reuseport);
+        if (fd < 0)
+            return fd;
+        l->socks[i].fd = fd;
+        if (i == 0) {
+            l->port = bound_port(fd);
+            if (ss->ss_family == AF_INET6)
+                ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)l->port);
+            else
+                ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)l->port);
+        }
+    }
+    return 0;
+}
+
+static void list_link(struct mely_listener *l)
+{
+    struct mely__rt *rt = l->rt;
+    pthread_mutex_lock(&rt->listen_mu);
+    l->prev = NULL;
+    l->next = rt->listeners;
+    if (rt->listeners)
+        rt->listeners->prev = l;
+    rt->listeners = l;
+    pthread_mutex_unlock(&rt->listen_mu);
+}
+
+static void list_unlink(struct mely_listener *l)
+{
+    struct mely__rt *rt = l->rt;
+    pthread_mutex_lock(&rt->listen_mu);
+    if (l->prev)
+        l->prev->next = l->next;
+    else
+        rt->listeners = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
+    pthread_mutex_unlock(&rt->listen_mu);
+}
+
+int mely_listen(mely_t *m, const char *host, unsigned port, int backlog, unsigned flags,
+                mely_to_t to, mely_accept_fn_t fn, void *arg, mely_listener_t **out)
+{
+    struct mely__rt *rt = m ? m->rt : NULL;
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    struct sockaddr_storage ss;
+    socklen_t len;
+    if (!fn || !out || (flags & ~MELY_LISTEN_REUSEPORT) || port > 65535 || backlog < 0 ||
+        parse_addr(host, port, &ss, &len) != 0)
+        return MELY_EINVAL;
+    if (to.prio < 0 || to.prio > MELY_PRIO_MAX)
+        return MELY_EPRIO;
+    if (!mely__color_valid(rt, to.color))
+        return MELY_ECOLOR;
+
+    bool reuseport = flags & MELY_LISTEN_REUSEPORT;
+    unsigned n = reuseport ? rt->nworkers : 1;
+    struct mely_listener *l = calloc(1, sizeof(*l) + n * sizeof(struct lsock));
+    if (!l)
+        return MELY_ENOMEM;
+    l->rt = rt;
+    l->fn = fn;
+    l->arg = arg;
+    l->nsock = n;
+    atomic_init(&l->refs, 1);
+    pthread_mutex_init(&l->mu, NULL);
+    for (unsigned i = 0; i < n; i++) {
+        l->socks[i] = (struct lsock){ .l = l, .fd = -1, .to = to };
+        if (reuseport)
+            l->socks[i].to.color = MELY_COLOR_PINNED(i);
+    }
+
+    int err = open_all(l, &ss, len, backlog ? backlog : SOMAXCONN, reuseport);
+    for (unsigned i = 0; !err && i < n; i++) {
+        mely_t h = handle(l);
+        err = mely_watch(&h, l->socks[i].fd, MELY_READ, l->socks[i].to, on_acceptable,
+                         &l->socks[i], &l->socks[i].watch);
+        if (!err) {
+            atomic_fetch_add(&l->refs, 1);
+            mely__watch_set_fin(l->socks[i].watch, unref, l);
+        }
+    }
+    if (err) {
+        for (unsigned i = 0; i < n; i++)
+            if (l->socks[i].watch)
+                mely_watch_remove(l->socks[i].watch);
+        unref(l);
+        return err;
+    }
+    list_link(l);
+    *out = l;
+    return 0;
+}
+
+unsigned mely_listener_port(const mely_listener_t *l)
+{
+    return l ? l->port : 0;
+}
+
+uint64_t mely_listener_pauses(const mely_listener_t *l)
+{
+    return l ? atomic_load(&((mely_listener_t *)l)->pauses) : 0;
+}
+
+int mely_listener_close(mely_listener_t *l)
+{
+    if (!l)
+        return MELY_EINVAL;
+    list_unlink(l);
+    pthread_mutex_lock(&l->mu);
+    atomic_store(&l->closing, true);
+    for (unsigned i = 0; i < l->nsock; i++) {
+        struct lsock *s = &l->socks[i];
+        if (s->watch)
+            mely_watch_remove(s->watch); /* its destruction drops its reference */
+        s->watch = NULL;
+        mely_t m = handle(l);
+        if (s->resume && mely_timer_cancel(&m, s->resume) == 0)
+            atomic_fetch_sub(&l->refs, 1); /* the user's reference is still held */
+        s->resume = 0;
+        shutdown(s->fd, SHUT_RD); /* refuse new connections now, even if a
+                                     handler still runs: close comes with the
+                                     last reference */
+    }
+    pthread_mutex_unlock(&l->mu);
+    unref(l);
+    return 0;
+}
+
+void mely__listeners_free(struct mely__rt *rt)
+{
+    while (rt->listeners) /* bounded: each pass unlinks one */
+        mely_listener_close(rt->listeners);
+}

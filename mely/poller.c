@@ -1,0 +1,221 @@
+/*
+ * poller.c: every worker's poller (the paper's section 4.3: epoll instead of
+ * libasync-smp's select loop), a libevent event_base on epoll.
+ *
+ * What a worker's base holds: the fd watches and signal watches that live on
+ * this worker (watch.c), the eventfd a waker writes, and one timer event that
+ * ends a blocking poll at the worker's next timer deadline (timer.c keeps the
+ * timers themselves: libevent's min-heap does not keep equal deadlines in
+ * order). Readiness callbacks only queue colored events; handlers never run
+ * inside the poller.
+ *
+ * When a worker polls (the rule, with its constants):
+ *  - busy: between two batches, without blocking, if it has armed watches and
+ *    MELY_POLL_US (50 us) passed since its last poll; due timers are posted
+ *    at every batch end (a load of `next` and, only if there are timers, a
+ *    clock read). One poll takes what one epoll_wait returns (at most
+ *    libevent's 4096 per call) and only queues events behind those already
+ *    queued: a long queue delays I/O by at most one batch plus 50 us, and
+ *    heavy I/O never starves the queue (the worker runs at least 50 us of
+ *    batches between two polls, unless its queue runs dry).
+ *  - idle: once without blocking, before stealing; again after spinning;
+ *    then it parks: a blocking poll (park.c), with the next timer as the
+ *    deadline. A post from another thread to a parked worker writes its
+ *    eventfd; only a parked worker costs a poster that system call, as the
+ *    futex did before.
+ *
+ * Threads: libevent is made thread-aware (evthread_use_pthreads) so that
+ * watches may be added and removed on any worker's base from any thread; the
+ * base's own loop runs only on its worker's thread.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "mely/cycles.h"
+#include "mely/outbox.h"
+#include "mely/park.h"
+#include "mely/poller.h"
+#include "mely/runtime.h"
+#include "mely/timer.h"
+
+static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
+static int threads_err;
+
+static void use_threads(void)
+{
+    threads_err = evthread_use_pthreads();
+}
+
+/* Drains the eventfd; the wake-up itself was the return from epoll_wait. */
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    (void)arg;
+    uint64_t n;
+    while (read(fd, &n, sizeof(n)) < 0 && errno == EINTR) /* bounded: EINTR only */
+        ;
+}
+
+/* Nothing to do: the blocking poll returns because an event ran. */
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
+static struct event_base *base_new(void)
+{
+    struct event_config *cfg = event_config_new();
+    if (!cfg)
+        return NULL;
+    /* Timer-precise blocking polls (a timerfd under epoll): epoll_wait's
+     * millisecond timeout would make timers up to 1 ms late. */
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    struct event_base *base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    return base;
+}
+
+static int poller_init(struct mely__poller *p)
+{
+    p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (p->wake_fd < 0)
+        return -errno;
+    p->base = base_new();
+    if (p->base) {
+        p->wake_ev = event_new(p->base, p->wake_fd, EV_READ | EV_PERSIST, on_wake, NULL);
+        p->timeout_ev = event_new(p->base, -1, 0, on_timeout, NULL);
+    }
+    if (!p->base || !p->wake_ev || !p->timeout_ev || event_add(p->wake_ev, NULL) != 0)
+        return MELY_ENOMEM;
+    atomic_init(&p->nwatches, 0);
+    return 0;
+}
+
+static void poller_free(struct mely__poller *p)
+{
+    if (p->wake_ev)
+        event_free(p->wake_ev);
+    if (p->timeout_ev)
+        event_free(p->timeout_ev);
+    if (p->base)
+        event_base_free(p->base);
+    if (p->wake_fd >= 0)
+        close(p->wake_fd);
+    memset(p, 0, sizeof(*p));
+    p->wake_fd = -1;
+}
+
+int mely__pollers_init(struct mely__rt *rt)
+{
+    pthread_once(&threads_once, use_threads);
+    if (threads_err)
+        return MELY_ENOMEM;
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        mely__timers_init(&rt->workers[i].timers);
+        int err = poller_init(&rt->workers[i].io);
+        if (err)
+            return err;
+    }
+    return 0;
+}
+
+void mely__pollers_free(struct mely__rt *rt)
+{
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        poller_free(&rt->workers[i].io);
+        mely__timers_free(&rt->workers[i].timers);
+    }
+}
+
+static bool has_watches(struct mely__worker *w)
+{
+    return atomic_load_explicit(&w->io.nwatches, memory_order_relaxed) != 0;
+}
+
+/* Runs the base once; readiness callbacks stage their posts to other workers
+ * in the outbox, flushed here. EVLOOP_ONCE always: with EVLOOP_NONBLOCK
+ * alone, libevent polls again as long as a poll finds something, and a
+ * level-triggered fd whose event waits in the queue is found every time. */
+static void loop_base(struct mely__worker *w, int flags)
+{
+    mely__count(&w->ctr.polls, 1);
+    event_base_loop(w->io.base, flags | EVLOOP_ONCE);
+    if (mely__outbox_pending(&w->outbox))
+        mely__outbox_flush(w);
+}
+
+static void expire(struct mely__worker *w, uint64_t now)
+{
+    if (mely__timers_next(&w->timers) <= now)
+        mely__timers_expire(w, now);
+}
+
+void mely__poller_tick_slow(struct mely__worker *w)
+{
+    uint64_t now = mely__now_ns();
+    if (has_watches(w) && now - w->io.last_poll_ns >= MELY_POLL_US * 1000u) {
+        w->io.last_poll_ns = now;
+        loop_base(w, EVLOOP_NONBLOCK);
+    }
+    expire(w, now);
+}
+
+void mely__poller_poll(struct mely__worker *w)
+{
+    uint64_t now = mely__now_ns();
+    if (has_watches(w)) {
+        w->io.last_poll_ns = now;
+        loop_base(w, EVLOOP_NONBLOCK);
+    }
+    expire(w, now);
+}
+
+void mely__poller_block(struct mely__worker *w)
+{
+    /* Read after `parked` was set (timer.c explains the order). */
+    uint64_t next = mely__timers_next(&w->timers);
+    uint64_t now = mely__now_ns();
+
+    if (next <= now) {
+        expire(w, now);
+        return;
+    }
+    if (next != MELY__NEVER) {
+        uint64_t d = next - now;
+        struct timeval tv = { .tv_sec = (time_t)(d / 1000000000u),
+                              .tv_usec = (suseconds_t)((d % 1000000000u + 999) / 1000) };
+        event_add(w->io.timeout_ev, &tv);
+    }
+    loop_base(w, EVLOOP_ONCE);
+    if (next != MELY__NEVER)
+        event_del(w->io.timeout_ev);
+    now = mely__now_ns();
+    w->io.last_poll_ns = now;
+    expire(w, now);
+}
+
+void mely__poller_wake(struct mely__worker *w)
+{
+    uint64_t one = 1;
+    /* EAGAIN means the counter is saturated: a wake-up is pending anyway. */
+    while (write(w->io.wake_fd, &one, sizeof(one)) < 0 && errno == EINTR) /* bounded: EINTR */
+        ;
+}
+
+void mely__poller_kick(struct mely__worker *w, struct mely__worker *self)
+{
+    mely__spin_lock(&w->lock, self ? &self->ctr : NULL);
+    bool wake = mely__mark_woken(w);
+    mely__spin_unlock(&w->lock);
+    if (wake)
+        mely__wake(w, self);
+}

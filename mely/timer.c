@@ -1,0 +1,377 @@
+/*
+ * timer.c: timers, delivered as colored events.
+ *
+ * Where a timer lives: every color has a home worker, fixed for the color's
+ * life (color % workers; a pinned color's own worker), whatever steals do to
+ * the color afterwards. All timers of one color therefore sit in one heap, so
+ * equal deadlines of one color fire in the order they were set (the heap
+ * orders by deadline, then by a per-heap sequence number). Timers of different
+ * colors may run in parallel anyway, so their relative order is not promised.
+ * Spreading colors over home workers also spreads the timer work and the lock.
+ *
+ * A heap per worker, under a small spinlock of its own (never the worker's
+ * lock): set and cancel are O(log n), and 100,000 pending timers cost a few
+ * megabytes and no system call. The worker's loop reads `next` without the
+ * lock between batches; an idle worker sleeps in its poller until `next`.
+ *
+ * A timer's life: PENDING in the heap -> POSTED when due (its event, the
+ * trampoline fire(), is queued on the color) -> freed when the trampoline
+ * starts the user's function, or when a cancel finds it (PENDING: taken out
+ * of the heap at once; POSTED: marked CANCELLED, and the trampoline frees it
+ * without running it). So a cancel that returns 0 always wins, and a cancel
+ * after the function started returns MELY_ENOENT: the slot's generation moved
+ * on. Ids are (generation << 32 | slot << 8 | home worker).
+ *
+ * Waking the home worker: setting a timer earlier than `next` from another
+ * thread must not leave the home worker asleep with a later deadline. The
+ * setter stores `next`, then checks `parked` under the worker's lock; the
+ * worker sets `parked` under that lock and only then reads `next` (park.c).
+ * Either the worker sees the new deadline, or the setter sees it parked and
+ * wakes it (all sequentially consistent).
+ *
+ * Who may call: mely_timer_* from any thread; mely__timers_expire() only on
+ * the home worker's thread.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mely/colormap.h"
+#include "mely/cycles.h"
+#include "mely/park.h"
+#include "mely/poller.h"
+#include "mely/runtime.h"
+#include "mely/timer.h"
+
+enum { PENDING = 1, POSTED, CANCELLED };
+
+/* Expired timers posted per call: a flood of due timers still leaves the
+ * worker's queue its turn between two calls. */
+enum { EXPIRE_MAX = 256 };
+
+/* Slots per heap: the slot index has 24 bits in an id. */
+#define SLOT_MAX (1u << 24)
+
+struct mely__tslot {
+    uint64_t deadline;
+    uint64_t seq;
+    mely_fn_t fn;
+    void *arg;
+    mely_to_t to;
+    uint32_t gen;      /* bumped when the slot is freed */
+    uint32_t heap_pos; /* index in the heap while PENDING; next free slot while free */
+    uint8_t state;     /* 0: free */
+};
+
+void mely__timers_init(struct mely__timers *t)
+{
+    memset(t, 0, sizeof(*t));
+    mely__spin_init(&t->lock);
+    t->free_head = UINT32_MAX;
+    atomic_init(&t->next, MELY__NEVER);
+}
+
+void mely__timers_free(struct mely__timers *t)
+{
+    free(t->slots);
+    free(t->heap);
+    t->slots = NULL;
+    t->heap = NULL;
+}
+
+/* ---- the heap (under the lock) ---------------------------------------------- */
+
+static bool earlier(const struct mely__timers *t, uint32_t a, uint32_t b)
+{
+    const struct mely__tslot *x = &t->slots[a], *y = &t->slots[b];
+    return x->deadline != y->deadline ? x->deadline < y->deadline : x->seq < y->seq;
+}
+
+static void heap_set(struct mely__timers *t, uint32_t pos, uint32_t slot)
+{
+    t->heap[pos] = slot;
+    t->slots[slot].heap_pos = pos;
+}
+
+static void sift_up(struct mely__timers *t, uint32_t pos)
+{
+    uint32_t slot = t->heap[pos];
+    while (pos > 0) { /* bounded: log2(nheap) steps */
+        uint32_t parent = (pos - 1) / 2;
+        if (!earlier(t, slot, t->heap[parent]))
+            break;
+        heap_set(t, pos, t->heap[parent]);
+        pos = parent;
+    }
+    heap_set(t, pos, slot);
+}
+
+static void sift_down(struct mely__timers *t, uint32_t pos)
+{
+    uint32_t slot = t->heap[pos];
+    for (;;) { /* bounded: log2(nheap) steps */
+        uint32_t child = 2 * pos + 1;
+        if (child >= t->nheap)
+            break;
+        if (child + 1 < t->nheap && earlier(t, t->heap[child + 1], t->heap[child]))
+            child++;
+        if (!earlier(t, t->heap[child], slot))
+            break;
+        heap_set(t, pos, t->heap[child]);
+        pos = child;
+    }
+    heap_set(t, pos, slot);
+}
+
+static void heap_remove(struct mely__timers *t, uint32_t pos)
+{
+    uint32_t last = t->heap[--t->nheap];
+    if (pos == t->nheap)
+        return;
+    heap_set(t, pos, last);
+    sift_down(t, pos);
+    sift_up(t, t->slots[last].heap_pos);
+}
+
+static void publish_next(struct mely__timers *t)
+{
+    atomic_store(&t->next, t->nheap ? t->slots[t->heap[0]].deadline : MELY__NEVER);
+}
+
+/* ---- slots (under the lock) -------------------------------------------------- */
+
+static bool grow(struct mely__timers *t)
+{
+    uint32_t n = t->nslots ? t->nslots * 2 : 64;
+    if (n > SLOT_MAX)
+        n = SLOT_MAX;
+    if (n == t->nslots)
+        return false;
+    struct mely__tslot *slots = realloc(t->slots, n * sizeof(*slots));
+    if (!slots)
+        return false;
+    t->slots = slots;
+    uint32_t *heap = realloc(t->heap, n * sizeof(*heap));
+    if (!heap)
+        return false; /* the larger slot array is kept; the next grow retries */
+    t->heap = heap;
+    for (uint32_t i = n; i-- > t->nslots;) {
+        slots[i] = (struct mely__tslot){ .gen = 1, .heap_pos = t->free_head };
+        t->free_head = i;
+    }
+    t->nslots = n;
+    return true;
+}
+
+static uint32_t slot_alloc(struct mely__timers *t)
+{
+    if (t->free_head == UINT32_MAX && !grow(t))
+        return UINT32_MAX;
+    uint32_t i = t->free_head;
+    t->free_head = t->slots[i].heap_pos;
+    return i;
+}
+
+static void slot_free(struct mely__timers *t, uint32_t i)
+{
+    struct mely__tslot *s = &t->slots[i];
+    s->state = 0;
+    s->gen++;
+    s->heap_pos = t->free_head;
+    t->free_head = i;
+}
+
+/* ---- ids ---------------------------------------------------------------------- */
+
+static mely_timer_t make_id(unsigned worker, uint32_t slot, uint32_t gen)
+{
+    return (uint64_t)gen << 32 | (uint64_t)slot << 8 | worker;
+}
+
+static unsigned id_worker(mely_timer_t id) { return (unsigned)(id & 0xff); }
+static uint32_t id_slot(mely_timer_t id) { return (uint32_t)(id >> 8) & (SLOT_MAX - 1); }
+static uint32_t id_gen(mely_timer_t id) { return (uint32_t)(id >> 32); }
+
+/* The worker whose heap holds the color's timers. */
+static struct mely__worker *home(struct mely__rt *rt, mely_color_t color)
+{
+    unsigned i = color >= MELY_COLORS ? color - MELY_COLORS : color % rt->nworkers;
+    return &rt->workers[i];
+}
+
+/* ---- firing ------------------------------------------------------------------- */
+
+/* The event a due timer posts: runs the user's function unless cancelled. The
+ * argument packs the home worker and the slot. */
+static void fire(void *arg)
+{
+    uintptr_t packed = (uintptr_t)arg;
+    struct mely__worker *w = mely__self; /* not the home worker, in general */
+    struct mely__rt *rt = w->rt;
+    struct mely__timers *t = &rt->workers[packed & 0xff].timers;
+    uint32_t i = (uint32_t)(packed >> 8);
+
+    mely__spin_lock(&t->lock, &w->ctr);
+    struct mely__tslot *s = &t->slots[i];
+    bool run = s->state == POSTED;
+    mely_fn_t fn = s->fn;
+    void *fn_arg = s->arg;
+    slot_free(t, i);
+    mely__spin_unlock(&t->lock);
+    if (run)
+        fn(fn_arg);
+}
+
+unsigned mely__timers_expire(struct mely__worker *w, uint64_t now)
+{
+    struct mely__timers *t = &w->timers;
+    struct { uint32_t slot; mely_to_t to; } due[EXPIRE_MAX];
+    unsigned n = 0;
+
+    mely__spin_lock(&t->lock, &w->ctr);
+    while (n < EXPIRE_MAX && t->nheap && t->slots[t->heap[0]].deadline <= now) {
+        uint32_t i = t->heap[0];
+        heap_remove(t, 0);
+        t->slots[i].state = POSTED;
+        due[n].slot = i;
+        due[n].to = t->slots[i].to;
+        n++;
+    }
+    publish_next(t);
+    mely__spin_unlock(&t->lock);
+
+    /* Posted outside the timer lock: a post takes worker locks. A post can
+     * fail only for lack of memory; the timer then fires 1 ms later. */
+    for (unsigned k = 0; k < n; k++) {
+        void *packed = (void *)((uintptr_t)due[k].slot << 8 | w->index);
+        if (mely__post_to(w->rt, &due[k].to, fire, packed) != 0) {
+            mely__spin_lock(&t->lock, &w->ctr);
+            struct mely__tslot *s = &t->slots[due[k].slot];
+            if (s->state == POSTED) {
+                s->state = PENDING;
+                s->deadline = now + 1000000;
+                s->heap_pos = t->nheap;
+                t->heap[t->nheap++] = due[k].slot;
+                sift_up(t, s->heap_pos);
+                publish_next(t);
+            } else {
+                slot_free(t, due[k].slot);
+            }
+            mely__spin_unlock(&t->lock);
+        }
+    }
+    mely__count(&w->ctr.timers_fired, n);
+    return n;
+}
+
+/* ---- the API --------------------------------------------------------------------- */
+
+static int check_target(const struct mely__rt *rt, const mely_to_t *to, mely_fn_t fn)
+{
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    if (!fn)
+        return MELY_ENOFN;
+    if (to->prio < 0 || to->prio > MELY_PRIO_MAX)
+        return MELY_EPRIO;
+    if (!mely__color_valid(rt, to->color))
+        return MELY_ECOLOR;
+    return 0;
+}
+
+int mely_timer_at(mely_t *m, uint64_t deadline_ns, mely_to_t to, mely_fn_t fn, void *arg,
+                  mely_timer_t *out)
+{
+    struct mely__rt *rt = m ? m->rt : NULL;
+    int err = check_target(rt, &to, fn);
+    if (err)
+        return err;
+
+    struct mely__worker *self = mely__self_in(rt);
+    struct mely__worker *w = home(rt, to.color);
+    struct mely__timers *t = &w->timers;
+
+    mely__spin_lock(&t->lock, self ? &self->ctr : NULL);
+    uint32_t i = slot_alloc(t);
+    if (i == UINT32_MAX) {
+        mely__spin_unlock(&t->lock);
+        return MELY_ENOMEM;
+    }
+    struct mely__tslot *s = &t->slots[i];
+    s->deadline = deadline_ns;
+    s->seq = t->seq++;
+    s->fn = fn;
+    s->arg = arg;
+    s->to = to;
+    s->state = PENDING;
+    s->heap_pos = t->nheap;
+    t->heap[t->nheap++] = i;
+    sift_up(t, s->heap_pos);
+    bool earliest = t->heap[0] == i;
+    if (earliest)
+        publish_next(t);
+    mely_timer_t id = make_id(w->index, i, s->gen);
+    mely__spin_unlock(&t->lock);
+
+    if (earliest && w != self)
+        mely__poller_kick(w, self);
+    if (out)
+        *out = id;
+    return 0;
+}
+
+int mely_timer_after(mely_t *m, uint64_t delay_ns, mely_to_t to, mely_fn_t fn, void *arg,
+                     mely_timer_t *out)
+{
+    uint64_t now = mely__now_ns();
+    uint64_t deadline = delay_ns > MELY__NEVER - 1 - now ? MELY__NEVER - 1 : now + delay_ns;
+    return mely_timer_at(m, deadline, to, fn, arg, out);
+}
+
+int mely_timer_at_wall(mely_t *m, const struct timespec *ts, mely_to_t to, mely_fn_t fn,
+                       void *arg, mely_timer_t *out)
+{
+    if (!ts || ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)
+        return MELY_EINVAL;
+    struct timespec real;
+    clock_gettime(CLOCK_REALTIME, &real);
+    uint64_t now = mely__now_ns();
+    int64_t ahead = (int64_t)(ts->tv_sec - real.tv_sec) * 1000000000 + (ts->tv_nsec - real.tv_nsec);
+    if (ts->tv_sec - real.tv_sec > 100LL * 365 * 86400) /* no overflow: a century */
+        ahead = 100LL * 365 * 86400 * 1000000000;
+    return mely_timer_at(m, ahead > 0 ? now + (uint64_t)ahead : now, to, fn, arg, out);
+}
+
+int mely_timer_cancel(mely_t *m, mely_timer_t id)
+{
+    struct mely__rt *rt = m ? m->rt : NULL;
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    if (id_worker(id) >= rt->nworkers)
+        return MELY_ENOENT;
+
+    struct mely__worker *self = mely__self_in(rt);
+    struct mely__timers *t = &rt->workers[id_worker(id)].timers;
+    uint32_t i = id_slot(id);
+    int err = MELY_ENOENT;
+
+    mely__spin_lock(&t->lock, self ? &self->ctr : NULL);
+    struct mely__tslot *s = i < t->nslots ? &t->slots[i] : NULL;
+    if (s && s->gen == id_gen(id)) {
+        if (s->state == PENDING) {
+            heap_remove(t, s->heap_pos);
+            slot_free(t, i);
+            publish_next(t); /* a later deadline: at worst one early wake-up */
+            err = 0;
+        } else if (s->state == POSTED) {
+            s->state = CANCELLED; /* fire() frees it */
+            err = 0;
+        }
+    }
+    mely__spin_unlock(&t->lock);
+    return err;
+}
+
+uint64_t mely_now_ns(void)
+{
+    return mely__now_ns();
+}

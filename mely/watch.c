@@ -1,0 +1,522 @@
+/*
+ * watch.c: fd watches and signal watches, readiness as colored events.
+ *
+ * A watch is a libevent event on the base of one worker's poller, plus a
+ * state word that keeps the promises of mely.h:
+ *
+ *   QUEUED   an event of the watch (watch_run) is queued on its color
+ *   RUNNING  the user's handler is running
+ *   REMOVED  mely_watch_remove() was called: the handler never starts again
+ *   bits 8+  the readiness seen since the event was queued
+ *
+ * Readiness (on_ready, on the poller's worker): if no event is queued, set
+ * QUEUED and post watch_run to the watch's color; if one is queued, merge the
+ * bits into it: a ready watch is queued once. libevent events of fd watches
+ * are persistent and level-triggered, so a readiness left unconsumed is seen
+ * again at the next poll, which may come while the handler runs elsewhere:
+ * it is then ignored, and the handler's end re-reads nothing (level: the next
+ * poll reports it again if still true). Signals are not level-triggered: one
+ * arriving while the handler runs queues the next run.
+ *
+ * Following the color: a watch is armed on the base of the worker that owns
+ * its color when it is set. When a steal (or mely_color_move) moves the
+ * color, the watch's next event still comes from the old poller, runs on the
+ * thief, and at its end watch_run moves the watch to the thief's base (an
+ * epoll_ctl DEL and ADD, once per move, counted in watch_moves): from then
+ * on readiness is seen where the handler runs, as in the original Mely. Until
+ * then the old poller could see the readiness again and again while the event
+ * waits on the thief; so, in that case only, on_ready disarms the watch (the
+ * thief re-arms it on its own base at the handler's end), and an idle old
+ * worker does not spin in its poll.
+ *
+ * Locks: `mu` (per watch) serializes the libevent calls that arm, disarm and
+ * move the watch; it is never held by a poller's callback (on_ready only
+ * tries it), since libevent's event_del() waits for a callback of the event
+ * that runs on another thread. No runtime spinlock is ever held while calling
+ * libevent. The table (fd -> watches, and the signal watches) has a mutex
+ * of its own, taken only to set and remove watches.
+ *
+ * Lifetime: a reference for the user (dropped by remove), one for a queued
+ * or running watch_run. remove() does event_del() before dropping its
+ * reference, and event_del() waits for a running callback, so no callback
+ * runs once the last reference is gone.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "mely/colormap.h"
+#include "mely/park.h"
+#include "mely/poller.h"
+#include "mely/runtime.h"
+
+enum {
+    W_QUEUED = 1u << 0,
+    W_RUNNING = 1u << 1,
+    W_REMOVED = 1u << 2,
+    W_READY_SHIFT = 8,
+};
+
+struct mely_watch {
+    struct mely__rt *rt;
+    struct event *ev;
+    int fd;                    /* the signal number for a signal watch */
+    unsigned what;             /* MELY_READ/WRITE/ONESHOT, or MELY_SIGNAL */
+    mely_to_t to;
+    mely_io_fn_t fn;
+    void *arg;
+    _Atomic uint32_t state;
+    _Atomic uint32_t refs;
+    pthread_mutex_t mu;        /* arming, disarming, moving */
+    _Atomic int worker;        /* whose base `ev` belongs to */
+    _Atomic bool armed;        /* ev is pending on that base */
+    struct mely_watch *prev, *next; /* in the fd's (or signals') list */
+    struct mely_watch *all_prev, *all_next; /* in tab->all until freed */
+    mely_fn_t fin;             /* mely_watch_remove_then() */
+    void *fin_arg;
+};
+
+struct mely__watchtab {
+    pthread_mutex_t mu;
+    struct mely_watch **by_fd; /* heads of per-fd lists */
+    size_t nfds;
+    struct mely_watch *signals;
+    struct mely_watch *all;    /* every watch not yet freed (shutdown frees them) */
+};
+
+static bool level(const struct mely_watch *wt)
+{
+    return !(wt->what & (MELY_ONESHOT | MELY_SIGNAL));
+}
+
+static short ev_flags(unsigned what)
+{
+    if (what & MELY_SIGNAL)
+        return EV_SIGNAL | EV_PERSIST;
+    return (short)(((what & MELY_READ) ? EV_READ : 0) | ((what & MELY_WRITE) ? EV_WRITE : 0) |
+                   ((what & MELY_ONESHOT) ? 0 : EV_PERSIST));
+}
+
+static unsigned ready_bits(short events)
+{
+    if (events & EV_SIGNAL)
+        return MELY_SIGNAL;
+    return ((events & EV_READ) ? MELY_READ : 0u) | ((events & EV_WRITE) ? MELY_WRITE : 0u);
+}
+
+/* Under tab->mu. */
+static void all_link(struct mely__watchtab *tab, struct mely_watch *wt)
+{
+    wt->all_prev = NULL;
+    wt->all_next = tab->all;
+    if (tab->all)
+        tab->all->all_prev = wt;
+    tab->all = wt;
+}
+
+static void all_unlink(struct mely__watchtab *tab, struct mely_watch *wt)
+{
+    if (wt->all_prev)
+        wt->all_prev->all_next = wt->all_next;
+    else
+        tab->all = wt->all_next;
+    if (wt->all_next)
+        wt->all_next->all_prev = wt->all_prev;
+}
+
+static void destroy(struct mely_watch *wt)
+{
+    event_free(wt->ev);
+    pthread_mutex_destroy(&wt->mu);
+    if (wt->fin)
+        wt->fin(wt->fin_arg);
+    free(wt);
+}
+
+static void unref(struct mely_watch *wt)
+{
+    if (atomic_fetch_sub(&wt->refs, 1) != 1)
+        return;
+    struct mely__watchtab *tab = wt->rt->watches;
+    pthread_mutex_lock(&tab->mu);
+    all_unlink(tab, wt);
+    pthread_mutex_unlock(&tab->mu);
+    destroy(wt);
+}
+
+/* ---- arming (under wt->mu) ---------------------------------------------------- */
+
+static void on_ready(evutil_socket_t fd, short events, void *arg);
+
+/* Arms wt on worker i's base, moving it there if it was elsewhere. Returns 0
+ * or a negative errno. */
+static int arm_on(struct mely_watch *wt, unsigned i)
+{
+    struct mely__rt *rt = wt->rt;
+    int was = atomic_load(&wt->worker);
+
+    if (atomic_load(&wt->armed)) {
+        if (was == (int)i)
+            return 0;
+        event_del(wt->ev);
+        atomic_store(&wt->armed, false);
+        atomic_fetch_sub(&rt->workers[was].io.nwatches, 1);
+    }
+    if (was != (int)i) {
+        event_assign(wt->ev, rt->workers[i].io.base, wt->fd, ev_flags(wt->what), on_ready, wt);
+        atomic_store(&wt->worker, (int)i);
+    }
+    errno = 0;
+    if (event_add(wt->ev, NULL) != 0)
+        return errno ? -errno : MELY_ENOMEM;
+    atomic_fetch_add(&rt->workers[i].io.nwatches, 1);
+    atomic_store(&wt->armed, true);
+    return 0;
+}
+
+static void disarm(struct mely_watch *wt)
+{
+    event_del(wt->ev);
+    if (atomic_exchange(&wt->armed, false))
+        atomic_fetch_sub(&wt->rt->workers[atomic_load(&wt->worker)].io.nwatches, 1);
+}
+
+/* ---- the events ------------------------------------------------------------------ */
+
+/* The colored event of a watch: runs the user's handler unless removed, then
+ * makes sure the watch is armed where its color now runs. */
+static void watch_run(void *arg)
+{
+    struct mely_watch *wt = arg;
+    uint32_t old = atomic_load(&wt->state), now;
+
+    do {
+        if (old & W_REMOVED) {
+            unref(wt);
+            return;
+        }
+        now = (old & ~(W_QUEUED | ~0u << W_READY_SHIFT)) | W_RUNNING;
+    } while (!atomic_compare_exchange_weak(&wt->state, &old, now));
+
+    wt->fn(wt->fd, old >> W_READY_SHIFT, wt->arg);
+    old = atomic_fetch_and(&wt->state, ~(uint32_t)W_RUNNING);
+
+    struct mely__worker *self = mely__self;
+    if (!(old & W_REMOVED) && level(wt) &&
+        (atomic_load(&wt->worker) != (int)self->index || !atomic_load(&wt->armed))) {
+        pthread_mutex_lock(&wt->mu);
+        if (!(atomic_load(&wt->state) & W_REMOVED)) {
+            bool moved = atomic_load(&wt->worker) != (int)self->index;
+            /* A failure (the fd closed behind the runtime's back) leaves the
+             * watch disarmed: there is nothing left to watch. */
+            if (arm_on(wt, self->index) == 0 && moved)
+                mely__count(&self->ctr.watch_moves, 1);
+        }
+        pthread_mutex_unlock(&wt->mu);
+    }
+    unref(wt);
+}
+
+/* A readiness seen while the watch's event waits on another worker: disarm,
+ * so that this poller does not report it again and again (the file's
+ * comment). Only tries the lock: see "Locks". */
+static void disarm_elsewhere(struct mely_watch *wt, struct mely__worker *self)
+{
+    if (!level(wt) || mely__owner(wt->rt, wt->to.color) == self->index)
+        return;
+    if (pthread_mutex_trylock(&wt->mu) != 0)
+        return;
+    if (atomic_load(&wt->worker) == (int)self->index && atomic_load(&wt->armed))
+        disarm(wt);
+    pthread_mutex_unlock(&wt->mu);
+}
+
+static void on_ready(evutil_socket_t fd, short events, void *arg)
+{
+    (void)fd;
+    struct mely_watch *wt = arg;
+    struct mely__worker *self = mely__self;
+    uint32_t bits = ready_bits(events) << W_READY_SHIFT;
+    uint32_t old = atomic_load(&wt->state);
+
+    if (wt->what & MELY_ONESHOT && atomic_exchange(&wt->armed, false))
+        atomic_fetch_sub(&self->io.nwatches, 1); /* libevent disarmed it */
+    for (;;) { /* bounded: retries only when another thread changed the state */
+        if (old & W_REMOVED)
+            return;
+        if (old & W_QUEUED || (old & W_RUNNING && level(wt))) {
+            if ((old & W_QUEUED) &&
+                !atomic_compare_exchange_weak(&wt->state, &old, old | bits))
+                continue;
+            disarm_elsewhere(wt, self);
+            return;
+        }
+        if (atomic_compare_exchange_weak(&wt->state, &old, old | W_QUEUED | bits))
+            break;
+    }
+    atomic_fetch_add(&wt->refs, 1);
+    mely__count(&self->ctr.io_ready, 1);
+    if (mely__post_to(wt->rt, &wt->to, watch_run, wt) != 0) {
+        /* No memory for the event: drop it; a level-triggered watch reports
+         * the readiness again at the next poll. */
+        atomic_fetch_and(&wt->state, ~(W_QUEUED | ~0u << W_READY_SHIFT));
+        unref(wt);
+    }
+}
+
+/* ---- the table -------------------------------------------------------------------- */
+
+int mely__watchtab_init(struct mely__rt *rt)
+{
+    rt->watches = calloc(1, sizeof(*rt->watches));
+    if (!rt->watches)
+        return MELY_ENOMEM;
+    pthread_mutex_init(&rt->watches->mu, NULL);
+    return 0;
+}
+
+static struct mely_watch **list_of(struct mely__watchtab *tab, const struct mely_watch *wt)
+{
+    return wt->what & MELY_SIGNAL ? &tab->signals : &tab->by_fd[wt->fd];
+}
+
+/* Under tab->mu. */
+static int tab_link(struct mely__watchtab *tab, struct mely_watch *wt)
+{
+    if (!(wt->what & MELY_SIGNAL) && (size_t)wt->fd >= tab->nfds) {
+        size_t n = tab->nfds ? tab->nfds : 64;
+        while (n <= (size_t)wt->fd)
+            n *= 2;
+        struct mely_watch **by_fd = realloc(tab->by_fd, n * sizeof(*by_fd));
+        if (!by_fd)
+            return MELY_ENOMEM;
+        memset(by_fd + tab->nfds, 0, (n - tab->nfds) * sizeof(*by_fd));
+        tab->by_fd = by_fd;
+        tab->nfds = n;
+    }
+    struct mely_watch **head = list_of(tab, wt);
+    wt->prev = NULL;
+    wt->next = *head;
+    if (*head)
+        (*head)->prev = wt;
+    *head = wt;
+    return 0;
+}
+
+/* Under tab->mu. */
+static void tab_unlink(struct mely__watchtab *tab, struct mely_watch *wt)
+{
+    if (wt->prev)
+        wt->prev->next = wt->next;
+    else
+        *list_of(tab, wt) = wt->next;
+    if (wt->next)
+        wt->next->prev = wt->prev;
+    wt->prev = wt->next = NULL;
+}
+
+/* Disarms for good and drops the user's reference; wt is unlinked. */
+static void release(struct mely_watch *wt)
+{
+    pthread_mutex_lock(&wt->mu);
+    atomic_fetch_or(&wt->state, W_REMOVED);
+    disarm(wt);
+    pthread_mutex_unlock(&wt->mu);
+    unref(wt);
+}
+
+/* ---- the API ------------------------------------------------------------------------- */
+
+static int check_to(const struct mely__rt *rt, const mely_to_t *to)
+{
+    if (to->prio < 0 || to->prio > MELY_PRIO_MAX)
+        return MELY_EPRIO;
+    if (!mely__color_valid(rt, to->color))
+        return MELY_ECOLOR;
+    return 0;
+}
+
+/* The fd checks epoll would make, done first so that libevent logs nothing. */
+static int check_fd(int fd)
+{
+    struct stat st;
+    if (fd < 0 || fcntl(fd, F_GETFD) < 0 || fstat(fd, &st) != 0)
+        return -EBADF;
+    if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+        return -EPERM;
+    return 0;
+}
+
+/* Creates, links and arms a watch; the worker is the color's owner, or
+ * worker 0 for signals (libevent takes signals on one base only). */
+static int watch_new(struct mely__rt *rt, int fd, unsigned what, const mely_to_t *to,
+                     mely_io_fn_t fn, void *arg, mely_watch_t **out)
+{
+    struct mely_watch *wt = calloc(1, sizeof(*wt));
+    if (!wt)
+        return MELY_ENOMEM;
+    unsigned i = what & MELY_SIGNAL ? 0 : mely__owner(rt, to->color);
+    wt->rt = rt;
+    wt->fd = fd;
+    wt->what = what;
+    wt->to = *to;
+    wt->fn = fn;
+    wt->arg = arg;
+    atomic_init(&wt->state, 0);
+    atomic_init(&wt->refs, 1);
+    atomic_init(&wt->worker, (int)i);
+    atomic_init(&wt->armed, false);
+    pthread_mutex_init(&wt->mu, NULL);
+    wt->ev = event_new(rt->workers[i].io.base, fd, ev_flags(what), on_ready, wt);
+    if (!wt->ev) {
+        pthread_mutex_destroy(&wt->mu);
+        free(wt);
+        return MELY_ENOMEM;
+    }
+
+    struct mely__watchtab *tab = rt->watches;
+    pthread_mutex_lock(&tab->mu);
+    int err = tab_link(tab, wt);
+    if (!err)
+        all_link(tab, wt);
+    pthread_mutex_unlock(&tab->mu);
+    if (err) {
+        destroy(wt);
+        return err;
+    }
+    pthread_mutex_lock(&wt->mu);
+    err = arm_on(wt, i);
+    pthread_mutex_unlock(&wt->mu);
+    if (err) {
+        pthread_mutex_lock(&tab->mu);
+        tab_unlink(tab, wt);
+        all_unlink(tab, wt);
+        pthread_mutex_unlock(&tab->mu);
+        destroy(wt);
+        return err;
+    }
+    *out = wt;
+    return 0;
+}
+
+int mely_watch(mely_t *m, int fd, unsigned what, mely_to_t to, mely_io_fn_t fn, void *arg,
+               mely_watch_t **out)
+{
+    struct mely__rt *rt = m ? m->rt : NULL;
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    if (!fn || !out || !(what & (MELY_READ | MELY_WRITE)) ||
+        (what & ~(MELY_READ | MELY_WRITE | MELY_ONESHOT)))
+        return MELY_EINVAL;
+    int err = check_to(rt, &to);
+    if (!err)
+        err = check_fd(fd);
+    return err ? err : watch_new(rt, fd, what, &to, fn, arg, out);
+}
+
+int mely_signal(mely_t *m, int signo, mely_to_t to, mely_io_fn_t fn, void *arg,
+                mely_watch_t **out)
+{
+    struct mely__rt *rt = m ? m->rt : NULL;
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    if (!fn || !out || signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP)
+        return MELY_EINVAL;
+    int err = check_to(rt, &to);
+    return err ? err : watch_new(rt, signo, MELY_SIGNAL, &to, fn, arg, out);
+}
+
+int mely_watch_remove(mely_watch_t *wt)
+{
+    return mely_watch_remove_then(wt, NULL, NULL);
+}
+
+int mely_watch_remove_then(mely_watch_t *wt, mely_fn_t fin, void *fin_arg)
+{
+    if (!wt)
+        return MELY_EINVAL;
+    if (fin) {
+        wt->fin = fin;
+        wt->fin_arg = fin_arg;
+    }
+    struct mely__watchtab *tab = wt->rt->watches;
+    pthread_mutex_lock(&tab->mu);
+    tab_unlink(tab, wt);
+    pthread_mutex_unlock(&tab->mu);
+    release(wt);
+    return 0;
+}
+
+void mely__watch_set_fin(struct mely_watch *wt, mely_fn_t fin, void *arg)
+{
+    wt->fin = fin;
+    wt->fin_arg = arg;
+}
+
+int mely_watch_rearm(mely_watch_t *wt)
+{
+    if (!wt || !(wt->what & MELY_ONESHOT))
+        return MELY_EINVAL;
+    struct mely__worker *self = mely__self_in(wt->rt);
+    pthread_mutex_lock(&wt->mu);
+    int err = 0;
+    if (!atomic_load(&wt->armed)) {
+        unsigned i = self ? self->index : (unsigned)atomic_load(&wt->worker);
+        err = check_fd(wt->fd);
+        if (!err)
+            err = arm_on(wt, i);
+    }
+    pthread_mutex_unlock(&wt->mu);
+    return err;
+}
+
+int mely_close(mely_t *m, int fd)
+{
+    struct mely__rt *rt = m ? m->rt : NULL;
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    if (fd < 0)
+        return -EBADF;
+
+    struct mely__watchtab *tab = rt->watches;
+    struct mely_watch *list = NULL;
+    pthread_mutex_lock(&tab->mu);
+    if ((size_t)fd < tab->nfds) {
+        list = tab->by_fd[fd];
+        tab->by_fd[fd] = NULL;
+    }
+    pthread_mutex_unlock(&tab->mu);
+    while (list) { /* bounded: the fd's watches */
+        struct mely_watch *next = list->next;
+        list->prev = list->next = NULL;
+        release(list);
+        list = next;
+    }
+    return close(fd) == 0 ? 0 : -errno;
+}
+
+/* At shutdown, no worker running: frees every watch still set, and those
+ * removed whose last event was queued (shutdown discards it). */
+void mely__watchtab_free(struct mely__rt *rt)
+{
+    struct mely__watchtab *tab = rt->watches;
+    if (!tab)
+        return;
+    while (tab->all) { /* bounded: each pass frees one */
+        struct mely_watch *wt = tab->all;
+        all_unlink(tab, wt);
+        event_del(wt->ev);
+        destroy(wt);
+    }
+    free(tab->by_fd);
+    pthread_mutex_destroy(&tab->mu);
+    free(tab);
+    rt->watches = NULL;
+}

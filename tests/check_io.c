@@ -697,6 +697,9 @@ START_TEST(write_watch_carries_a_slow_reader)
     run_with_helper(&srv.m, slow_clients, NULL, 120, "slow reader");
     ck_assert_uint_eq(atomic_load(&srv.closed), SLOW_CONNS);
     ck_assert_uint_eq(atomic_load(&srv.echoed), SLOW_CONNS * slow.bytes);
+    printf("slow reader (%s): %u x %" PRIu64 " bytes echoed through %u write watches\n",
+           slow.shut_first ? "EOF first" : "reads after writing", SLOW_CONNS, slow.bytes,
+           atomic_load(&srv.write_watches));
     ck_assert_msg(atomic_load(&srv.write_watches) >= SLOW_CONNS,
                   "%u write watches for %u connections that did not read %" PRIu64 " bytes",
                   atomic_load(&srv.write_watches), SLOW_CONNS, slow.bytes);

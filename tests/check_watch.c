@@ -340,6 +340,9 @@ END_TEST
 static struct {
     int p[2];
     mely_watch_t *w;
+    bool then;                    /* mely_watch_remove_then() */
+    atomic_uint fins;
+    atomic_bool fin_after_handler; /* fin ran once the handler had returned */
     atomic_bool running, remove_called, removed;
     atomic_uint runs;
     bool returned_before_handler; /* the removal returned while the handler still ran */
@@ -360,6 +363,14 @@ static void rr_watch(int fd, unsigned ready, void *arg)
     atomic_store(&rr.handler_done, true);
 }
 
+/* mely_watch_remove_then()'s fin: runs once the handler is not running. */
+static void rr_fin(void *arg)
+{
+    (void)arg;
+    atomic_store(&rr.fin_after_handler, atomic_load(&rr.handler_done));
+    atomic_fetch_add(&rr.fins, 1);
+}
+
 static void *rr_driver(void *arg)
 {
     (void)arg;
@@ -367,7 +378,7 @@ static void *rr_driver(void *arg)
         note("the handler did not run");
     } else {
         atomic_store(&rr.remove_called, true);
-        int err = mely_watch_remove(rr.w);
+        int err = rr.then ? mely_watch_remove_then(rr.w, rr_fin, NULL) : mely_watch_remove(rr.w);
         if (err)
             note("mely_watch_remove: %s", mely_strerror(err));
         rr.returned_before_handler = !atomic_load(&rr.handler_done);
@@ -381,18 +392,26 @@ static void *rr_driver(void *arg)
 /*
  * A foreign thread removes a watch while its handler runs (the pipe stays
  * readable, the handler never reads): the run finishes, and is the last.
+ * With mely_watch_remove_then(), fin runs once, after the handler returned.
  */
 START_TEST(removal_while_running_is_the_last_run)
 {
-    const struct shape *sh = &watch_shapes[_i];
+    const struct shape *sh = &watch_shapes[_i / 2];
     memset(&rr, 0, sizeof(rr));
+    rr.then = _i % 2;
     init_runtime_shape(&rt, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
     make_pipe(rr.p);
     ck_assert_int_eq(mely_watch(&rt, rr.p[0], MELY_READ, MELY_TO(5), rr_watch, NULL, &rr.w), 0);
     run_with_helper(&rt, rr_driver, NULL, 30, shape_name(sh));
     ck_assert_uint_eq(atomic_load(&rr.runs), 1);
-    printf("foreign removal during a run (%s): returned %s the handler\n", shape_name(sh),
+    printf("foreign %s during a run (%s): returned %s the handler\n",
+           rr.then ? "mely_watch_remove_then" : "mely_watch_remove", shape_name(sh),
            rr.returned_before_handler ? "before" : "after");
+    if (rr.then) {
+        ck_assert_uint_eq(atomic_load(&rr.fins), 1);
+        ck_assert_msg(atomic_load(&rr.fin_after_handler),
+                      "mely_watch_remove_then's fin ran while the handler still ran");
+    }
     close(rr.p[0]);
     close(rr.p[1]);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
@@ -416,6 +435,7 @@ struct race_watch {
     mely_watch_t *w;
     struct token *tok;
     enum remover by;
+    bool then;              /* from elsewhere: mely_watch_remove_then() frees the token */
     unsigned remove_after;  /* own color: removes itself at this run */
     atomic_bool removed;    /* set right after mely_watch_remove() returned */
     atomic_uint starts, late;
@@ -461,13 +481,28 @@ static void race_handler(int fd, unsigned ready, void *arg)
     }
 }
 
+/* mely_watch_remove_then()'s fin: the handler will not run again. */
+static void race_free_token(void *arg)
+{
+    struct token *tok = arg;
+    tok->magic = 0;
+    free(tok);
+}
+
+/* Removes from outside the watch's color. */
+static void race_remove_elsewhere(struct race_watch *rw)
+{
+    int err = rw->then ? mely_watch_remove_then(rw->w, race_free_token, rw->tok)
+                       : mely_watch_remove(rw->w);
+    if (err)
+        note("removing watch %u by %s: %s", (unsigned)(rw - race.w), remover_names[rw->by],
+             mely_strerror(err));
+    race_removed(rw);
+}
+
 static void race_remove_event(void *arg)
 {
-    struct race_watch *rw = arg;
-    int err = mely_watch_remove(rw->w);
-    if (err)
-        note("removing a watch from another color: %s", mely_strerror(err));
-    race_removed(rw);
+    race_remove_elsewhere(arg);
 }
 
 /* Makes every watch ready, over and over, until all are removed. */
@@ -499,10 +534,7 @@ static void *race_driver(void *arg)
         struct race_watch *rw = &race.w[(i * 7919u) % race.n];
         sleep_us(rand_r(&seed) % 300);
         if (rw->by == BY_FOREIGN_THREAD) {
-            int err = mely_watch_remove(rw->w);
-            if (err)
-                note("foreign removal: %s", mely_strerror(err));
-            race_removed(rw);
+            race_remove_elsewhere(rw);
         } else if (rw->by == BY_OTHER_COLOR) {
             mely_color_t c = 30000 + (unsigned)(rw - race.w) % 64;
             if (mely_post(&rt, c, race_remove_event, rw) != 0)
@@ -523,7 +555,8 @@ static void *race_driver(void *arg)
  * 300 watched socketpairs made ready over and over by one thread while they
  * are removed: a third by a foreign thread, a third by events of other colors,
  * a third by their own handler after 1 to 5 runs (which then frees the
- * handler's argument). A handler never starts after a removal from its own
+ * handler's argument); half of the removals from elsewhere are
+ * mely_watch_remove_then(), whose fin frees the argument. A handler never starts after a removal from its own
  * color returned; after a removal from elsewhere, at most the one run that
  * had already started may still begin (the removal and the worker race to
  * it).
@@ -542,6 +575,7 @@ START_TEST(removal_races_with_readiness)
         struct race_watch *rw = &race.w[i];
         ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, rw->sv), 0);
         rw->by = (enum remover)(i % NREMOVERS);
+        rw->then = (i / NREMOVERS) % 2;
         rw->remove_after = 1 + i % 5;
         rw->tok = malloc(sizeof(*rw->tok));
         ck_assert_ptr_nonnull(rw->tok);
@@ -562,7 +596,7 @@ START_TEST(removal_races_with_readiness)
         ck_assert_msg(rw->by == BY_OWN_COLOR ? l == 0 : l <= 1,
                       "%s: watch %u, removed by %s, started %u times after its removal returned",
                       shape_name(sh), i, remover_names[rw->by], l);
-        if (rw->by != BY_OWN_COLOR)
+        if (rw->by != BY_OWN_COLOR && !rw->then)
             free(rw->tok);
         close(rw->sv[0]);
         close(rw->sv[1]);
@@ -871,6 +905,75 @@ START_TEST(oneshot_and_rearm)
 }
 END_TEST
 
+/* Rearms from a foreign thread, round after round, a one-shot watch that is
+ * always ready (its pipe is never read): each mely_watch_rearm() must give
+ * exactly one more run. */
+enum { REARM_ROUNDS = 2000 };
+
+static struct {
+    int p[2];
+    mely_watch_t *w;
+    unsigned rounds, done;
+    atomic_uint runs;
+} rf;
+
+static void rf_watch(int fd, unsigned ready, void *arg)
+{
+    (void)fd;
+    (void)ready;
+    (void)arg;
+    atomic_fetch_add(&rf.runs, 1);
+}
+
+static void *rf_driver(void *arg)
+{
+    (void)arg;
+    if (!wait_count(&rf.runs, 1, WAIT_MS)) {
+        note("the one-shot watch never ran");
+        goto out;
+    }
+    for (rf.done = 0; rf.done < rf.rounds; rf.done++) {
+        int err = mely_watch_rearm(rf.w);
+        if (err) {
+            note("round %u: mely_watch_rearm: %s", rf.done, mely_strerror(err));
+            break;
+        }
+        if (!wait_count(&rf.runs, rf.done + 2, 1000)) {
+            note("round %u: no run within 1 s of mely_watch_rearm() (the fd stays readable; "
+                 "%u runs)",
+                 rf.done, atomic_load(&rf.runs));
+            break;
+        }
+    }
+    sleep_us(20000);
+out:
+    mely_stop(&rt);
+    return NULL;
+}
+
+/*
+ * A one-shot watch on an fd that stays readable, rearmed by a foreign thread
+ * 2,000 times, each time once the previous run happened: every rearm gives
+ * one run, whatever the timing between the rearm and the poller.
+ */
+START_TEST(oneshot_rearm_from_a_foreign_thread)
+{
+    memset(&rf, 0, sizeof(rf));
+    rf.rounds = scaled(REARM_ROUNDS, 200, 1000000);
+    init_runtime_shape(&rt, &watch_shapes[_i], MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    make_pipe(rf.p);
+    ck_assert_int_eq(write(rf.p[1], "x", 1), 1);
+    ck_assert_int_eq(
+        mely_watch(&rt, rf.p[0], MELY_READ | MELY_ONESHOT, MELY_TO(11), rf_watch, NULL, &rf.w), 0);
+    run_with_helper(&rt, rf_driver, NULL, 60, shape_name(&watch_shapes[_i]));
+    ck_assert_uint_eq(atomic_load(&rf.runs), rf.rounds + 1);
+    ck_assert_int_eq(mely_watch_remove(rf.w), 0);
+    close(rf.p[0]);
+    close(rf.p[1]);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
 /* ---- mely_close -------------------------------------------------------------------------------- */
 
 static struct {
@@ -1118,7 +1221,7 @@ int main(void)
 
     tc = new_tcase(s, "removal", 120);
     tcase_add_loop_test(tc, removal_cancels_a_queued_event, 0, 2 * NREMOVERS);
-    tcase_add_loop_test(tc, removal_while_running_is_the_last_run, 0, NELEM(watch_shapes));
+    tcase_add_loop_test(tc, removal_while_running_is_the_last_run, 0, 2 * NELEM(watch_shapes));
     tcase_add_loop_test(tc, removal_races_with_readiness, 0, NELEM(watch_shapes));
 
     tc = new_tcase(s, "moves", 60);
@@ -1127,6 +1230,7 @@ int main(void)
 
     tc = new_tcase(s, "api", 60);
     tcase_add_loop_test(tc, oneshot_and_rearm, 0, NELEM(watch_shapes));
+    tcase_add_loop_test(tc, oneshot_rearm_from_a_foreign_thread, 0, NELEM(watch_shapes));
     tcase_add_loop_test(tc, close_removes_the_watches_then_closes, 0, 2);
     tcase_add_test(tc, watch_errors);
     tcase_add_loop_test(tc, watches_set_before_run, 0, NELEM(watch_shapes));

@@ -316,8 +316,13 @@ static void *cn_driver(void *arg)
     unsigned expect = 0;
     for (unsigned i = 0; i < cn.n; i++)
         expect += atomic_load(&cn.rc[i]) != 0;
-    if (!wait_count(&cn.fired, expect, 10000))
-        note("%u of %u timers fired", atomic_load(&cn.fired), expect);
+    if (!wait_count(&cn.fired, expect, 10000)) {
+        unsigned i = 0;
+        while (i < cn.n && (atomic_load(&cn.rc[i]) == 0 || atomic_load(&cn.runs[i]) != 0))
+            i++;
+        note("%u of %u timers fired within 10 s; timer %u (color %u, cancel: %d) never ran",
+             atomic_load(&cn.fired), expect, i, i % 64, i < cn.n ? atomic_load(&cn.rc[i]) : 0);
+    }
     sleep_us(50000); /* a cancelled timer would fire by now */
     mely_stop(&rt);
     return NULL;
@@ -378,7 +383,8 @@ enum { EXP_ROUNDS = 30 };
 
 static struct {
     bool foreign;
-    mely_timer_t t2;
+    _Atomic mely_timer_t t2; /* published by the driver once mely_timer_at() returned */
+    atomic_bool t2_set;
     uint64_t fired_before;
     unsigned expired_rounds;
     atomic_int rc;
@@ -403,6 +409,9 @@ static void ex_t1(void *arg)
     (void)arg;
     if (timers_fired() >= ex.fired_before + 2)
         ex.expired_rounds++;
+    /* *out is written when mely_timer_at() returns, maybe after T1 started. */
+    if (!wait_flag(&ex.t2_set, 5000))
+        note("the second timer's id was not published");
     if (ex.foreign) {
         atomic_store(&ex.t1_waiting, true);
         if (!wait_flag(&ex.cancelled, 5000))
@@ -428,13 +437,17 @@ static void *ex_driver(void *arg)
         atomic_store(&ex.t1_waiting, false);
         atomic_store(&ex.cancelled, false);
         atomic_store(&ex.rc, 1);
+        atomic_store(&ex.t2_set, false);
         ex.fired_before = timers_fired();
         uint64_t at = mely_now_ns() + 2 * MS;
+        mely_timer_t t2;
         if (mely_timer_at(&rt, at, MELY_TO(c), ex_t1, NULL, NULL) != 0 ||
-            mely_timer_at(&rt, at, MELY_TO(c), ex_t2, NULL, &ex.t2) != 0) {
+            mely_timer_at(&rt, at, MELY_TO(c), ex_t2, NULL, &t2) != 0) {
             note("round %u: setting the timers failed", r);
             break;
         }
+        atomic_store(&ex.t2, t2);
+        atomic_store(&ex.t2_set, true);
         if (ex.foreign) {
             if (!wait_flag(&ex.t1_waiting, 5000)) {
                 note("round %u: the first timer did not fire", r);

@@ -153,10 +153,16 @@ static void loop_base(struct mely__worker *w, int flags)
         mely__outbox_flush(w);
 }
 
+/* Posts the due timers' events. Those for colors of other workers are staged
+ * in the outbox: flushed here, or they would wait, maybe while this worker
+ * sleeps, for its next handler. */
 static void expire(struct mely__worker *w, uint64_t now)
 {
-    if (mely__timers_next(&w->timers) <= now)
+    if (mely__timers_next(&w->timers) <= now) {
         mely__timers_expire(w, now);
+        if (mely__outbox_pending(&w->outbox))
+            mely__outbox_flush(w);
+    }
 }
 
 void mely__poller_tick_slow(struct mely__worker *w)

@@ -173,11 +173,17 @@ static int arm_on(struct mely_watch *wt, unsigned i)
         event_assign(wt->ev, rt->workers[i].io.base, wt->fd, ev_flags(wt->what), on_ready, wt);
         atomic_store(&wt->worker, (int)i);
     }
-    errno = 0;
-    if (event_add(wt->ev, NULL) != 0)
-        return errno ? -errno : MELY_ENOMEM;
+    /* Armed before event_add(): a one-shot event may fire at once, and its
+     * callback must find the flag set to clear it (on_ready). */
     atomic_fetch_add(&rt->workers[i].io.nwatches, 1);
     atomic_store(&wt->armed, true);
+    errno = 0;
+    if (event_add(wt->ev, NULL) != 0) {
+        int err = errno ? -errno : MELY_ENOMEM;
+        if (atomic_exchange(&wt->armed, false))
+            atomic_fetch_sub(&rt->workers[i].io.nwatches, 1);
+        return err;
+    }
     return 0;
 }
 

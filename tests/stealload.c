@@ -7,6 +7,7 @@
 #include "tests/stealload.h"
 
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #if HAVE_TSC
@@ -70,10 +71,20 @@ static void tsc_record(uint64_t cycles)
     atomic_fetch_add(&ld.tsc_runs, 1);
 }
 
+/* What must end before run_load() stops the runtime: the load, and the gate
+ * (below) when there is one. */
+static atomic_int parts_left;
+
+static void part_done(void)
+{
+    if (atomic_fetch_sub(&parts_left, 1) == 1)
+        mely_stop(&rt);
+}
+
 static void finish(void)
 {
     if (atomic_fetch_add(&ld.done, 1) + 1 == ld.total)
-        mely_stop(&rt);
+        part_done();
 }
 
 /* A running color never moves: while its handler runs, the map names the
@@ -196,6 +207,32 @@ mely_stats_t stats_of(unsigned w)
  * counters' consistency; returns what was stolen. `what` names the run in
  * failure messages.
  */
+/* Steal attempts of each worker before the run (for the gate). */
+static uint64_t attempts_before[MAXW];
+
+/*
+ * The first event worker 0 runs: it waits (at most 10 s) until every other
+ * worker has gone idle and tried to steal once. The load is posted before
+ * mely_run(), and on a loaded 2-core machine (make -j2 check, CI) a thief's
+ * thread may otherwise start only after worker 0 has run the whole load, and
+ * the test would see no steal for reasons that have nothing to do with
+ * stealing. The reverse happens too (worker 0's thread late, the thieves
+ * run everything): the runtime stops once both the gate and the load ended.
+ */
+static void gate(void *arg)
+{
+    (void)arg;
+    unsigned nw = mely_workers(&rt);
+    uint64_t end = now_ns() + 10000000000u;
+    for (unsigned w = 1; w < nw; w++) {
+        mely_stats_t st;
+        while (mely_worker_stats(&rt, w, &st) == 0 && st.steal_attempts == attempts_before[w] &&
+               now_ns() < end) /* bounded by the clock */
+            sched_yield();
+    }
+    part_done();
+}
+
 struct outcome run_load(const char *what, unsigned npinned)
 {
     struct outcome o;
@@ -203,8 +240,16 @@ struct outcome run_load(const char *what, unsigned npinned)
     unsigned nw = mely_workers(&rt);
     memset(&o, 0, sizeof(o));
     ck_assert_uint_le(nw, MAXW);
-    for (unsigned w = 0; w < nw; w++)
+    for (unsigned w = 0; w < nw; w++) {
         before[w] = stats_of(w);
+        attempts_before[w] = before[w].steal_attempts;
+    }
+    bool gated = nw > 1;
+    atomic_store(&parts_left, gated ? 2 : 1);
+    if (gated)
+        ck_assert_int_eq(mely_post_ex(&rt, MELY_COLOR_PINNED(0), MELY_PRIO_MAX, NULL, gate, NULL,
+                                      MELY_POST_HEAD),
+                         0);
 
     run_bounded(&rt, 60, what);
     assert_no_notes();
@@ -246,7 +291,7 @@ struct outcome run_load(const char *what, unsigned npinned)
         o.sum.steal_cycles += st.steal_cycles - before[w].steal_cycles;
         o.sum.stolen_events += st.stolen_events - before[w].stolen_events;
         o.sum.stolen_cycles += st.stolen_cycles - before[w].stolen_cycles;
-        o.events_run[w] = st.events_run - before[w].events_run;
+        o.events_run[w] = st.events_run - before[w].events_run - (gated && w == 0);
         events += o.events_run[w];
         if (w != 0)
             o.run_elsewhere += o.events_run[w];

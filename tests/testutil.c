@@ -6,11 +6,14 @@
 #endif
 #include "tests/testutil.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* ---- scale ---------------------------------------------------------------- */
 
@@ -75,6 +78,58 @@ bool wait_flag(atomic_bool *flag, unsigned ms)
         sleep_us(100);
     }
     return true;
+}
+
+/* ---- processes and descriptors (the I/O tests) ----------------------------------- */
+
+double process_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+unsigned raise_fd_limit(unsigned want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 0;
+    if (rl.rlim_cur < want) {
+        struct rlimit up = rl;
+        up.rlim_cur = want;
+        if (up.rlim_max != RLIM_INFINITY && up.rlim_max < want)
+            up.rlim_max = want; /* only root may; otherwise settle for the hard limit */
+        if (setrlimit(RLIMIT_NOFILE, &up) != 0) {
+            up.rlim_cur = rl.rlim_max;
+            up.rlim_max = rl.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &up);
+        }
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    return rl.rlim_cur > UINT32_MAX ? UINT32_MAX : (unsigned)rl.rlim_cur;
+}
+
+unsigned open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return 0;
+    unsigned n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory's own descriptor */
+}
+
+int set_nonblocking(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return -errno;
+    return 0;
 }
 
 /* ---- failure notes ------------------------------------------------------------ */
@@ -217,6 +272,7 @@ void clear_mely_env(void)
     unsetenv("MELY_SPIN_US");
     unsetenv("MELY_STEAL");
     unsetenv("MELY_ENGINE");
+    unsetenv("MELY_KEEP_SIGPIPE");
 }
 
 /*

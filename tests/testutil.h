@@ -62,6 +62,22 @@ void sleep_us(unsigned us);
  * 100 us). Returns whether it was set. */
 bool wait_flag(atomic_bool *flag, unsigned ms);
 
+/* ---- processes and descriptors (the I/O tests) ----------------------------------- */
+
+/* The CPU time (user + system) of the whole process so far, in seconds. */
+double process_cpu_s(void);
+
+/* Raises the soft RLIMIT_NOFILE to at least `want` descriptors if the hard
+ * limit allows (or can be raised: root), never lowers it. Returns the soft
+ * limit in force afterwards. */
+unsigned raise_fd_limit(unsigned want);
+
+/* Descriptors open in this process now (from /proc/self/fd). */
+unsigned open_fds(void);
+
+/* Sets O_NONBLOCK on fd; returns 0 or -errno. */
+int set_nonblocking(int fd);
+
 /* ---- failure notes ------------------------------------------------------------ */
 
 /* Records a failure seen outside the test thread (printf format); the first
@@ -119,8 +135,8 @@ void init_runtime_steal(mely_t *m, unsigned workers, int pin, unsigned batch, un
 void init_runtime_engine(mely_t *m, unsigned workers, int pin, unsigned batch, unsigned spin_us,
                          const char *steal, const char *engine);
 
-/* Unsets MELY_WORKERS, MELY_PIN, MELY_BATCH, MELY_SPIN_US, MELY_STEAL and
- * MELY_ENGINE: the tests choose their runtime shapes, and the caller's
+/* Unsets MELY_WORKERS, MELY_PIN, MELY_BATCH, MELY_SPIN_US, MELY_STEAL,
+ * MELY_ENGINE and MELY_KEEP_SIGPIPE: the tests choose their runtime shapes, and the caller's
  * overrides would silently change them (or make them invalid: MELY_ENGINE=legacy
  * refuses the time-left policies). */
 void clear_mely_env(void);

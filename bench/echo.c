@@ -97,9 +97,11 @@ struct run {
     double kmsgs, p50, p99;
     double srv_cpu_s, cli_cpu_s; /* over the window; srv < 0: unknown */
     double elapsed;              /* the window, s */
+    unsigned starved;            /* connections without an echo in the window */
     uint64_t msgs;
     uint64_t msgs_w[2], steals, watch_moves, polls, io_ready, measured, parks, wakeups;
-    uint64_t wakes_sent, steal_attempts;
+    uint64_t wakes_sent, steal_attempts, accepted;
+    bool have_accepted;
     bool have_msgs_w, have_mely;
     char note[120]; /* the server's ending, if abnormal */
 };
@@ -242,6 +244,10 @@ static void server_end(struct server *s, struct run *r)
             r->polls = v;
         } else if (strcmp(key, "io_ready") == 0) {
             r->io_ready = v;
+        } else if (strcmp(key, "conns") == 0 || strcmp(key, "conns_w0") == 0 ||
+                   strcmp(key, "conns_w1") == 0) {
+            r->accepted += v;
+            r->have_accepted = true;
         } else if (strcmp(key, "wakes_sent") == 0) {
             r->wakes_sent = v;
         } else if (strcmp(key, "steal_attempts") == 0) {
@@ -283,6 +289,7 @@ static void run_one(const struct opts *o, enum kind k, unsigned conns, struct ru
     r->srv_cpu_s = res.server_cpu_s;
     r->cli_cpu_s = res.client_cpu_s;
     r->elapsed = res.elapsed_s;
+    r->starved = res.starved;
 }
 
 /* mely's counters per message echoed, over the server's life: "per msg:
@@ -300,7 +307,7 @@ static void mely_per_msg(const struct run *r, char *buf, size_t size)
 /* ---- The table ------------------------------------------------------------------------ */
 
 enum { COL_CONNS, COL_SERVER, COL_KMSGS, COL_VS, COL_P50, COL_P99, COL_SRV, COL_CORES, COL_CLI,
-       COL_SHARE, COL_STEALS, COL_SPREAD, COL_NOTE, NCOLS };
+       COL_SHARE, COL_STARVED, COL_STEALS, COL_SPREAD, COL_NOTE, NCOLS };
 
 static const struct bench_column columns[NCOLS] = {
     [COL_CONNS] = {.title = "conns", .right = true},
@@ -313,6 +320,7 @@ static const struct bench_column columns[NCOLS] = {
     [COL_CORES] = {.title = "srv cores", .right = true},
     [COL_CLI] = {.title = "cli CPU us/msg", .right = true},
     [COL_SHARE] = {.title = "w0/w1 %", .right = true, .gap = 2},
+    [COL_STARVED] = {.title = "starved", .right = true},
     [COL_STEALS] = {.title = "steals", .right = true},
     [COL_SPREAD] = {.title = "passes Kmsg/s", .right = true},
     [COL_NOTE] = {.title = "note", .gap = 2},
@@ -324,7 +332,8 @@ static const char *const csv_titles[NCOLS] = {
     [COL_P50] = "rtt_p50_us",       [COL_P99] = "rtt_p99_us",
     [COL_SRV] = "server_cpu_us_per_msg", [COL_CORES] = "server_cores",
     [COL_CLI] = "client_cpu_us_per_msg", [COL_SHARE] = "share_w0_w1_pct",
-    [COL_STEALS] = "steals",        [COL_SPREAD] = "passes_kmsgs_min_max",
+    [COL_STARVED] = "starved_conns", [COL_STEALS] = "steals",
+    [COL_SPREAD] = "passes_kmsgs_min_max",
     [COL_NOTE] = "note",
 };
 
@@ -349,7 +358,8 @@ static int median_pass(const struct run *r, unsigned passes)
     return (int)idx[(n - 1) / 2];
 }
 
-static void row_cells(const struct run *runs, unsigned passes, const struct run *ref, cell_t *t)
+static void row_cells(const struct run *runs, unsigned passes, unsigned conns,
+                      const struct run *ref, cell_t *t)
 {
     for (unsigned c = COL_KMSGS; c < NCOLS; c++)
         snprintf(t[c], sizeof(cell_t), "-");
@@ -376,6 +386,7 @@ static void row_cells(const struct run *runs, unsigned passes, const struct run 
     if (r->have_msgs_w && tot > 0)
         snprintf(t[COL_SHARE], sizeof(cell_t), "%.0f/%.0f", 100.0 * (double)r->msgs_w[0] / (double)tot,
                  100.0 * (double)r->msgs_w[1] / (double)tot);
+    snprintf(t[COL_STARVED], sizeof(cell_t), "%u", r->starved);
     if (r->have_mely)
         snprintf(t[COL_STEALS], sizeof(cell_t), "%" PRIu64, r->steals);
     double lo = 0, hi = 0;
@@ -398,6 +409,10 @@ static void row_cells(const struct run *runs, unsigned passes, const struct run 
     mely_per_msg(r, per, sizeof(per));
     if (per[0])
         l += (size_t)snprintf(t[COL_NOTE] + l, sizeof(cell_t) - l, "%s; ", per);
+    if (r->have_accepted && r->accepted < conns)
+        l += (size_t)snprintf(t[COL_NOTE] + l, sizeof(cell_t) - l,
+                              "the server accepted %" PRIu64 " of %u connections; ", r->accepted,
+                              conns);
     if (r->measured)
         l += (size_t)snprintf(t[COL_NOTE] + l, sizeof(cell_t) - l, "read handler measured %" PRIu64
                               " cyc; ", r->measured);
@@ -784,12 +799,16 @@ int main(int argc, char **argv)
                 char per[128];
                 mely_per_msg(r, per, sizeof(per));
                 if (r->ok)
-                    printf(" %8.1f Kmsg/s  p50 %6.1f us  p99 %7.1f us  srv %5.2f us/msg%s%s%s%s\n",
+                    printf(" %8.1f Kmsg/s  p50 %6.1f us  p99 %7.1f us  srv %5.2f us/msg  starved "
+                           "%u%s%s%s%s\n",
                            r->kmsgs, r->p50, r->p99,
                            r->srv_cpu_s >= 0 ? r->srv_cpu_s * 1e6 / (double)r->msgs : -1.0,
-                           per[0] ? "  " : "", per, r->note[0] ? "  " : "", r->note);
+                           r->starved, per[0] ? "  " : "", per, r->note[0] ? "  " : "", r->note);
                 else
                     printf(" failed: %s%s%s\n", r->why, r->note[0] ? "; " : "", r->note);
+                if (r->ok && r->have_accepted && r->accepted < o.conns[i])
+                    printf("    the server accepted %" PRIu64 " of %u connections\n", r->accepted,
+                           o.conns[i]);
                 fflush(stdout);
             }
     struct bench_probe p1 = bench_probe_now();
@@ -810,7 +829,8 @@ int main(int argc, char **argv)
         for (unsigned k = 0, row = i * kinds_used; k < NKINDS; k++) {
             if (!o.use[k])
                 continue;
-            row_cells(runs[i][k], o.passes, m_le >= 0 ? &runs[i][K_LE2][m_le] : NULL, text[row]);
+            row_cells(runs[i][k], o.passes, o.conns[i], m_le >= 0 ? &runs[i][K_LE2][m_le] : NULL,
+                      text[row]);
             all &= median_pass(runs[i][k], o.passes) >= 0;
             for (unsigned c = 0; c < NCOLS; c++)
                 cells[row][c] = csv_cells[row][c] = text[row][c];

@@ -71,6 +71,7 @@ struct echo_client_res {
     double server_cpu_s;   /* the server's user + system time in the window */
     double client_cpu_s;   /* the client thread's, in the window */
     uint64_t samples_dropped; /* round trips not kept for the percentiles (cap) */
+    unsigned starved;   /* connections without any round trip in the window */
 };
 
 /* Connects cfg->conns connections to 127.0.0.1:cfg->port, then runs the

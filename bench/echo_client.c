@@ -114,6 +114,7 @@ struct conn {
     unsigned out;      /* bytes of the message written so far */
     uint64_t sent_ns;  /* when the message left (its first byte) */
     uint64_t seq;
+    uint64_t done; /* round trips completed in the measured window */
     unsigned char *tx, *rx;
 };
 
@@ -268,6 +269,7 @@ static bool on_readable(struct client *cl, unsigned i, bool measuring, uint64_t 
         (*completed)++;
         if (measuring) {
             cl->res->msgs++;
+            c->done++;
             uint64_t rtt = now - c->sent_ns;
             if (cl->nrtt == cl->cap && cl->cap < MAX_SAMPLES) {
                 size_t cap = cl->cap ? cl->cap * 2 : 65536;
@@ -398,6 +400,9 @@ void echo_client_run(const struct echo_client_cfg *cfg, struct echo_client_res *
     res->p99_us = quantile_us(cl.rtt_ns, cl.nrtt, 0.99);
     if (res->msgs == 0)
         fail(&cl, "no round trip in the window%s", "");
+    for (unsigned i = 0; i < cfg->conns; i++)
+        if (cl.c[i].done == 0)
+            res->starved++;
 
 out:
     if (cl.c)

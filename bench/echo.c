@@ -98,6 +98,7 @@ struct run {
     double srv_cpu_s, cli_cpu_s; /* over the window; srv < 0: unknown */
     double elapsed;              /* the window, s */
     unsigned starved;            /* connections without an echo in the window */
+    double ramp_ms;              /* until every connection had its first echo */
     uint64_t msgs;
     uint64_t msgs_w[2], steals, watch_moves, polls, io_ready, measured, parks, wakeups;
     uint64_t wakes_sent, steal_attempts, accepted;
@@ -290,6 +291,7 @@ static void run_one(const struct opts *o, enum kind k, unsigned conns, struct ru
     r->cli_cpu_s = res.client_cpu_s;
     r->elapsed = res.elapsed_s;
     r->starved = res.starved;
+    r->ramp_ms = res.ramp_ms;
 }
 
 /* mely's counters per message echoed, over the server's life: "per msg:
@@ -307,7 +309,7 @@ static void mely_per_msg(const struct run *r, char *buf, size_t size)
 /* ---- The table ------------------------------------------------------------------------ */
 
 enum { COL_CONNS, COL_SERVER, COL_KMSGS, COL_VS, COL_P50, COL_P99, COL_SRV, COL_CORES, COL_CLI,
-       COL_SHARE, COL_STARVED, COL_STEALS, COL_SPREAD, COL_NOTE, NCOLS };
+       COL_SHARE, COL_RAMP, COL_STARVED, COL_STEALS, COL_SPREAD, COL_NOTE, NCOLS };
 
 static const struct bench_column columns[NCOLS] = {
     [COL_CONNS] = {.title = "conns", .right = true},
@@ -320,6 +322,7 @@ static const struct bench_column columns[NCOLS] = {
     [COL_CORES] = {.title = "srv cores", .right = true},
     [COL_CLI] = {.title = "cli CPU us/msg", .right = true},
     [COL_SHARE] = {.title = "w0/w1 %", .right = true, .gap = 2},
+    [COL_RAMP] = {.title = "ramp ms", .right = true},
     [COL_STARVED] = {.title = "starved", .right = true},
     [COL_STEALS] = {.title = "steals", .right = true},
     [COL_SPREAD] = {.title = "passes Kmsg/s", .right = true},
@@ -332,7 +335,8 @@ static const char *const csv_titles[NCOLS] = {
     [COL_P50] = "rtt_p50_us",       [COL_P99] = "rtt_p99_us",
     [COL_SRV] = "server_cpu_us_per_msg", [COL_CORES] = "server_cores",
     [COL_CLI] = "client_cpu_us_per_msg", [COL_SHARE] = "share_w0_w1_pct",
-    [COL_STARVED] = "starved_conns", [COL_STEALS] = "steals",
+    [COL_RAMP] = "ramp_ms",         [COL_STARVED] = "starved_conns",
+    [COL_STEALS] = "steals",
     [COL_SPREAD] = "passes_kmsgs_min_max",
     [COL_NOTE] = "note",
 };
@@ -386,6 +390,7 @@ static void row_cells(const struct run *runs, unsigned passes, unsigned conns,
     if (r->have_msgs_w && tot > 0)
         snprintf(t[COL_SHARE], sizeof(cell_t), "%.0f/%.0f", 100.0 * (double)r->msgs_w[0] / (double)tot,
                  100.0 * (double)r->msgs_w[1] / (double)tot);
+    snprintf(t[COL_RAMP], sizeof(cell_t), "%.0f", r->ramp_ms);
     snprintf(t[COL_STARVED], sizeof(cell_t), "%u", r->starved);
     if (r->have_mely)
         snprintf(t[COL_STEALS], sizeof(cell_t), "%" PRIu64, r->steals);
@@ -799,11 +804,12 @@ int main(int argc, char **argv)
                 char per[128];
                 mely_per_msg(r, per, sizeof(per));
                 if (r->ok)
-                    printf(" %8.1f Kmsg/s  p50 %6.1f us  p99 %7.1f us  srv %5.2f us/msg  starved "
-                           "%u%s%s%s%s\n",
+                    printf(" %8.1f Kmsg/s  p50 %6.1f us  p99 %7.1f us  srv %5.2f us/msg  ramp %.0f ms"
+                           "  starved %u%s%s%s%s\n",
                            r->kmsgs, r->p50, r->p99,
                            r->srv_cpu_s >= 0 ? r->srv_cpu_s * 1e6 / (double)r->msgs : -1.0,
-                           r->starved, per[0] ? "  " : "", per, r->note[0] ? "  " : "", r->note);
+                           r->ramp_ms, r->starved, per[0] ? "  " : "", per, r->note[0] ? "  " : "",
+                           r->note);
                 else
                     printf(" failed: %s%s%s\n", r->why, r->note[0] ? "; " : "", r->note);
                 if (r->ok && r->have_accepted && r->accepted < o.conns[i])

@@ -72,12 +72,15 @@ struct echo_client_res {
     double client_cpu_s;   /* the client thread's, in the window */
     uint64_t samples_dropped; /* round trips not kept for the percentiles (cap) */
     unsigned starved;   /* connections without any round trip in the window */
+    double ramp_ms;     /* from the first sends until every connection had an echo */
 };
 
 /* Connects cfg->conns connections to 127.0.0.1:cfg->port, then runs the
- * closed loop (one thread, epoll) for warmup_s + seconds, then closes them.
- * Bounded: connecting gives up after 5 s, the loop after 2 s without any
- * completed round trip. Checks every echoed byte. */
+ * closed loop (one thread, epoll): first until every connection has had one
+ * echo back (the ramp: the server has accepted and serves them all), then
+ * warmup_s, then the measured window of `seconds`; then closes them.
+ * Bounded: connecting gives up after 5 s, the ramp after 10 s, the loop after
+ * 2 s without any completed round trip. Checks every echoed byte. */
 void echo_client_run(const struct echo_client_cfg *cfg, struct echo_client_res *res);
 
 /* user + system time of process pid, in seconds (/proc/<pid>/stat), or -1. */

@@ -106,6 +106,7 @@ double echo_proc_cpu_s(pid_t pid)
 
 #define CONNECT_LIMIT_NS 5000000000ull
 #define STALL_LIMIT_NS 2000000000ull
+#define RAMP_LIMIT_NS 10000000000ull
 #define MAX_SAMPLES (16u * 1024u * 1024u) /* round trips kept for the percentiles */
 
 struct conn {
@@ -125,6 +126,7 @@ struct client {
     int ep;
     uint32_t *rtt_ns;
     size_t nrtt, cap;
+    unsigned first_done; /* connections whose first echo came back */
 };
 
 static void fail(struct client *cl, const char *fmt, const char *detail)
@@ -267,6 +269,8 @@ static bool on_readable(struct client *cl, unsigned i, bool measuring, uint64_t 
         }
         uint64_t now = bench_now_ns();
         (*completed)++;
+        if (c->seq == 1)
+            cl->first_done++;
         if (measuring) {
             cl->res->msgs++;
             c->done++;
@@ -341,11 +345,12 @@ void echo_client_run(const struct echo_client_cfg *cfg, struct echo_client_res *
         goto out;
 
     uint64_t t0 = bench_now_ns();
-    uint64_t win_start = t0 + (uint64_t)(cfg->warmup_s * 1e9);
+    uint64_t win_start = 0; /* set when the ramp ends */
     uint64_t win_len = (uint64_t)(cfg->seconds * 1e9);
     uint64_t t_start = 0, t_end = 0, completed = 0, last_progress = t0;
     double srv0 = 0, cli0 = 0;
-    int phase = 0; /* 0 warm-up, 1 measuring, 2 done */
+    int phase = -1; /* -1 ramp (until every connection had an echo), 0 warm-up, 1 measuring,
+                       2 done */
 
     for (unsigned i = 0; i < cfg->conns; i++)
         if (!start_message(&cl, i, t0))
@@ -379,6 +384,17 @@ void echo_client_run(const struct echo_client_cfg *cfg, struct echo_client_res *
             last_progress = now;
         else if (now - last_progress > STALL_LIMIT_NS) {
             fail(&cl, "no echo for 2 s%s", "");
+            goto out;
+        }
+        if (phase == -1 && cl.first_done == cfg->conns) {
+            phase = 0;
+            res->ramp_ms = (double)(now - t0) / 1e6;
+            win_start = now + (uint64_t)(cfg->warmup_s * 1e9);
+        } else if (phase == -1 && now - t0 > RAMP_LIMIT_NS) {
+            char msg[96];
+            snprintf(msg, sizeof(msg), "after 10 s, %u of %u connections had no echo yet",
+                     cfg->conns - cl.first_done, cfg->conns);
+            fail(&cl, "%s", msg);
             goto out;
         }
         if (phase == 0 && now >= win_start) {

@@ -322,11 +322,15 @@ static unsigned msg_len(unsigned i, unsigned k)
     return 1 + (stream_byte(i, k) * 7u + k) % MSG_MAX;
 }
 
-static int connect_nb(unsigned port)
+/* A non-blocking connection to the server; rcvbuf > 0 caps the receive
+ * buffer (before connecting, so that the window follows). */
+static int connect_nb_buf(unsigned port, int rcvbuf)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
+    if (rcvbuf > 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS) {
@@ -335,6 +339,11 @@ static int connect_nb(unsigned port)
         return -e;
     }
     return fd;
+}
+
+static int connect_nb(unsigned port)
+{
+    return connect_nb_buf(port, 0);
 }
 
 /* ---- 1,000 clients on one epoll loop ---------------------------------------------------------- */
@@ -666,7 +675,9 @@ static void *slow_clients(void *arg)
     (void)arg;
     int fds[SLOW_CONNS];
     for (unsigned i = 0; i < SLOW_CONNS; i++) {
-        fds[i] = connect_nb(slow.port);
+        /* A small receive buffer: the server's writes must hit EAGAIN
+         * (loopback buffers grow to megabytes and could hold it all). */
+        fds[i] = connect_nb_buf(slow.port, 65536);
         if (fds[i] < 0 || !wait_fd(fds[i], POLLOUT, 5000))
             note("slow client %u: no connection", i);
     }

@@ -153,10 +153,17 @@ START_TEST(timers_fire_on_time)
     printf("timer lateness (%s, %u timers): p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms\n",
            shape_name(sh), ot.n, l.p50, l.p90, l.p99, l.max);
     ck_assert_msg(l.p50 < 2.0, "%s: median lateness %.3f ms (bound 2 ms)", shape_name(sh), l.p50);
-    ck_assert_msg(l.max < 50.0,
+    /* The median is the target (2 ms on an idle machine). The worst case is a
+     * sanity bound (no timer lost or left behind): CI runs two test programs
+     * at a time on 2 cores, and one of them may be a 1,000-connection echo
+     * load, so a timer's worker can wait tens of ms for a CPU; sanitizer
+     * builds run 4x slower, so the bound scales too. */
+    double bound = 250.0 / test_scale();
+    ck_assert_msg(l.max < bound,
                   "%s: timer %u (color %u, set %.1f ms into the run) fired %.3f ms late (bound "
-                  "50 ms)",
-                  shape_name(sh), worst, worst_color, worst * ONTIME_STEP_US / 3 / 1e3, l.max);
+                  "%.0f ms)",
+                  shape_name(sh), worst, worst_color, worst * ONTIME_STEP_US / 3 / 1e3, l.max,
+                  bound);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
     free(ot.deadline);
     free(ot.late);
@@ -790,11 +797,22 @@ static void pr_block(void *arg)
     }
 }
 
+/* The run ends when both priority timers and every descriptor timer ran:
+ * on a loaded machine the run may start after all deadlines passed, and the
+ * descriptor timers (priority 1) then rightly run before the default-priority
+ * one. */
+static void pr_maybe_stop(void)
+{
+    if (atomic_load(&pr.n) == 2 && atomic_load(&pr.desc_runs) == DESC_TIMERS)
+        mely_stop(&rt);
+}
+
 static void pr_fire(void *arg)
 {
     unsigned n = atomic_fetch_add(&pr.n, 1);
     if (n < 2)
         pr.order[n] = (int)(uintptr_t)arg;
+    pr_maybe_stop();
 }
 
 static void pr_desc(void *arg)
@@ -805,8 +823,8 @@ static void pr_desc(void *arg)
     volatile unsigned x = 0;
     for (unsigned i = 0; i < 1000; i++)
         x += i;
-    if (atomic_fetch_add(&pr.desc_runs, 1) + 1 == DESC_TIMERS)
-        mely_stop(&rt);
+    atomic_fetch_add(&pr.desc_runs, 1);
+    pr_maybe_stop();
 }
 
 /*

@@ -32,7 +32,7 @@
 #define DEFAULT_SCALE 1.0
 #endif
 
-static double test_scale(void)
+double test_scale(void)
 {
     const char *s = getenv("MELY_TEST_SCALE");
     if (!s || !*s)

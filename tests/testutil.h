@@ -50,6 +50,9 @@
  * A malformed MELY_TEST_SCALE is reported on stderr and taken as the default. */
 unsigned scaled(unsigned n, unsigned min, unsigned max);
 
+/* MELY_TEST_SCALE (default 1; 0.25 in sanitizer builds). */
+double test_scale(void);
+
 /* ---- clock and bounded waits ------------------------------------------------ */
 
 /* CLOCK_MONOTONIC in nanoseconds. */

@@ -20,6 +20,8 @@ struct mely__poller {
     struct event *wake_ev;     /* persistent read event on wake_fd */
     struct event *timeout_ev;  /* ends a blocking poll at the next timer */
     uint64_t last_poll_ns;     /* own thread: when the base was last polled */
+    uint64_t poll_target;      /* own thread: events_run once the events queued
+                                  at the last poll have run (poller.c) */
     _Atomic uint32_t nwatches; /* armed watches on the base (watch.c): a busy
                                   worker polls only if there are some */
 };

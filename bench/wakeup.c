@@ -530,7 +530,7 @@ static const struct bench_column columns[NCOLS] = {
 };
 
 static const char *const csv_titles[NCOLS] = {
-    [COL_ROW] = "row",         [COL_N] = "samples",
+    [COL_ROW] = "row",         [COL_N] = "valid_samples",
     [COL_P50] = "p50_us",      [COL_P90] = "p90_us",
     [COL_P99] = "p99_us",      [COL_MIN] = "min_us",
     [COL_PASS] = "pass_p50_min_max_us", [COL_DFUTEX] = "paired_p50_minus_futex_us",

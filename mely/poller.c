@@ -3,8 +3,8 @@
  * libasync-smp's select loop), a libevent event_base on epoll.
  *
  * What a worker's base holds: the fd watches and signal watches that live on
- * this worker (watch.c), the eventfd a waker writes, and one timer event that
- * ends a blocking poll at the worker's next timer deadline (timer.c keeps the
+ * this worker (watch.c), the eventfd a waker writes, and a timerfd set to the
+ * worker's next timer deadline, which ends a blocking poll (timer.c keeps the
  * timers themselves: libevent's min-heap does not keep equal deadlines in
  * order). Readiness callbacks only queue colored events; handlers never run
  * inside the poller.
@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -72,38 +73,34 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
         ;
 }
 
-/* Nothing to do: the blocking poll returns because an event ran. */
-static void on_timeout(evutil_socket_t fd, short what, void *arg)
+/* The timer deadline passed: the blocking poll returns, timers expire. */
+static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
-    (void)fd;
     (void)what;
-    (void)arg;
-}
-
-static struct event_base *base_new(void)
-{
-    struct event_config *cfg = event_config_new();
-    if (!cfg)
-        return NULL;
-    /* Timer-precise blocking polls (a timerfd under epoll): epoll_wait's
-     * millisecond timeout would make timers up to 1 ms late. */
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
-    struct event_base *base = event_base_new_with_config(cfg);
-    event_config_free(cfg);
-    return base;
+    struct mely__poller *p = arg;
+    uint64_t n;
+    if (read(fd, &n, sizeof(n)) == sizeof(n))
+        p->timer_armed = MELY__NEVER;
 }
 
 static int poller_init(struct mely__poller *p)
 {
     p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (p->wake_fd < 0)
+    p->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    p->timer_armed = MELY__NEVER;
+    if (p->wake_fd < 0 || p->timer_fd < 0)
         return -errno;
-    p->base = base_new();
+    /* libevent keeps no timers here: blocking polls end at the timer_fd,
+     * which has the nanosecond precision of the runtime's own deadlines
+     * (epoll_wait's timeout is in milliseconds, and libevent's precise-timer
+     * mode re-arms a timerfd before every poll, blocking or not). */
+    p->base = event_base_new();
     if (p->base) {
         p->wake_ev = event_new(p->base, p->wake_fd, EV_READ | EV_PERSIST, on_wake, NULL);
-        p->timeout_ev = event_new(p->base, -1, 0, on_timeout, NULL);
+        p->timer_ev = event_new(p->base, p->timer_fd, EV_READ | EV_PERSIST, on_timer, p);
     }
-    if (!p->base || !p->wake_ev || !p->timeout_ev || event_add(p->wake_ev, NULL) != 0)
+    if (!p->base || !p->wake_ev || !p->timer_ev || event_add(p->wake_ev, NULL) != 0 ||
+        event_add(p->timer_ev, NULL) != 0)
         return MELY_ENOMEM;
     atomic_init(&p->nwatches, 0);
     return 0;
@@ -113,14 +110,30 @@ static void poller_free(struct mely__poller *p)
 {
     if (p->wake_ev)
         event_free(p->wake_ev);
-    if (p->timeout_ev)
-        event_free(p->timeout_ev);
+    if (p->timer_ev)
+        event_free(p->timer_ev);
     if (p->base)
         event_base_free(p->base);
     if (p->wake_fd >= 0)
         close(p->wake_fd);
+    if (p->timer_fd >= 0)
+        close(p->timer_fd);
     memset(p, 0, sizeof(*p));
-    p->wake_fd = -1;
+    p->wake_fd = p->timer_fd = -1;
+}
+
+/* Sets the timer_fd to `deadline` unless it is set to it already: repeated
+ * blocking polls for one deadline cost one system call. */
+static void arm_timer(struct mely__poller *p, uint64_t deadline)
+{
+    if (deadline == p->timer_armed)
+        return;
+    struct itimerspec its = {
+        .it_value = { .tv_sec = (time_t)(deadline / 1000000000u),
+                      .tv_nsec = (long)(deadline % 1000000000u) },
+    };
+    if (timerfd_settime(p->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+        p->timer_armed = deadline;
 }
 
 int mely__pollers_init(struct mely__rt *rt)
@@ -214,15 +227,11 @@ void mely__poller_block(struct mely__worker *w)
         expire(w, now);
         return;
     }
-    if (next != MELY__NEVER) {
-        uint64_t d = next - now;
-        struct timeval tv = { .tv_sec = (time_t)(d / 1000000000u),
-                              .tv_usec = (suseconds_t)((d % 1000000000u + 999) / 1000) };
-        event_add(w->io.timeout_ev, &tv);
-    }
-    loop_base(w, EVLOOP_ONCE);
+    /* A timer_fd left at a later deadline than `next` (cancelled timers)
+     * costs at most one early return. */
     if (next != MELY__NEVER)
-        event_del(w->io.timeout_ev);
+        arm_timer(&w->io, next);
+    loop_base(w, EVLOOP_ONCE);
     now = mely__now_ns();
     w->io.last_poll_ns = now;
     expire(w, now);

@@ -1,0 +1,582 @@
+/*
+ * conn.c: one connection's state machine (the paper's per-connection
+ * handlers). Every function here runs as an event of the connection's color,
+ * so a connection is never touched by two workers at once and needs no lock.
+ *
+ *   ReadRequest (read watch) --> ParseRequest --> CheckInCache --> WriteResponse
+ *                                     |               |              |   ^
+ *                                     v               v              |   | write watch
+ *                                 BadRequest       NotFound ---------+   | on EAGAIN
+ *                                     |                              v
+ *                                     +---> WriteResponse ---> ParseRequest (pipelined),
+ *                                                             idle, or Close
+ *
+ * While a request is being answered (`busy`), ReadRequest only buffers what
+ * arrives (pipelined requests); WriteResponse goes back to ParseRequest when
+ * bytes remain, so pipelined requests are answered in order, one at a time.
+ * A full input buffer removes the read watch (a level-triggered watch that is
+ * not read would spin) until a response completes.
+ *
+ * Closing after an error or "Connection: close" is a lingering close: the
+ * response is written, the write side shut down, and whatever the client
+ * still sends is read and discarded until it closes (at most the linger
+ * time), so that unread input does not turn the close into a reset that
+ * could destroy the response before the client reads it.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "apps/sws/http.h"
+#include "apps/sws/sws.h"
+
+#define IN_CAP (HTTP_MAX_HEAD + HTTP_MAX_BODY)
+#define LINGER_NS 2000000000ull /* 2 s */
+
+/* The input buffer, allocated while a request is being received or
+ * answered, freed when the connection goes idle (an idle keep-alive
+ * connection holds only struct conn). */
+struct inbuf {
+    struct http_req req; /* the request being answered */
+    size_t len;          /* bytes in data */
+    size_t scan;         /* http_head_end's resume point */
+    char data[IN_CAP];
+};
+
+struct conn {
+    struct sws *s;
+    int fd;
+    mely_color_t color, accept_color;
+    mely_watch_t *rd, *wr; /* rd NULL while paused or after EOF */
+    mely_timer_t timer;    /* 0: not armed */
+    uint64_t deadline;     /* mely_now_ns() after which the timer acts */
+    struct inbuf *ib;
+    bool started, busy, eof, linger, closing, served_one, close_after, head_only;
+    int status;
+    /* The response being written: head, tail (Date, Connection, blank line), body. */
+    struct iovec iov[3];
+    int iov_i;
+    char *dyn;  /* a generated response (server-status), freed after writing */
+    char tail[96];
+    struct conn *wait_next; /* server.c's parked list */
+};
+
+static void on_read(int fd, unsigned ready, void *arg);
+static void on_writable(int fd, unsigned ready, void *arg);
+static void parse_request(void *arg);
+static void check_in_cache(void *arg);
+static void write_response(void *arg);
+static void do_close(void *arg);
+static void bad_request(void *arg);
+static void not_found(void *arg);
+static void on_timer(void *arg);
+
+mely_color_t conn_color(int fd)
+{
+    return (mely_color_t)((unsigned)fd % MELY_COLORS);
+}
+
+int conn_fd(const struct conn *c)
+{
+    return c->fd;
+}
+
+struct conn **conn_wait_next(struct conn *c)
+{
+    return &c->wait_next;
+}
+
+struct conn *conn_new(struct sws *s, int fd, mely_color_t accept_color)
+{
+    struct conn *c = calloc(1, sizeof(*c));
+    if (c) {
+        c->s = s;
+        c->fd = fd;
+        c->color = conn_color(fd);
+        c->accept_color = accept_color;
+    }
+    return c;
+}
+
+static mely_to_t to(struct conn *c, enum sws_handler h)
+{
+    return (mely_to_t){ c->color, MELY_PRIO_DEFAULT, &c->s->h[h] };
+}
+
+/* Posts the connection's next handler; if the runtime cannot queue it (out
+ * of memory), runs it now: we are on the connection's color anyway. */
+static void next(struct conn *c, enum sws_handler h, mely_fn_t fn)
+{
+    if (mely_post_ex(&c->s->rt, c->color, MELY_PRIO_DEFAULT, &c->s->h[h], fn, c, 0) != 0)
+        fn(c);
+}
+
+/* Posts Close as the connection's last event; nothing else acts meanwhile. */
+static void post_close(struct conn *c)
+{
+    c->closing = true;
+    next(c, H_CLOSE, do_close);
+}
+
+static int watch_read(struct conn *c)
+{
+    return mely_watch(&c->s->rt, c->fd, MELY_READ, to(c, H_READ), on_read, c, &c->rd);
+}
+
+/* ---- start ------------------------------------------------------------------ */
+
+void conn_start(void *arg)
+{
+    struct conn *c = arg;
+    struct sws *s = c->s;
+    c->started = true;
+    if (atomic_load(&s->draining)) {
+        do_close(c);
+        return;
+    }
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    c->deadline = mely_now_ns() + s->timeout_ns;
+    if (watch_read(c) != 0 ||
+        mely_timer_after(&s->rt, s->timeout_ns, to(c, H_TIMER), on_timer, c, &c->timer) != 0) {
+        c->timer = 0;
+        do_close(c);
+    }
+}
+
+/* ---- ReadRequest ---------------------------------------------------------- */
+
+static void stop_reading(struct conn *c)
+{
+    if (c->rd) {
+        mely_watch_remove(c->rd);
+        c->rd = NULL;
+    }
+}
+
+static void on_read(int fd, unsigned ready, void *arg)
+{
+    (void)ready;
+    struct conn *c = arg;
+    if (c->closing)
+        return;
+    if (c->linger) { /* discard until the client closes */
+        char junk[4096];
+        for (int i = 0; i < 16; i++) { /* bounded; the watch brings us back */
+            ssize_t n = read(fd, junk, sizeof(junk));
+            if (n > 0)
+                continue;
+            if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+            stop_reading(c);
+            c->eof = true;
+            post_close(c);
+            return;
+        }
+        return;
+    }
+    if (!c->ib) {
+        c->ib = malloc(sizeof(*c->ib));
+        if (!c->ib) {
+            if (!c->busy)
+                post_close(c);
+            return;
+        }
+        c->ib->len = c->ib->scan = 0;
+    }
+    struct inbuf *ib = c->ib;
+    if (ib->len == IN_CAP) { /* busy with a response: resume when it is done */
+        stop_reading(c);
+        return;
+    }
+    ssize_t n = read(fd, ib->data + ib->len, IN_CAP - ib->len);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) { /* the client closed (or failed): answer what is complete */
+        stop_reading(c);
+        c->eof = true;
+        if (n < 0)
+            ib->len = 0; /* a reset: nobody will read answers */
+        if (!c->busy) {
+            c->busy = true;
+            if (ib->len)
+                next(c, H_PARSE, parse_request);
+            else
+                post_close(c);
+        }
+        return;
+    }
+    ib->len += (size_t)n;
+    if (!c->busy) {
+        c->busy = true;
+        next(c, H_PARSE, parse_request);
+    }
+}
+
+/* ---- ParseRequest -------------------------------------------------------- */
+
+/* Nothing complete to answer: wait for bytes, or close at EOF. */
+static void idle(struct conn *c)
+{
+    if (c->eof) {
+        post_close(c);
+        return;
+    }
+    c->busy = false;
+    if (c->ib && c->ib->len == 0) {
+        free(c->ib);
+        c->ib = NULL;
+    }
+    if (!c->rd && watch_read(c) != 0)
+        post_close(c);
+}
+
+static void parse_request(void *arg)
+{
+    struct conn *c = arg;
+    struct inbuf *ib = c->ib;
+    /* Empty lines before a request line are ignored (RFC 9112, 2.2). */
+    size_t skip = 0;
+    while (skip < ib->len && (ib->data[skip] == '\r' || ib->data[skip] == '\n'))
+        skip++;
+    if (skip) {
+        memmove(ib->data, ib->data + skip, ib->len - skip);
+        ib->len -= skip;
+        ib->scan = 0;
+    }
+    long r;
+    if (http_head_end(ib->data, ib->len, &ib->scan) == 0) {
+        if (ib->len < HTTP_MAX_HEAD) {
+            /* A request line that can no longer be valid is refused at once. */
+            r = ib->len ? http_parse(ib->data, ib->len, &ib->req) : 0;
+            if (r == 0) {
+                idle(c);
+                return;
+            }
+        } else {
+            r = http_parse(ib->data, ib->len, &ib->req);
+            if (r >= 0)
+                r = -431;
+        }
+    } else {
+        r = http_parse(ib->data, ib->len, &ib->req);
+        if (r == 0) { /* the body is not all here */
+            idle(c);
+            return;
+        }
+    }
+    if (r < 0) {
+        c->status = (int)-r;
+        next(c, H_BAD, bad_request);
+        return;
+    }
+    /* Consume the request now: the response does not need its bytes (the
+     * parsed fields that CheckInCache reads are copies or point before). */
+    c->head_only = ib->req.method == HTTP_HEAD;
+    c->close_after = !ib->req.keep_alive;
+    ib->req.head_len = (size_t)r; /* reused: bytes to drop once answered */
+    if (ib->req.method == HTTP_OTHER) {
+        c->status = 405;
+        next(c, H_BAD, bad_request);
+        return;
+    }
+    next(c, H_CACHE, check_in_cache);
+}
+
+/* Drops the answered request from the buffer (pipelined bytes move up). */
+static void consume(struct conn *c)
+{
+    struct inbuf *ib = c->ib;
+    size_t n = ib->req.head_len;
+    if (n > ib->len)
+        n = ib->len;
+    memmove(ib->data, ib->data + n, ib->len - n);
+    ib->len -= n;
+    ib->scan = 0;
+}
+
+/* ---- responses --------------------------------------------------------------- */
+
+/* The Date header of the second now: a per-thread copy, rebuilt when the
+ * second changes (a coarse clock read per response). */
+static size_t date_line(char *out)
+{
+    static _Thread_local time_t last = -1;
+    static _Thread_local char line[48];
+    static _Thread_local size_t len;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    if (ts.tv_sec != last) {
+        struct tm tm;
+        last = ts.tv_sec;
+        gmtime_r(&last, &tm);
+        len = strftime(line, sizeof(line), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    }
+    memcpy(out, line, len);
+    return len;
+}
+
+/* Sets the response: head (status line and fixed headers), the tail built
+ * here, and body (skipped for HEAD). Decides keep-alive. */
+static void respond(struct conn *c, const char *head, size_t head_len, const char *body,
+                    size_t body_len, bool must_close)
+{
+    struct sws *s = c->s;
+    bool http10 = c->ib && c->ib->req.minor == 0;
+    if (must_close || atomic_load(&s->draining))
+        c->close_after = true;
+    size_t t = date_line(c->tail);
+    static const char kclose[] = "Connection: close\r\n\r\n", kkeep[] = "Connection: keep-alive\r\n\r\n";
+    const char *conn = c->close_after ? kclose : http10 ? kkeep : "\r\n";
+    size_t cl = strlen(conn);
+    memcpy(c->tail + t, conn, cl);
+    c->iov[0] = (struct iovec){ (void *)head, head_len };
+    c->iov[1] = (struct iovec){ c->tail, t + cl };
+    c->iov[2] = (struct iovec){ (void *)body, c->head_only ? 0 : body_len };
+    c->iov_i = 0;
+    sws_count(s, c->status, head_len + t + cl + (c->head_only ? 0 : body_len));
+    next(c, H_WRITE, write_response);
+}
+
+static void respond_file(struct conn *c, const struct sws_file *f, bool must_close)
+{
+    respond(c, f->head, f->head_len, f->body, f->body_len, must_close);
+}
+
+/* ---- CheckInCache, NotFound, BadRequest ------------------------------------ */
+
+static void check_in_cache(void *arg)
+{
+    struct conn *c = arg;
+    struct http_req *q = &c->ib->req;
+    if (q->path_len == 14 && memcmp(q->path, "/server-status", 14) == 0) {
+        bool json = q->query && q->query_len == 11 && memcmp(q->query, "format=json", 11) == 0;
+        size_t len = 0;
+        c->dyn = sws_status(c->s, json, &len);
+        if (!c->dyn) {
+            c->status = 500;
+            next(c, H_BAD, bad_request);
+            return;
+        }
+        c->status = 200;
+        size_t head = strlen(c->dyn); /* the head ends at the first NUL */
+        consume(c);
+        respond(c, c->dyn, head, c->dyn + head + 1, len - head - 1, false);
+        return;
+    }
+    const struct sws_file *f = cache_find(&c->s->cache, q->path, q->path_len);
+    if (!f) {
+        next(c, H_NOTFOUND, not_found);
+        return;
+    }
+    if (q->inm && f->etag && http_etag_match(q->inm, q->inm_len, f->etag, f->etag_len)) {
+        c->status = 304;
+        consume(c);
+        respond(c, f->head304, f->head304_len, NULL, 0, false);
+        return;
+    }
+    c->status = f->etag ? 200 : 301;
+    consume(c);
+    respond_file(c, f, false);
+}
+
+static void not_found(void *arg)
+{
+    struct conn *c = arg;
+    c->status = 404;
+    consume(c);
+    respond_file(c, cache_error(404), false);
+}
+
+/* Every refused request: 400, 405, 408, 413, 414, 431, 500, 501, 505. Only
+ * 405 (a complete, well-formed request) keeps the connection. */
+static void bad_request(void *arg)
+{
+    struct conn *c = arg;
+    bool keep = c->status == 405;
+    if (keep)
+        consume(c);
+    else
+        c->head_only = false;
+    respond_file(c, cache_error(c->status), !keep);
+}
+
+/* ---- WriteResponse ----------------------------------------------------------------- */
+
+static void start_linger(struct conn *c)
+{
+    c->linger = true;
+    shutdown(c->fd, SHUT_WR);
+    if (c->ib) {
+        free(c->ib);
+        c->ib = NULL;
+    }
+    if (c->eof) {
+        post_close(c);
+        return;
+    }
+    uint64_t d = mely_now_ns() + (c->s->timeout_ns < LINGER_NS ? c->s->timeout_ns : LINGER_NS);
+    if (d < c->deadline)
+        c->deadline = d;
+    if (!c->rd && watch_read(c) != 0)
+        post_close(c);
+}
+
+static void write_response(void *arg)
+{
+    struct conn *c = arg;
+    struct sws *s = c->s;
+    for (;;) { /* bounded: every turn writes bytes or returns */
+        while (c->iov_i < 3 && c->iov[c->iov_i].iov_len == 0)
+            c->iov_i++;
+        if (c->iov_i == 3)
+            break;
+        ssize_t n = writev(c->fd, c->iov + c->iov_i, 3 - c->iov_i);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            c->deadline = mely_now_ns() + s->timeout_ns; /* progress or not, per wait */
+            if (!c->wr && mely_watch(&s->rt, c->fd, MELY_WRITE, to(c, H_WRITE), on_writable, c,
+                                     &c->wr) != 0)
+                post_close(c);
+            return;
+        }
+        if (n <= 0) { /* the client went away */
+            if (c->wr) {
+                mely_watch_remove(c->wr);
+                c->wr = NULL;
+            }
+            post_close(c);
+            return;
+        }
+        size_t left = (size_t)n;
+        while (left > 0 && c->iov_i < 3) {
+            struct iovec *v = &c->iov[c->iov_i];
+            size_t k = left < v->iov_len ? left : v->iov_len;
+            v->iov_base = (char *)v->iov_base + k;
+            v->iov_len -= k;
+            left -= k;
+            if (v->iov_len == 0)
+                c->iov_i++;
+        }
+    }
+    /* The response is out. */
+    if (c->wr) {
+        mely_watch_remove(c->wr);
+        c->wr = NULL;
+    }
+    free(c->dyn);
+    c->dyn = NULL;
+    c->served_one = true;
+    if (c->close_after || atomic_load(&s->draining)) {
+        start_linger(c);
+        return;
+    }
+    c->deadline = mely_now_ns() + s->timeout_ns;
+    if (c->ib && c->ib->len > 0) {
+        next(c, H_PARSE, parse_request); /* a pipelined request */
+        return;
+    }
+    idle(c);
+}
+
+static void on_writable(int fd, unsigned ready, void *arg)
+{
+    (void)fd;
+    (void)ready;
+    write_response(arg);
+}
+
+/* ---- Close ------------------------------------------------------------------------ */
+
+static void do_close(void *arg)
+{
+    struct conn *c = arg;
+    struct sws *s = c->s;
+    if (c->timer) {
+        mely_timer_cancel(&s->rt, c->timer); /* same color: it is not running */
+        c->timer = 0;
+    }
+    /* Forget the fd before closing it: the number may come back at once. */
+    if ((unsigned)c->fd < s->nconns)
+        atomic_store(&s->conns[c->fd], NULL);
+    mely_close(&s->rt, c->fd);
+    free(c->ib);
+    free(c->dyn);
+    atomic_fetch_add_explicit(&s->closed, 1, memory_order_relaxed);
+    mely_color_t ac = c->accept_color;
+    free(c);
+    if (mely_post_ex(&s->rt, ac, MELY_PRIO_DEFAULT, &s->h[H_DEC], sws_dec_client, s, 0) != 0)
+        sws_dec_client(s); /* out of memory: count here (racy only then) */
+}
+
+/* ---- the timer: request and idle timeout, linger end ------------------------------ */
+
+static void on_timer(void *arg)
+{
+    struct conn *c = arg;
+    struct sws *s = c->s;
+    c->timer = 0;
+    if (c->closing)
+        return; /* Close is queued */
+    uint64_t now = mely_now_ns();
+    bool chain = c->busy && !c->wr && !c->linger; /* an event of ours is queued */
+    if (now < c->deadline || chain) {
+        if (chain)
+            c->deadline = now + s->timeout_ns;
+        if (mely_timer_at(&s->rt, c->deadline, to(c, H_TIMER), on_timer, c, &c->timer) != 0) {
+            c->timer = 0;
+            if (!chain)
+                do_close(c);
+        }
+        return;
+    }
+    if (c->linger || c->busy) { /* the linger ended, or the client stopped reading */
+        if (c->busy && !c->linger)
+            atomic_fetch_add_explicit(&s->timeouts, 1, memory_order_relaxed);
+        do_close(c);
+        return;
+    }
+    atomic_fetch_add_explicit(&s->timeouts, 1, memory_order_relaxed);
+    if (c->served_one && (!c->ib || c->ib->len == 0)) {
+        do_close(c); /* an idle keep-alive connection: closed quietly */
+        return;
+    }
+    /* Nothing or part of a request within the timeout: 408. */
+    c->busy = true;
+    c->status = 408;
+    c->head_only = false;
+    c->eof = false;
+    if (c->ib)
+        c->ib->len = 0;
+    respond_file(c, cache_error(408), true);
+}
+
+/* ---- drain (graceful shutdown) -------------------------------------------------- */
+
+void conn_drain(void *fdp)
+{
+    int fd = (int)(intptr_t)fdp;
+    struct sws *srv = sws_current;
+    if (!srv || (unsigned)fd >= srv->nconns)
+        return;
+    struct conn *c = atomic_load(&srv->conns[fd]);
+    if (!c || !c->started || c->busy || c->linger || c->closing || (c->ib && c->ib->len > 0))
+        return; /* busy ones close after their response; partial ones time out */
+    c->busy = true;
+    do_close(c);
+}
+
+void conn_free_at_exit(struct conn *c)
+{
+    close(c->fd);
+    free(c->ib);
+    free(c->dyn);
+    free(c);
+}

@@ -1,0 +1,67 @@
+/*
+ * http.h: SWS's HTTP/1.1 request parser (the ParseRequest handler's work).
+ *
+ * A pure function over a byte buffer: no allocation, no global state, so it
+ * can be fuzzed on its own (apps/sws/fuzz/). It recognizes the subset SWS
+ * serves: GET and HEAD of origin-form (or absolute-form) targets, HTTP/1.0 and
+ * 1.x; every other well-formed method is reported so that the server answers
+ * 405; every malformed or oversized request is reported with the status to
+ * send (400, 413, 414, 431, 501, 505).
+ */
+#ifndef SWS_HTTP_H
+#define SWS_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Limits (the statuses they produce are in parentheses). */
+#define HTTP_MAX_TARGET 2048 /* request target, in bytes (414) */
+#define HTTP_MAX_HEAD 8192   /* request line + headers + blank line (431) */
+#define HTTP_MAX_HEADERS 64  /* header lines (431) */
+#define HTTP_MAX_BODY 4096   /* Content-Length accepted (and ignored) (413) */
+#define HTTP_MAX_PATH 1024   /* decoded path (414) */
+
+enum http_method { HTTP_GET, HTTP_HEAD, HTTP_OTHER };
+
+struct http_req {
+    enum http_method method;
+    int minor;            /* 0: HTTP/1.0; 1: HTTP/1.1 (and 1.x, treated as 1.1) */
+    bool keep_alive;      /* the connection stays open after the response */
+    const char *target;   /* the raw request target (points into the buffer) */
+    size_t target_len;
+    char path[HTTP_MAX_PATH + 1]; /* decoded absolute path, query removed, NUL-ended */
+    size_t path_len;
+    const char *query;    /* after '?', raw (not decoded); NULL without one */
+    size_t query_len;
+    const char *inm;      /* If-None-Match value, NULL without one */
+    size_t inm_len;
+    size_t head_len;      /* bytes of the request line and headers */
+    size_t body_len;      /* Content-Length (skipped) */
+};
+
+/*
+ * Finds the end of the request head (the empty line) in buf[0..len), starting
+ * the search at *scan (where an earlier call stopped; 0 the first time), and
+ * updates *scan. Accepts CRLF and bare LF line ends.
+ * @return the head's length (through the empty line), or 0 if it is not
+ *         complete yet.
+ */
+size_t http_head_end(const char *buf, size_t len, size_t *scan);
+
+/*
+ * Parses one request at the start of buf[0..len).
+ * @return the request's total length (head and body: the bytes to consume) when
+ *         complete and acceptable (req filled; req->method may be HTTP_OTHER:
+ *         answer 405); 0 if more bytes are needed; -status for a request to
+ *         refuse (req->minor and req->method are filled when they could be
+ *         read): -400, -413, -414, -431, -501, -505. After an error the
+ *         connection must be closed.
+ */
+long http_parse(const char *buf, size_t len, struct http_req *req);
+
+/* Whether the If-None-Match value v[0..n) matches the entity tag etag
+ * (quoted, e.g. "\"5f-1a2b\""): "*", or one of a comma-separated list
+ * (weak comparison: a W/ prefix is ignored). */
+bool http_etag_match(const char *v, size_t n, const char *etag, size_t etag_len);
+
+#endif /* SWS_HTTP_H */

@@ -1,0 +1,140 @@
+/*
+ * main.c: SWS's command line (doc/sws.md).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/sws/sws.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sws [options]\n"
+            "Serves the files under a document root (pre-built in memory at start-up) over\n"
+            "HTTP/1.1 on the mely runtime. SIGINT/SIGTERM: stop accepting, finish, exit 0.\n"
+            "  --root DIR          document root (default: a built-in sample site)\n"
+            "  --host ADDR         numeric address to listen on (default 127.0.0.1)\n"
+            "  --port N            TCP port (default 8080; 0: any free port)\n"
+            "  --workers N         worker threads (default: every usable CPU)\n"
+            "  --no-pin            do not pin workers to CPUs\n"
+            "  --max-clients N     connections served at once (default 10000); more\n"
+            "                      wait unread, up to --max-waiting, then get 503\n"
+            "  --max-waiting N     connections parked at the cap (default: max-clients)\n"
+            "  --steal POLICY      work stealing: off (default), base, locality, timeleft,\n"
+            "                      penalty, measured, all, or words joined with '+'\n"
+            "  --engine E          mely (default) or libasync (= legacy: one FIFO per core)\n"
+            "  --measured-costs    handlers without timeleft annotations; the policy gets\n"
+            "                      \"+measured\" (the runtime measures their costs)\n"
+            "  --print-costs       at exit, print each handler's measured cost\n"
+            "  --reuseport         one SO_REUSEPORT listener per worker (Accept per worker)\n"
+            "  --timeout-ms N      idle and request timeout (default 30000)\n"
+            "  --drain-ms N        graceful shutdown limit (default 5000)\n"
+            "  --help              this text\n"
+            "Status: http://HOST:PORT/server-status (add ?format=json).\n");
+}
+
+static int number(const char *opt, const char *v, unsigned min, unsigned max, unsigned *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-' || n < min || n > max) {
+        fprintf(stderr, "sws: --%s: expected a number in %u..%u, got \"%s\"\n", opt, min, max, v);
+        return -1;
+    }
+    *out = (unsigned)n;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct sws_config cfg;
+    sws_config_init(&cfg);
+    cfg.signals = true;
+    bool print_costs = false;
+    enum { O_ROOT = 1, O_HOST, O_PORT, O_WORKERS, O_NOPIN, O_MAXC, O_MAXW, O_STEAL, O_ENGINE,
+           O_MEASURED, O_PRINT, O_REUSE, O_TIMEOUT, O_DRAIN, O_HELP, O_EPOLL };
+    static const struct option opts[] = {
+        { "root", required_argument, NULL, O_ROOT },
+        { "host", required_argument, NULL, O_HOST },
+        { "port", required_argument, NULL, O_PORT },
+        { "workers", required_argument, NULL, O_WORKERS },
+        { "no-pin", no_argument, NULL, O_NOPIN },
+        { "max-clients", required_argument, NULL, O_MAXC },
+        { "max-waiting", required_argument, NULL, O_MAXW },
+        { "steal", required_argument, NULL, O_STEAL },
+        { "engine", required_argument, NULL, O_ENGINE },
+        { "measured-costs", no_argument, NULL, O_MEASURED },
+        { "print-costs", no_argument, NULL, O_PRINT },
+        { "reuseport", no_argument, NULL, O_REUSE },
+        { "timeout-ms", required_argument, NULL, O_TIMEOUT },
+        { "drain-ms", required_argument, NULL, O_DRAIN },
+        { "epoll-handler", no_argument, NULL, O_EPOLL },
+        { "help", no_argument, NULL, O_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    int o;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int rc = 0;
+        switch (o) {
+        case O_ROOT: cfg.root = optarg; break;
+        case O_HOST: cfg.host = optarg; break;
+        case O_PORT: rc = number("port", optarg, 0, 65535, &cfg.port); break;
+        case O_WORKERS: rc = number("workers", optarg, 1, MELY_MAX_WORKERS, &cfg.workers); break;
+        case O_NOPIN: cfg.pin = 0; break;
+        case O_MAXC: rc = number("max-clients", optarg, 1, 1u << 20, &cfg.max_clients); break;
+        case O_MAXW: rc = number("max-waiting", optarg, 1, 1u << 20, &cfg.max_waiting); break;
+        case O_STEAL: cfg.steal = optarg; break;
+        case O_ENGINE:
+            if (strcmp(optarg, "mely") == 0)
+                cfg.engine = NULL;
+            else if (strcmp(optarg, "libasync") == 0 || strcmp(optarg, "legacy") == 0)
+                cfg.engine = "legacy";
+            else {
+                fprintf(stderr, "sws: --engine: mely, libasync or legacy, not \"%s\"\n", optarg);
+                rc = -1;
+            }
+            break;
+        case O_MEASURED: cfg.measured_costs = true; break;
+        case O_PRINT: print_costs = true; break;
+        case O_REUSE: cfg.reuseport = true; break;
+        case O_TIMEOUT: rc = number("timeout-ms", optarg, 1, 86400000, &cfg.timeout_ms); break;
+        case O_DRAIN: rc = number("drain-ms", optarg, 0, 86400000, &cfg.drain_ms); break;
+        case O_EPOLL:
+            fprintf(stderr, "sws: --epoll-handler is not implemented yet\n");
+            return 2;
+        case O_HELP: usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+        if (rc)
+            return 2;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "sws: unexpected argument \"%s\"\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    static struct sws s;
+    char err[512] = "";
+    if (sws_start(&s, &cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "sws: %s\n", err);
+        sws_free(&s);
+        return 1;
+    }
+    printf("sws: serving %s (%zu files, %zu bytes) on http://%s:%u/ with %u workers, engine %s, "
+           "steal %s\n",
+           cfg.root ? cfg.root : "the sample site", s.cache.n, s.cache.bytes, s.cfg.host, sws_port(&s),
+           s.workers, cfg.engine ? cfg.engine : "mely", cfg.steal ? cfg.steal : "off");
+    fflush(stdout);
+    int rc = sws_run(&s);
+    if (rc != 0)
+        fprintf(stderr, "sws: run: %s\n", mely_strerror(rc));
+    if (print_costs)
+        sws_print_costs(&s, stdout);
+    sws_free(&s);
+    return rc == 0 ? 0 : 1;
+}

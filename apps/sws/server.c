@@ -1,0 +1,377 @@
+/*
+ * server.c: the server object. Start-up (site, runtime, listener, signals),
+ * the Accept and DecClientAccepted handlers with the client cap, the
+ * graceful shutdown, and the clean-up.
+ *
+ * The client cap. mely's listener has no pause: closing it and listening
+ * again later would reset every connection waiting in the kernel's backlog
+ * and race other processes for the port. So at the cap SWS keeps accepting
+ * but parks the new connections, unread and unwatched, in a FIFO of at most
+ * max_waiting (an application-level backlog, as the kernel's would be); each
+ * DecClientAccepted (a client left) starts the oldest parked one. Beyond
+ * max_waiting, a connection gets a 503 and is closed. Accept and
+ * DecClientAccepted share the accept color, so with a single listener they
+ * never run at once; the counter is atomic anyway because /server-status and
+ * --reuseport (one accept color per worker) read and write it elsewhere.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "apps/sws/sws.h"
+
+struct sws *sws_current;
+
+/*
+ * The handlers' descriptors. timeleft is in TSC cycles per run, measured on
+ * the 2-core development machine with `sws --steal all+measured
+ * --measured-costs --print-costs` under a keep-alive 1 KB load and rounded;
+ * penalty marks the handlers whose data is hot in the cache of the worker that
+ * read the request (the parse and lookup touch the bytes ReadRequest just
+ * read): stealing them costs cache misses (the paper's section 3.3).
+ */
+static const mely_handler_t annotated[H_COUNT] = {
+    [H_ACCEPT] = { .name = "Accept", .timeleft = 6000, .penalty = 1 },
+    [H_READ] = { .name = "ReadRequest", .timeleft = 3000, .penalty = 1 },
+    [H_PARSE] = { .name = "ParseRequest", .timeleft = 900, .penalty = 2 },
+    [H_CACHE] = { .name = "CheckInCache", .timeleft = 400, .penalty = 2 },
+    [H_WRITE] = { .name = "WriteResponse", .timeleft = 6000, .penalty = 1 },
+    [H_CLOSE] = { .name = "Close", .timeleft = 8000, .penalty = 1 },
+    [H_DEC] = { .name = "DecClientAccepted", .timeleft = 100, .penalty = 1 },
+    [H_BAD] = { .name = "BadRequest", .timeleft = 400, .penalty = 1 },
+    [H_NOTFOUND] = { .name = "404", .timeleft = 400, .penalty = 1 },
+    [H_START] = { .name = "StartConnection", .timeleft = 4000, .penalty = 1 },
+    [H_TIMER] = { .name = "Timeout", .timeleft = 300, .penalty = 1 },
+    [H_DRAIN] = { .name = "Drain", .timeleft = 300, .penalty = 1 },
+};
+
+/* The same without timeleft: the "measured" policy word counts their
+ * measured costs (mely_handler_measured). */
+static const mely_handler_t bare[H_COUNT] = {
+    [H_ACCEPT] = { .name = "Accept" },         [H_READ] = { .name = "ReadRequest" },
+    [H_PARSE] = { .name = "ParseRequest" },    [H_CACHE] = { .name = "CheckInCache" },
+    [H_WRITE] = { .name = "WriteResponse" },   [H_CLOSE] = { .name = "Close" },
+    [H_DEC] = { .name = "DecClientAccepted" }, [H_BAD] = { .name = "BadRequest" },
+    [H_NOTFOUND] = { .name = "404" },          [H_START] = { .name = "StartConnection" },
+    [H_TIMER] = { .name = "Timeout" },         [H_DRAIN] = { .name = "Drain" },
+};
+
+void sws_config_init(struct sws_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->host = "127.0.0.1";
+    cfg->port = 8080;
+    cfg->pin = 1;
+    cfg->max_clients = 10000;
+    cfg->timeout_ms = 30000;
+    cfg->drain_ms = 5000;
+}
+
+void sws_count(struct sws *s, int status, uint64_t bytes)
+{
+    int w = mely_current_worker();
+    if (w < 0 || (unsigned)w >= s->workers)
+        w = 0;
+    struct sws_wstat *ws = &s->ws[w];
+    /* Only worker w writes its slot: a load and a store, no locked add
+     * (except in the rare fallback above, where a lost count is harmless). */
+    atomic_store_explicit(&ws->requests, atomic_load_explicit(&ws->requests, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    atomic_store_explicit(&ws->bytes, atomic_load_explicit(&ws->bytes, memory_order_relaxed) + bytes,
+                          memory_order_relaxed);
+    if (status >= 400)
+        atomic_store_explicit(&ws->errors,
+                              atomic_load_explicit(&ws->errors, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+}
+
+/* ---- Accept, DecClientAccepted --------------------------------------------- */
+
+static void refuse(struct sws *s, int fd)
+{
+    const struct sws_file *e = cache_error(503);
+    static const char tail[] = "Connection: close\r\n\r\n";
+    struct iovec iov[3] = { { (void *)e->head, e->head_len }, { (void *)tail, sizeof(tail) - 1 },
+                            { (void *)e->body, e->body_len } };
+    struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 3 };
+    (void)!sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL); /* best effort */
+    shutdown(fd, SHUT_WR);
+    close(fd);
+    atomic_fetch_add_explicit(&s->refused, 1, memory_order_relaxed);
+}
+
+static void start(struct sws *s, struct conn *c)
+{
+    int fd = conn_fd(c);
+    atomic_store(&s->conns[fd], c);
+    if (mely_post_ex(&s->rt, conn_color(fd), MELY_PRIO_DEFAULT, &s->h[H_START], conn_start, c, 0) != 0) {
+        atomic_store(&s->conns[fd], NULL);
+        conn_free_at_exit(c);
+        atomic_fetch_sub(&s->clients, 1);
+    }
+}
+
+static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, void *arg)
+{
+    (void)peer;
+    (void)peerlen;
+    struct sws *s = arg;
+    if (atomic_load(&s->draining)) {
+        close(fd);
+        return;
+    }
+    atomic_fetch_add_explicit(&s->accepted, 1, memory_order_relaxed);
+    if ((unsigned)fd >= s->nconns) {
+        refuse(s, fd);
+        return;
+    }
+    int color = mely_current_color();
+    struct conn *c = conn_new(s, fd, color >= 0 ? (mely_color_t)color : 1);
+    if (!c) {
+        refuse(s, fd);
+        return;
+    }
+    /* Reserve a slot; at the cap, park or refuse. */
+    unsigned n = atomic_load(&s->clients);
+    for (;;) {
+        if (n >= s->cfg.max_clients)
+            break;
+        if (atomic_compare_exchange_weak(&s->clients, &n, n + 1)) {
+            start(s, c);
+            return;
+        }
+    }
+    pthread_mutex_lock(&s->wait_mu);
+    bool parked = s->waiting < s->cfg.max_waiting;
+    if (parked) {
+        *conn_wait_next(c) = NULL;
+        if (s->wait_tail)
+            *conn_wait_next(s->wait_tail) = c;
+        else
+            s->wait_head = c;
+        s->wait_tail = c;
+        s->waiting++;
+    }
+    pthread_mutex_unlock(&s->wait_mu);
+    if (!parked) {
+        conn_free_at_exit(c); /* closes fd */
+        atomic_fetch_add_explicit(&s->refused, 1, memory_order_relaxed);
+        return;
+    }
+    /* A client may have left between the check and the parking. */
+    sws_dec_client(NULL);
+}
+
+static void finish(struct sws *s)
+{
+    if (!atomic_exchange(&s->stopped, true))
+        mely_stop(&s->rt);
+}
+
+/* DecClientAccepted (arg: the server; NULL: only start parked clients if a
+ * slot is free, without counting a departure). */
+void sws_dec_client(void *arg)
+{
+    struct sws *s = arg ? arg : sws_current;
+    if (arg)
+        atomic_fetch_sub(&s->clients, 1);
+    if (atomic_load(&s->draining)) {
+        if (atomic_load(&s->clients) == 0)
+            finish(s);
+        return;
+    }
+    for (;;) { /* start parked clients while slots are free */
+        unsigned n = atomic_load(&s->clients);
+        if (n >= s->cfg.max_clients)
+            return;
+        pthread_mutex_lock(&s->wait_mu);
+        struct conn *c = s->wait_head;
+        if (c && atomic_compare_exchange_strong(&s->clients, &n, n + 1)) {
+            s->wait_head = *conn_wait_next(c);
+            if (!s->wait_head)
+                s->wait_tail = NULL;
+            s->waiting--;
+        } else if (c) {
+            pthread_mutex_unlock(&s->wait_mu);
+            continue; /* the count moved: look again */
+        }
+        pthread_mutex_unlock(&s->wait_mu);
+        if (!c)
+            return;
+        start(s, c);
+    }
+}
+
+/* ---- shutdown ---------------------------------------------------------------------- */
+
+static void drain_deadline(void *arg)
+{
+    finish(arg);
+}
+
+void sws_drain(struct sws *s)
+{
+    if (atomic_exchange(&s->draining, true))
+        return;
+    if (s->listener) {
+        mely_listener_close(s->listener);
+        s->listener = NULL;
+    }
+    pthread_mutex_lock(&s->wait_mu);
+    struct conn *c = s->wait_head;
+    s->wait_head = s->wait_tail = NULL;
+    s->waiting = 0;
+    pthread_mutex_unlock(&s->wait_mu);
+    while (c) { /* parked clients were never served: close them */
+        struct conn *nx = *conn_wait_next(c);
+        conn_free_at_exit(c);
+        c = nx;
+    }
+    for (unsigned fd = 0; fd < s->nconns; fd++)
+        if (atomic_load_explicit(&s->conns[fd], memory_order_relaxed))
+            mely_post_ex(&s->rt, conn_color((int)fd), MELY_PRIO_DEFAULT, &s->h[H_DRAIN], conn_drain,
+                         (void *)(intptr_t)fd, 0);
+    if (atomic_load(&s->clients) == 0)
+        finish(s);
+    else if (mely_timer_after(&s->rt, (uint64_t)s->cfg.drain_ms * 1000000u, MELY_TO(0), drain_deadline,
+                              s, NULL) != 0)
+        finish(s);
+}
+
+static void on_signal(int signo, unsigned ready, void *arg)
+{
+    (void)signo;
+    (void)ready;
+    sws_drain(arg);
+}
+
+/* ---- start, run, free ---------------------------------------------------------------- */
+
+int sws_start(struct sws *s, const struct sws_config *cfg, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof(*s));
+    s->cfg = *cfg;
+    if (!s->cfg.host)
+        s->cfg.host = "127.0.0.1";
+    if (s->cfg.max_clients == 0)
+        s->cfg.max_clients = 1;
+    if (s->cfg.max_waiting == 0)
+        s->cfg.max_waiting = s->cfg.max_clients;
+    if (s->cfg.timeout_ms == 0)
+        s->cfg.timeout_ms = 30000;
+    s->timeout_ns = (uint64_t)s->cfg.timeout_ms * 1000000u;
+    s->h = s->cfg.measured_costs ? bare : annotated;
+    pthread_mutex_init(&s->wait_mu, NULL);
+    s->started_ns = mely_now_ns();
+
+    if (cache_errors_init() != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = s->cfg.root ? cache_load_dir(&s->cache, s->cfg.root, err, errlen)
+                         : cache_load_sample(&s->cache, err, errlen);
+    if (rc != 0)
+        return -1;
+
+    struct rlimit rl;
+    unsigned n = 65536;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > n)
+        n = rl.rlim_cur > (1u << 20) ? 1u << 20 : (unsigned)rl.rlim_cur;
+    s->conns = calloc(n, sizeof(*s->conns));
+    if (!s->conns) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->nconns = n;
+
+    mely_config_t mc;
+    mely_config_init(&mc);
+    mc.workers = s->cfg.workers;
+    mc.pin = s->cfg.pin;
+    char steal[128];
+    const char *policy = s->cfg.steal && strcmp(s->cfg.steal, "off") != 0 ? s->cfg.steal : NULL;
+    if (policy && s->cfg.measured_costs && !strstr(policy, "measured")) {
+        snprintf(steal, sizeof(steal), "%s+measured", policy);
+        policy = steal;
+    }
+    mc.steal = policy;
+    mc.engine = s->cfg.engine;
+    int e = mely_init(&s->rt, &mc);
+    if (e != 0) {
+        snprintf(err, errlen, "runtime: %s", mely_strerror(e));
+        return -1;
+    }
+    s->workers = mely_workers(&s->rt);
+    s->ws = calloc(s->workers, sizeof(*s->ws));
+    if (!s->ws) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    sws_current = s;
+    e = mely_listen(&s->rt, s->cfg.host, s->cfg.port, 0, s->cfg.reuseport ? MELY_LISTEN_REUSEPORT : 0,
+                    (mely_to_t){ 1, MELY_PRIO_DEFAULT, &s->h[H_ACCEPT] }, on_accept, s, &s->listener);
+    if (e != 0) {
+        snprintf(err, errlen, "listen on %s:%u: %s", s->cfg.host, s->cfg.port, mely_strerror(e));
+        return -1;
+    }
+    if (s->cfg.signals &&
+        ((e = mely_signal(&s->rt, SIGINT, MELY_TO(0), on_signal, s, &s->sigint)) != 0 ||
+         (e = mely_signal(&s->rt, SIGTERM, MELY_TO(0), on_signal, s, &s->sigterm)) != 0)) {
+        snprintf(err, errlen, "signals: %s", mely_strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
+unsigned sws_port(const struct sws *s)
+{
+    return s->listener ? mely_listener_port(s->listener) : 0;
+}
+
+int sws_run(struct sws *s)
+{
+    return mely_run(&s->rt);
+}
+
+void sws_print_costs(const struct sws *s, FILE *out)
+{
+    fprintf(out, "handler             measured cycles  (timeleft annotation)\n");
+    for (int i = 0; i < H_COUNT; i++)
+        fprintf(out, "%-20s %15llu  (%llu)\n", bare[i].name,
+                (unsigned long long)mely_handler_measured(&s->rt, &s->h[i]),
+                (unsigned long long)annotated[i].timeleft);
+}
+
+void sws_free(struct sws *s)
+{
+    if (s->listener)
+        mely_listener_close(s->listener);
+    if (s->sigint)
+        mely_watch_remove(s->sigint);
+    if (s->sigterm)
+        mely_watch_remove(s->sigterm);
+    mely_shutdown(&s->rt); /* frees the watches and timers left; discards events */
+    if (s->conns)
+        for (unsigned fd = 0; fd < s->nconns; fd++) {
+            struct conn *c = atomic_load(&s->conns[fd]);
+            if (c)
+                conn_free_at_exit(c);
+        }
+    for (struct conn *c = s->wait_head; c;) {
+        struct conn *nx = *conn_wait_next(c);
+        conn_free_at_exit(c);
+        c = nx;
+    }
+    free(s->conns);
+    free(s->ws);
+    cache_free(&s->cache);
+    cache_errors_free();
+    pthread_mutex_destroy(&s->wait_mu);
+    if (sws_current == s)
+        sws_current = NULL;
+    memset(s, 0, sizeof(*s));
+}

@@ -1,0 +1,134 @@
+/*
+ * sws.h: SWS, the static web server of the Mely paper (section 5.3.1), on the
+ * native mely API. main.c is the command line; the tests drive the same
+ * server in-process through this header.
+ *
+ * Files (one concept each):
+ *   server.c  the server object: start-up, Accept and DecClientAccepted (the
+ *             client cap), graceful shutdown (drain), clean-up
+ *   conn.c    a connection's state machine: ReadRequest, ParseRequest,
+ *             CheckInCache, WriteResponse, Close, BadRequest, NotFound, the
+ *             idle timer
+ *   http.c    the request parser        cache.c   pre-built responses
+ *   status.c  /server-status            main.c    the command line
+ *
+ * Every handler of one connection runs as an event of the connection's color
+ * (its fd), so one client's handlers never run at once and distinct clients
+ * run in parallel; Accept and DecClientAccepted share the accept color (1, or
+ * each worker's pinned color with --reuseport).
+ */
+#ifndef SWS_SWS_H
+#define SWS_SWS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "apps/sws/cache.h"
+#include "mely/mely.h"
+
+struct sws_config {
+    const char *root;      /* document root; NULL: the built-in sample site */
+    const char *host;      /* listening address (default 127.0.0.1) */
+    unsigned port;         /* 0: any free port (sws_port) */
+    unsigned workers;      /* 0: every usable CPU */
+    int pin;               /* pin workers to CPUs (mely_config_t.pin) */
+    unsigned max_clients;  /* connections served at once (default 10,000) */
+    unsigned max_waiting;  /* accepted connections parked at the cap (default
+                              max_clients); beyond them: 503 and close */
+    const char *steal;     /* work-stealing policy (NULL/"off": none) */
+    const char *engine;    /* "mely" or "legacy" */
+    unsigned timeout_ms;   /* idle / request timeout (default 30,000) */
+    unsigned drain_ms;     /* graceful shutdown limit (default 5,000) */
+    bool reuseport;        /* one SO_REUSEPORT listener per worker */
+    bool measured_costs;   /* descriptors without timeleft + "measured" policy */
+    bool signals;          /* SIGINT/SIGTERM drain and exit (main sets it) */
+};
+
+/* Default values (port 8080, the sample site, ...). */
+void sws_config_init(struct sws_config *cfg);
+
+/* The handlers' descriptors (annotated, or bare for measured costs). */
+enum sws_handler {
+    H_ACCEPT, H_READ, H_PARSE, H_CACHE, H_WRITE, H_CLOSE, H_DEC, H_BAD, H_NOTFOUND,
+    H_START, H_TIMER, H_DRAIN, H_COUNT
+};
+
+struct sws_wstat { /* per worker, written by that worker only */
+    atomic_uint_fast64_t requests, errors, bytes;
+    char pad[64 - 3 * sizeof(atomic_uint_fast64_t)];
+};
+
+struct conn;
+
+struct sws {
+    mely_t rt;
+    struct sws_config cfg;
+    struct sws_cache cache;
+    const mely_handler_t *h; /* [H_COUNT] */
+    mely_listener_t *listener;
+    mely_watch_t *sigint, *sigterm;
+    uint64_t timeout_ns;
+    uint64_t started_ns;
+
+    _Atomic(struct conn *) *conns; /* by fd: every accepted, unparked connection */
+    unsigned nconns;
+
+    atomic_uint clients;     /* connections counted against the cap */
+    pthread_mutex_t wait_mu; /* the parked connections */
+    struct conn *wait_head, *wait_tail;
+    unsigned waiting;
+
+    atomic_bool draining, stopped;
+    atomic_uint_fast64_t accepted, refused, timeouts, closed;
+    struct sws_wstat *ws; /* [workers] */
+    unsigned workers;
+};
+
+/* Builds the site and the runtime, listens. Returns 0, or -1 with a message
+ * in err. s is the caller's (zero it first). */
+int sws_start(struct sws *s, const struct sws_config *cfg, char *err, size_t errlen);
+
+/* The port listened on. */
+unsigned sws_port(const struct sws *s);
+
+/* Runs until a drain ends (or sws_halt). Returns mely_run()'s result. */
+int sws_run(struct sws *s);
+
+/* Graceful shutdown (as SIGTERM): stop accepting, finish the responses in
+ * flight, close idle connections, then make sws_run() return (at the latest
+ * after drain_ms). Any thread. */
+void sws_drain(struct sws *s);
+
+/* Frees everything (after sws_run returned, or instead of it). */
+void sws_free(struct sws *s);
+
+/* The measured cost of each handler (mely_handler_measured) to stdout. */
+void sws_print_costs(const struct sws *s, FILE *out);
+
+/* ---- internal, shared by the .c files ---------------------------------- */
+
+struct http_req;
+
+/* The server of this process (one per process: the drain and the handlers find it here). */
+extern struct sws *sws_current;
+
+/* conn.c */
+struct conn *conn_new(struct sws *s, int fd, mely_color_t accept_color);
+void conn_start(void *c);       /* H_START: on the connection's color */
+void conn_drain(void *fdp);     /* H_DRAIN: on the connection's color */
+void conn_free_at_exit(struct conn *c); /* after mely_shutdown */
+int conn_fd(const struct conn *c);
+struct conn **conn_wait_next(struct conn *c);
+mely_color_t conn_color(int fd);
+
+/* server.c */
+void sws_dec_client(void *s);   /* H_DEC: DecClientAccepted */
+void sws_count(struct sws *s, int status, uint64_t bytes);
+
+/* status.c: the /server-status body; malloc'ed, *len set; NULL if out of memory. */
+char *sws_status(struct sws *s, bool json, size_t *len);
+
+#endif /* SWS_SWS_H */

@@ -188,6 +188,10 @@ long http_parse(const char *buf, size_t len, struct http_req *req)
     /* ---- request line: method SP target SP HTTP/d.d */
     const char *le = line_end(p, end, &next);
     if (!le) {
+        const char *sp = memchr(p, ' ', len);
+        if (sp && (size_t)(end - sp - 1) > HTTP_MAX_TARGET &&
+            !memchr(sp + 1, ' ', HTTP_MAX_TARGET + 1))
+            return -414; /* the target alone is already too long */
         if (len > HTTP_MAX_TARGET + 64)
             return -414;
         /* Reject early what cannot become a request line. */

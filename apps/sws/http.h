@@ -19,7 +19,7 @@
 #define HTTP_MAX_HEAD 8192   /* request line + headers + blank line (431) */
 #define HTTP_MAX_HEADERS 64  /* header lines (431) */
 #define HTTP_MAX_BODY 4096   /* Content-Length accepted (and ignored) (413) */
-#define HTTP_MAX_PATH 1024   /* decoded path (414) */
+#define HTTP_MAX_PATH HTTP_MAX_TARGET /* decoded path (414) */
 
 enum http_method { HTTP_GET, HTTP_HEAD, HTTP_OTHER };
 
@@ -29,7 +29,6 @@ struct http_req {
     bool keep_alive;      /* the connection stays open after the response */
     const char *target;   /* the raw request target (points into the buffer) */
     size_t target_len;
-    char path[HTTP_MAX_PATH + 1]; /* decoded absolute path, query removed, NUL-ended */
     size_t path_len;
     const char *query;    /* after '?', raw (not decoded); NULL without one */
     size_t query_len;
@@ -37,6 +36,8 @@ struct http_req {
     size_t inm_len;
     size_t head_len;      /* bytes of the request line and headers */
     size_t body_len;      /* Content-Length (skipped) */
+    char path[HTTP_MAX_PATH + 1]; /* decoded absolute path, query removed, NUL-ended
+                                     (last: http_parse clears the fields before it) */
 };
 
 /*

@@ -158,8 +158,8 @@ static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, voi
     }
     pthread_mutex_unlock(&s->wait_mu);
     if (!parked) {
-        conn_free_at_exit(c); /* closes fd */
-        atomic_fetch_add_explicit(&s->refused, 1, memory_order_relaxed);
+        free(c); /* nothing else was set up */
+        refuse(s, fd);
         return;
     }
     /* A client may have left between the check and the parking. */

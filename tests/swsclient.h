@@ -1,0 +1,73 @@
+/*
+ * swsclient.h: what the SWS tests share: an in-process server on a thread,
+ * and a raw-socket HTTP client (blocking sockets with receive timeouts, so
+ * that no read can hang a test).
+ */
+#ifndef MELY_TESTS_SWSCLIENT_H
+#define MELY_TESTS_SWSCLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "apps/sws/sws.h"
+
+/* ---- the server -------------------------------------------------------------------- */
+
+/* A configuration for tests: port 0, 2 unpinned workers, the sample site. */
+void srv_config(struct sws_config *cfg);
+
+/* Starts the server on a thread; returns its port (fails the test otherwise). */
+unsigned srv_start(const struct sws_config *cfg);
+
+/* The running server. */
+struct sws *srv(void);
+
+/* Drains (sws_drain) and waits at most `ms` for sws_run to return (then
+ * stops it hard); frees. Returns whether the drain ended in time. */
+bool srv_stop(unsigned ms);
+
+/* ---- the client ------------------------------------------------------------------------- */
+
+struct cl {
+    int fd;
+    char *buf; /* bytes received and not consumed yet */
+    size_t len, cap;
+};
+
+struct resp {
+    int status;
+    char *head; /* the head, NUL-ended (status line and headers) */
+    size_t head_len;
+    char *body;
+    size_t body_len;
+};
+
+/* Connects to 127.0.0.1:port with a receive timeout of `timeout_ms`. */
+bool cl_connect(struct cl *c, unsigned port, unsigned timeout_ms);
+/* The same with a small receive buffer (set before connecting, so that the
+ * window is small from the start). */
+bool cl_connect_rcvbuf(struct cl *c, unsigned port, unsigned timeout_ms, int rcvbuf);
+void cl_close(struct cl *c);
+bool cl_send(struct cl *c, const void *p, size_t n);
+bool cl_sendstr(struct cl *c, const char *s);
+
+/* Reads one response (head_only: a response to HEAD, or a 304: no body
+ * whatever Content-Length says). Returns false on EOF, timeout or a
+ * malformed response. Free with resp_free. */
+bool cl_read(struct cl *c, struct resp *r, bool head_only);
+void resp_free(struct resp *r);
+
+/* A header's value (NUL-ended copy in a static buffer), or NULL. */
+const char *resp_header(const struct resp *r, const char *name);
+
+/* Whether the server closes the connection within `ms` (EOF or reset),
+ * discarding what arrives; *extra gets the byte count read meanwhile. */
+bool cl_closed_within(struct cl *c, unsigned ms, size_t *extra);
+
+/* Whether nothing arrives for `ms` (the connection stays open and silent). */
+bool cl_silent_for(struct cl *c, unsigned ms);
+
+/* One request on a new connection; returns the status (-1 on failure). */
+int get_status(unsigned port, const char *request);
+
+#endif /* MELY_TESTS_SWSCLIENT_H */

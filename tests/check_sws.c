@@ -13,7 +13,8 @@
  *  - slow clients trickling bytes do not stop another client; the client cap
  *    (parking, 503 beyond, resuming as clients leave); idle timeouts;
  *  - graceful shutdown under load (no truncated response), the binary's
- *    SIGTERM; /server-status; --reuseport and the legacy engine with stealing.
+ *    SIGTERM; /server-status; --reuseport, the legacy engine with stealing,
+ *    the Epoll handler.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -756,7 +757,8 @@ START_TEST(test_status)
 END_TEST
 
 /* Other arrangements serve the same: the legacy engine with stealing,
- * stealing with measured costs, one listener per worker. */
+ * stealing with measured costs, one listener per worker, the paper's Epoll
+ * handler (without and with stealing). */
 START_TEST(test_variants)
 {
     struct sws_config cfg;
@@ -765,6 +767,8 @@ START_TEST(test_variants)
     case 0: cfg.engine = "legacy"; cfg.steal = "base"; break;
     case 1: cfg.steal = "all"; cfg.measured_costs = true; break;
     case 2: cfg.reuseport = true; cfg.steal = "base"; break;
+    case 3: cfg.epoll_handler = true; break;
+    case 4: cfg.epoll_handler = true; cfg.steal = "all"; cfg.timeout_ms = 300; break;
     default: break;
     }
     unsigned port = srv_start(&cfg);
@@ -777,6 +781,30 @@ START_TEST(test_variants)
             ck_assert_int_eq((int)r.body_len, 1024);
             resp_free(&r);
         }
+        /* pipelined, with a larger body in between */
+        ck_assert(cl_sendstr(&c, "GET /files/100k.bin HTTP/1.1\r\nHost: t\r\n\r\n"
+                                 "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n"
+                                 "HEAD /files/1k.html HTTP/1.1\r\nHost: t\r\n\r\n"));
+        ck_assert(cl_read(&c, &r, false));
+        ck_assert_int_eq((int)r.body_len, 102400);
+        resp_free(&r);
+        ck_assert(cl_read(&c, &r, false));
+        ck_assert_int_eq(r.status, 404);
+        resp_free(&r);
+        ck_assert(cl_read(&c, &r, true));
+        ck_assert_int_eq(r.status, 200);
+        resp_free(&r);
+        cl_close(&c);
+    }
+    if (cfg.timeout_ms == 300) { /* the timer with the Epoll handler: 408 */
+        struct cl c;
+        struct resp r;
+        ck_assert(cl_connect(&c, port, 5000));
+        ck_assert(cl_sendstr(&c, "GET / HT"));
+        ck_assert(cl_read(&c, &r, false));
+        ck_assert_int_eq(r.status, 408);
+        resp_free(&r);
+        ck_assert(cl_closed_within(&c, 3000, NULL));
         cl_close(&c);
     }
     ck_assert(srv_stop(5000));
@@ -805,6 +833,6 @@ int main(void)
     tcase_add_test(tc, test_binary_sigterm);
     tc = new_tcase(s, "status", 60);
     tcase_add_test(tc, test_status);
-    tcase_add_loop_test(tc, test_variants, 0, 3);
+    tcase_add_loop_test(tc, test_variants, 0, 5);
     return mely_test_main(s);
 }

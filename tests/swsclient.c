@@ -42,6 +42,9 @@ void srv_config(struct sws_config *cfg)
     cfg->pin = 0;
     cfg->timeout_ms = 10000;
     cfg->drain_ms = 3000;
+    /* SWS_TEST_EPOLL_HANDLER=1 runs every test with the paper's Epoll handler. */
+    const char *e = getenv("SWS_TEST_EPOLL_HANDLER");
+    cfg->epoll_handler = e && strcmp(e, "1") == 0;
 }
 
 unsigned srv_start(const struct sws_config *cfg)
@@ -198,7 +201,7 @@ void resp_free(struct resp *r)
 
 const char *resp_header(const struct resp *r, const char *name)
 {
-    static char v[512];
+    static _Thread_local char v[512]; /* per thread: the loaders call it at once */
     size_t nl = strlen(name);
     const char *p = strstr(r->head, "\r\n");
     while (p && p[2] != '\r') {

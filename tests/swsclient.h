@@ -13,7 +13,8 @@
 
 /* ---- the server -------------------------------------------------------------------- */
 
-/* A configuration for tests: port 0, 2 unpinned workers, the sample site. */
+/* A configuration for tests: port 0, 2 unpinned workers, the sample site
+ * (SWS_TEST_EPOLL_HANDLER=1 in the environment: with --epoll-handler). */
 void srv_config(struct sws_config *cfg);
 
 /* Starts the server on a thread; returns its port (fails the test otherwise). */
@@ -57,7 +58,7 @@ bool cl_sendstr(struct cl *c, const char *s);
 bool cl_read(struct cl *c, struct resp *r, bool head_only);
 void resp_free(struct resp *r);
 
-/* A header's value (NUL-ended copy in a static buffer), or NULL. */
+/* A header's value (NUL-ended copy in a per-thread static buffer), or NULL. */
 const char *resp_header(const struct resp *r, const char *name);
 
 /* Whether the server closes the connection within `ms` (EOF or reset),

@@ -28,6 +28,7 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -57,6 +58,8 @@ struct conn {
     mely_timer_t timer;    /* 0: not armed */
     uint64_t deadline;     /* mely_now_ns() after which the timer acts */
     struct inbuf *ib;
+    uint32_t gen;          /* tells this connection from earlier ones of its fd */
+    bool in_epoll, reading, stop; /* --epoll-handler: registered, armed, stopped */
     bool started, busy, eof, linger, closing, served_one, close_after, head_only;
     int status;
     /* The response being written: head, tail (Date, Connection, blank line), body. */
@@ -76,6 +79,7 @@ static void do_close(void *arg);
 static void bad_request(void *arg);
 static void not_found(void *arg);
 static void on_timer(void *arg);
+static void post_close(struct conn *c);
 
 mely_color_t conn_color(int fd)
 {
@@ -100,6 +104,8 @@ struct conn *conn_new(struct sws *s, int fd, mely_color_t accept_color)
         c->fd = fd;
         c->color = conn_color(fd);
         c->accept_color = accept_color;
+        static atomic_uint gens;
+        c->gen = atomic_fetch_add_explicit(&gens, 1, memory_order_relaxed);
     }
     return c;
 }
@@ -124,9 +130,65 @@ static void post_close(struct conn *c)
     next(c, H_CLOSE, do_close);
 }
 
+/* ---- reading: a read watch of the runtime, or (--epoll-handler) the
+ * server's own epoll set, one-shot, whose Epoll handler posts ReadRequest */
+
+static uint64_t epoll_key(const struct conn *c)
+{
+    return (uint64_t)(unsigned)c->fd | (uint64_t)c->gen << 32;
+}
+
 static int watch_read(struct conn *c)
 {
-    return mely_watch(&c->s->rt, c->fd, MELY_READ, to(c, H_READ), on_read, c, &c->rd);
+    if (c->s->epfd < 0)
+        return mely_watch(&c->s->rt, c->fd, MELY_READ, to(c, H_READ), on_read, c, &c->rd);
+    struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.u64 = epoll_key(c) };
+    if (epoll_ctl(c->s->epfd, c->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) != 0)
+        return -errno;
+    c->in_epoll = true;
+    c->reading = true;
+    return 0;
+}
+
+/* Whether reading is armed (or, with the Epoll handler, wanted). */
+static bool reading(const struct conn *c)
+{
+    return c->rd != NULL || c->reading;
+}
+
+/* ReadRequest as posted by the Epoll handler (arg: fd and generation): the
+ * connection is looked up, since it may have closed since the readiness. */
+static void epoll_read(void *arg)
+{
+    uint64_t key = (uint64_t)(uintptr_t)arg;
+    int fd = (int)(key & 0xffffffffu);
+    struct sws *s = sws_current;
+    if (!s || (unsigned)fd >= s->nconns)
+        return;
+    struct conn *c = atomic_load(&s->conns[fd]);
+    if (!c || !c->started || c->gen != (uint32_t)(key >> 32) || !c->reading || c->closing)
+        return;
+    c->reading = false; /* one-shot: disarmed until armed again */
+    on_read(fd, MELY_READ, c);
+    /* on_read never frees c (it posts Close); arm again unless it stopped. */
+    if (!c->closing && !c->stop && watch_read(c) != 0)
+        post_close(c);
+    c->stop = false;
+}
+
+/* The Epoll handler (color 0): takes what the server's epoll set reports and
+ * posts a ReadRequest event on each connection's color. */
+void sws_epoll(int epfd, unsigned ready, void *arg)
+{
+    (void)ready;
+    struct sws *s = arg;
+    struct epoll_event ev[256];
+    int n = epoll_wait(epfd, ev, 256, 0);
+    for (int i = 0; i < n; i++) {
+        int fd = (int)(ev[i].data.u64 & 0xffffffffu);
+        mely_post_ex(&s->rt, conn_color(fd), MELY_PRIO_DEFAULT, &s->h[H_READ], epoll_read,
+                     (void *)(uintptr_t)ev[i].data.u64, 0);
+    }
 }
 
 /* ---- start ------------------------------------------------------------------ */
@@ -157,6 +219,10 @@ static void stop_reading(struct conn *c)
     if (c->rd) {
         mely_watch_remove(c->rd);
         c->rd = NULL;
+    }
+    if (c->s->epfd >= 0) {
+        c->stop = true; /* epoll_read does not arm again */
+        c->reading = false;
     }
 }
 
@@ -233,7 +299,7 @@ static void idle(struct conn *c)
         free(c->ib);
         c->ib = NULL;
     }
-    if (!c->rd && watch_read(c) != 0)
+    if (!reading(c) && watch_read(c) != 0)
         post_close(c);
 }
 
@@ -424,7 +490,7 @@ static void start_linger(struct conn *c)
     uint64_t d = mely_now_ns() + (c->s->timeout_ns < LINGER_NS ? c->s->timeout_ns : LINGER_NS);
     if (d < c->deadline)
         c->deadline = d;
-    if (!c->rd && watch_read(c) != 0)
+    if (!reading(c) && watch_read(c) != 0)
         post_close(c);
 }
 
@@ -506,6 +572,8 @@ static void do_close(void *arg)
     /* Forget the fd before closing it: the number may come back at once. */
     if ((unsigned)c->fd < s->nconns)
         atomic_store(&s->conns[c->fd], NULL);
+    if (c->in_epoll)
+        epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     mely_close(&s->rt, c->fd);
     free(c->ib);
     free(c->dyn);

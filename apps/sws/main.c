@@ -33,6 +33,8 @@ static void usage(FILE *f)
             "  --reuseport         one SO_REUSEPORT listener per worker (Accept per worker)\n"
             "  --timeout-ms N      idle and request timeout (default 30000)\n"
             "  --drain-ms N        graceful shutdown limit (default 5000)\n"
+            "  --epoll-handler     the paper's arrangement: one Epoll handler (color 0)\n"
+            "                      polls every connection and posts ReadRequest events\n"
             "  --help              this text\n"
             "Status: http://HOST:PORT/server-status (add ?format=json).\n");
 }
@@ -104,9 +106,7 @@ int main(int argc, char **argv)
         case O_REUSE: cfg.reuseport = true; break;
         case O_TIMEOUT: rc = number("timeout-ms", optarg, 1, 86400000, &cfg.timeout_ms); break;
         case O_DRAIN: rc = number("drain-ms", optarg, 0, 86400000, &cfg.drain_ms); break;
-        case O_EPOLL:
-            fprintf(stderr, "sws: --epoll-handler is not implemented yet\n");
-            return 2;
+        case O_EPOLL: cfg.epoll_handler = true; break;
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

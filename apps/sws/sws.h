@@ -45,6 +45,9 @@ struct sws_config {
     bool reuseport;        /* one SO_REUSEPORT listener per worker */
     bool measured_costs;   /* descriptors without timeleft + "measured" policy */
     bool signals;          /* SIGINT/SIGTERM drain and exit (main sets it) */
+    bool epoll_handler;    /* the paper's arrangement: one Epoll handler of
+                              color 0 polls every connection (its own epoll
+                              set) and posts ReadRequest events */
 };
 
 /* Default values (port 8080, the sample site, ...). */
@@ -53,7 +56,7 @@ void sws_config_init(struct sws_config *cfg);
 /* The handlers' descriptors (annotated, or bare for measured costs). */
 enum sws_handler {
     H_ACCEPT, H_READ, H_PARSE, H_CACHE, H_WRITE, H_CLOSE, H_DEC, H_BAD, H_NOTFOUND,
-    H_START, H_TIMER, H_DRAIN, H_COUNT
+    H_START, H_TIMER, H_DRAIN, H_EPOLL, H_COUNT
 };
 
 struct sws_wstat { /* per worker, written by that worker only */
@@ -70,6 +73,8 @@ struct sws {
     const mely_handler_t *h; /* [H_COUNT] */
     mely_listener_t *listener;
     mely_watch_t *sigint, *sigterm;
+    int epfd;                /* --epoll-handler's epoll set, else -1 */
+    mely_watch_t *epoll_watch;
     uint64_t timeout_ns;
     uint64_t started_ns;
 
@@ -123,6 +128,8 @@ void conn_free_at_exit(struct conn *c); /* after mely_shutdown */
 int conn_fd(const struct conn *c);
 struct conn **conn_wait_next(struct conn *c);
 mely_color_t conn_color(int fd);
+
+void sws_epoll(int epfd, unsigned ready, void *arg); /* H_EPOLL: the Epoll handler */
 
 /* server.c */
 void sws_dec_client(void *s);   /* H_DEC: DecClientAccepted */

@@ -77,7 +77,7 @@ template <class T> class ref {
     T *p_;
     refcount *c_;
     template <class> friend class ref;
-    template <class> friend class ptr;
+    template <class> friend class ::ptr;
 
 public:
     typedef T element_type;
@@ -96,7 +96,7 @@ public:
         c_->refcount_inc();
     }
     template <class U, class = std::enable_if_t<std::is_convertible<U *, T *>::value>>
-    ref(const ptr<U> &r) : p_(r.p_), c_(r.c_)
+    ref(const ::ptr<U> &r) : p_(r.p_), c_(r.c_)
     {
         if (!p_)
             mely_compat_ref_null();
@@ -114,7 +114,7 @@ public:
         return *this;
     }
     template <class U> ref &operator=(const ref<U> &r) { return *this = ref(r); }
-    template <class U> ref &operator=(const ptr<U> &r) { return *this = ref(r); }
+    template <class U> ref &operator=(const ::ptr<U> &r) { return *this = ref(r); }
     template <class X, class = mely_compat_detail::counted_ptr_ok<X, T>> ref &operator=(X *p)
     {
         return *this = ref(p);
@@ -124,6 +124,9 @@ public:
     T &operator*() const noexcept { return *p_; }
     operator T *() const noexcept { return p_; }
     T *get() const noexcept { return p_; }
+
+    /* cbv::ptr and the like: the nullable handle of the same type. */
+    typedef ::ptr<T> ptr;
 };
 
 template <class T> class ptr {

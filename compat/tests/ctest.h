@@ -74,3 +74,23 @@ static inline bool ct_contains(const std::string &s, const char *what)
 }
 
 #endif
+
+/* Tests with an event loop: each pending check holds one unit of ct_left;
+ * the last one to finish ends the program with exit(0). */
+#include <atomic>
+#include <time.h>
+static std::atomic<int> ct_left;
+static inline void ct_expect(int n) { ct_left.fetch_add(n); }
+static inline void ct_done()
+{
+    if (ct_left.fetch_sub(1) == 1) {
+        fflush(stdout);
+        exit(0);
+    }
+}
+static inline double ct_now_ms()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}

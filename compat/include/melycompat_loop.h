@@ -43,7 +43,8 @@ enum selop { selread = 0, selwrite = 1 };
  * writable (selwrite); level-triggered; until fdcb(fd, op, NULL) or
  * fdcb_finished(true) from cb. The fd should be non-blocking. */
 void fdcb(int fd, selop op, callback<void> *cb);
-/* From an fd callback: true ends its watch once the callback returns. */
+/* From an fd callback: true ends its watch at once (the callback may then
+ * close the fd, with no fdcb(fd, op, NULL) needed). */
 void fdcb_finished(bool finished);
 
 /* ---- Timers -------------------------------------------------------------------- */

@@ -25,6 +25,7 @@ namespace {
 struct fd_entry {
     mely_watch_t *w;
     callback<void> *cb;
+    int op; /* selread, selwrite; unused for signals */
 };
 
 struct fd_table {
@@ -38,7 +39,9 @@ fd_table &fds()
     return *t;
 }
 
-thread_local bool t_fd_finished;
+/* The fd callback running on this thread (for fdcb_finished). */
+thread_local fd_entry *t_fd_entry;
+thread_local std::size_t t_fd_slot;
 
 void free_fd_entry(void *arg)
 {
@@ -51,33 +54,43 @@ void fd_fire(int fd, unsigned, void *arg)
 {
     fd_entry *e = static_cast<fd_entry *>(arg);
     callback<void> *cb = e->cb;
-    /* The callback may remove its own watch (fdcb(fd, op, NULL)): keep it
-     * alive through the call. e stays valid until this run ends (fin). */
+    /* The callback may remove its own watch (fdcb(fd, op, NULL) or
+     * fdcb_finished): keep it alive through the call. e itself stays valid
+     * until this run ends (the watch's fin runs after it). */
     cb->refcount_inc();
-    t_fd_finished = false;
+    fd_entry *outer = t_fd_entry;
+    std::size_t outer_slot = t_fd_slot;
+    t_fd_entry = e;
+    t_fd_slot = 2 * (std::size_t)fd + (e->op == selwrite ? 1 : 0);
     mely_compat_refresh_now();
     (*cb)();
-    if (t_fd_finished) {
-        t_fd_finished = false;
-        fd_table &t = fds();
-        bool mine = false;
-        {
-            std::lock_guard<std::mutex> g(t.mu);
-            for (std::size_t op = 0; op < 2; op++) {
-                std::size_t i = 2 * (std::size_t)fd + op;
-                if (i < t.slots.size() && t.slots[i] == e) {
-                    t.slots[i] = nullptr;
-                    mine = true;
-                }
-            }
-        }
-        if (mine)
-            mely_watch_remove_then(e->w, free_fd_entry, e);
-    }
+    t_fd_entry = outer;
+    t_fd_slot = outer_slot;
     cb->refcount_dec();
 }
 
 } // namespace
+
+void fdcb_finished(bool finished)
+{
+    fd_entry *e = t_fd_entry;
+    if (!finished || !e)
+        return;
+    /* Remove the watch now (from its own handler: synchronous), so that the
+     * callback may close the fd right after, as Mely programs do. */
+    fd_table &t = fds();
+    bool mine = false;
+    {
+        std::lock_guard<std::mutex> g(t.mu);
+        if (t_fd_slot < t.slots.size() && t.slots[t_fd_slot] == e) {
+            t.slots[t_fd_slot] = nullptr;
+            mine = true;
+        }
+    }
+    t_fd_entry = nullptr;
+    if (mine)
+        mely_watch_remove_then(e->w, free_fd_entry, e);
+}
 
 void fdcb(int fd, selop op, callback<void> *cb)
 {
@@ -96,7 +109,7 @@ void fdcb(int fd, selop op, callback<void> *cb)
         old = t.slots[i];
         t.slots[i] = nullptr;
         if (cb) {
-            fd_entry *e = new fd_entry{nullptr, cb};
+            fd_entry *e = new fd_entry{nullptr, cb, (int)op};
             cb->refcount_inc();
             int err = mely_watch(rt, fd, op == selread ? MELY_READ : MELY_WRITE, target(cb),
                                  fd_fire, e, &e->w);
@@ -113,10 +126,6 @@ void fdcb(int fd, selop op, callback<void> *cb)
         mely_watch_remove_then(old->w, free_fd_entry, old);
 }
 
-void fdcb_finished(bool finished)
-{
-    t_fd_finished = finished;
-}
 
 /* ---- timecb, delaycb ---------------------------------------------------------------- */
 
@@ -318,7 +327,7 @@ callback<void>::ptr sigcb(int sig, callback<void> *cb, int)
         if (old)
             prev = old->cb;
         if (cb) {
-            fd_entry *e = new fd_entry{nullptr, cb};
+            fd_entry *e = new fd_entry{nullptr, cb, -1};
             cb->refcount_inc();
             int err = mely_signal(rt, sig, target(cb), sig_fire, e, &e->w);
             if (err)

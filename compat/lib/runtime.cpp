@@ -10,6 +10,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <unistd.h>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #endif
@@ -135,14 +137,16 @@ void mely_compat_bad_color(int color)
             "mely-compat: incorrect color %d (colors are 0..%d, or -1..-%u for a worker's "
             "pinned color)\n",
             color, MAX_COLORS - 1, g_ready.load() ? g_workers : 0u);
-    exit(EXIT_FAILURE);
+    fflush(NULL);
+    _exit(EXIT_FAILURE); /* as the original's abort: no exit-time code runs */
 }
 
 void mely_compat_bad_prio(int prio)
 {
     fprintf(stderr, "mely-compat: incorrect priority %d (priorities are 0..%d)\n", prio,
             MELY_PRIO_MAX);
-    exit(EXIT_FAILURE);
+    fflush(NULL);
+    _exit(EXIT_FAILURE);
 }
 
 void mely_compat_ref_null(void)

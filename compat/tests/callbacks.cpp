@@ -53,6 +53,11 @@ struct derived : public plain {
     explicit derived(int x) : plain(x) {}
 };
 
+static plain *g_registered;
+struct self_registering : public plain {
+    explicit self_registering(int x) : plain(x) { g_registered = this; }
+};
+
 static void test_functions()
 {
     /* 0 bound, 0 call-time */
@@ -155,7 +160,8 @@ static void test_members()
     ref<plain> rp = rd;
     plain *bp = rd;
     CHECK(rp->value() == 9 && bp == rp.get());
-    vNew refcounted<plain>(1); /* compiles; never counted, never freed (as in libasync) */
+    vNew refcounted<self_registering>(1); /* an object that files itself somewhere */
+    CHECK(g_registered && g_registered->value() == 1);
 }
 
 static void test_bind_callback()
@@ -194,7 +200,8 @@ static void test_annotations()
     CHECK(i->getcolor() == 12 && i->getprio() == 1 && i->get_timeleft() == 100 &&
           i->get_penalty() == 3);
     /* equal annotations share one handler descriptor */
-    CHECK(d->handler_ != nullptr && d->handler_ == wrap_timeleft(f0, 5000)->handler_);
+    cbv d2 = wrap_timeleft(f0, 5000);
+    CHECK(d->handler_ != nullptr && d->handler_ == d2->handler_);
     CHECK(g->handler_ != d->handler_);
     /* member forms */
     plain pl(2);
@@ -203,7 +210,8 @@ static void test_annotations()
     callback<int>::ref mc = cwrap_timeleft(&pl, &plain::value, -1, 300);
     CHECK(mc->getcolor() == -1 && mc->get_timeleft() == 300 && (*mc)() == 2);
     /* a negative color is stored as given (pinned colors are checked when posted) */
-    CHECK(cwrap(f0, -2)->getcolor() == -2);
+    cbv neg = cwrap(f0, -2);
+    CHECK(neg->getcolor() == -2);
 }
 
 static void test_autofree()
@@ -282,6 +290,8 @@ static void test_ref_null_and_err()
             _exit(0);
         },
         &err);
+    if (!(ct_exited(st, 1) && err == "p: bad 1\n"))
+        fprintf(stderr, "status %d, stderr [%s]\n", st, err.c_str());
     CHECK(ct_exited(st, 1) && err == "p: bad 1\n");
     st = ct_fork(
         [] {

@@ -24,6 +24,7 @@
 #ifndef MELY_COMPAT_CALLBACK_H
 #define MELY_COMPAT_CALLBACK_H
 
+#include <cstddef>
 #include <cstdint>
 #include <tuple>
 #include <type_traits>
@@ -42,9 +43,16 @@
 /* The shared handler descriptor for (timeleft, penalty): interned, never freed. */
 const void *mely_compat_handler(uint64_t timeleft, uint32_t penalty);
 
+/* Callback memory: per-thread caches of small blocks (the library's). */
+void *mely_compat_cb_alloc(std::size_t size);
+void mely_compat_cb_free(void *p, std::size_t size) noexcept;
+
 /* What every callback carries: color, priority, annotations, auto-free flag. */
 class callback_base : public refcount {
 public:
+    static void *operator new(std::size_t size) { return mely_compat_cb_alloc(size); }
+    static void operator delete(void *p, std::size_t size) noexcept { mely_compat_cb_free(p, size); }
+
     int color_ = 0;
     int prio_ = 0;
     uint32_t timeleft_ = 0;

@@ -59,8 +59,10 @@ timecb_t *delaycb(time_t sec, u_int32_t nsec, callback<void> *cb);
 timecb_t *delaycb(time_t sec, callback<void> *cb);
 void timecb_remove(timecb_t *t);
 
-/* The loop's notion of now (CLOCK_REALTIME), per worker thread: refreshed
- * before timer and fd callbacks, and at least every ~0.5 ms of callbacks. */
+/* The loop's notion of now (CLOCK_REALTIME), one per worker thread: read
+ * from the clock before every timer, fd and signal callback, and before a
+ * posted callback once the clock ticked (it lags by at most a kernel tick,
+ * 1-4 ms, there). */
 extern thread_local timespec tsnow;
 extern thread_local const time_t &timenow;
 /* Reads the clock into this thread's tsnow now. */

@@ -57,6 +57,15 @@ public:
         const_cast<refcount *>(this)->finalize();
     }
     int refcount_getcnt() const noexcept { return refcount_cnt_.load(std::memory_order_relaxed); }
+    /* Takes a count on an object that may be fresh (count 0, held by no
+     * handle, so by no other thread either: a plain store will do). */
+    void refcount_inc_maybe_fresh() const noexcept
+    {
+        if (refcount_cnt_.load(std::memory_order_relaxed) == 0)
+            refcount_cnt_.store(1, std::memory_order_relaxed);
+        else
+            refcount_cnt_.fetch_add(1, std::memory_order_relaxed);
+    }
 };
 
 template <class T> class refcounted : public T, public virtual refcount {

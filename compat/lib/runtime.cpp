@@ -12,9 +12,6 @@
 
 #include <unistd.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#endif
 
 #include "internal.h"
 
@@ -22,12 +19,14 @@ static_assert(MAX_THREADS >= MELY_MAX_WORKERS, "MAX_THREADS must cover every wor
 static_assert(MAX_COLORS <= (int)MELY_COLORS, "MAX_COLORS must fit the runtime's colors");
 
 namespace mely_compat {
-namespace {
 
 mely_t g_rt;
-std::once_flag g_once;
 std::atomic<bool> g_ready{false};
 unsigned g_workers;
+
+namespace {
+
+std::once_flag g_once;
 std::atomic<const mely_handler_t *> g_default_handler{nullptr};
 
 void create()
@@ -44,30 +43,14 @@ void create()
     g_ready.store(true, std::memory_order_release);
 }
 
-inline uint64_t cycles()
-{
-#if defined(__x86_64__) || defined(__i386__)
-    return __rdtsc();
-#else
-    return mely_now_ns();
-#endif
-}
 
-thread_local uint64_t t_last_tick;
+thread_local timespec t_last_coarse __attribute__((tls_model("initial-exec")));
 
 } // namespace
 
-mely_t *runtime()
+void create_runtime()
 {
-    if (__builtin_expect(!g_ready.load(std::memory_order_acquire), 0))
-        std::call_once(g_once, create);
-    return &g_rt;
-}
-
-unsigned workers()
-{
-    runtime();
-    return g_workers;
+    std::call_once(g_once, create);
 }
 
 void die(const char *what, int err)
@@ -76,35 +59,22 @@ void die(const char *what, int err)
     exit(EXIT_FAILURE);
 }
 
-mely_color_t native_color(int color)
+[[noreturn]] void bad_native_color(int color)
 {
-    if (color >= 0) {
-        if (color < MAX_COLORS)
-            return (mely_color_t)color;
-    } else {
-        unsigned w = (unsigned)(-(color + 1));
-        if (w < workers())
-            return MELY_COLOR_PINNED(w);
-    }
     mely_compat_bad_color(color);
 }
 
-mely_to_t target(const callback_base *cb)
+const mely_handler_t *default_handler()
 {
-    mely_to_t to;
-    to.color = native_color(cb->color_);
-    to.prio = cb->prio_;
-    to.handler = static_cast<const mely_handler_t *>(cb->handler_);
-    if (!to.handler)
-        to.handler = g_default_handler.load(std::memory_order_relaxed);
-    return to;
+    return g_default_handler.load(std::memory_order_relaxed);
 }
 
-void tick_now()
+void tick_now_slow()
 {
-    uint64_t now = cycles();
-    if (now - t_last_tick > (1u << 20)) { /* ~0.3-0.5 ms of TSC */
-        t_last_tick = now;
+    timespec coarse;
+    clock_gettime(CLOCK_REALTIME_COARSE, &coarse);
+    if (coarse.tv_nsec != t_last_coarse.tv_nsec || coarse.tv_sec != t_last_coarse.tv_sec) {
+        t_last_coarse = coarse;
         clock_gettime(CLOCK_REALTIME, &tsnow);
     }
 }
@@ -205,7 +175,7 @@ static inline void post(callback<void> *cb, unsigned flags)
     }
     mely_t *rt = runtime();
     mely_to_t to = target(cb);
-    cb->refcount_inc();
+    cb->refcount_inc_maybe_fresh(); /* usually a fresh wrap(): no atomic RMW */
     int err = mely_post_ex(rt, to.color, to.prio, to.handler, run_posted, cb, flags);
     if (__builtin_expect(err != 0, 0))
         die("cpucb", err);

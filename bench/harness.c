@@ -77,6 +77,21 @@ void bench_spin_cycles(uint64_t start, uint64_t cycles)
         ;
 }
 
+double bench_tsc_per_ns(void)
+{
+    static _Atomic double cached; /* 0: not calibrated yet */
+    double v = atomic_load_explicit(&cached, memory_order_relaxed);
+
+    if (v > 0 || bench_cycles() == 0)
+        return v;
+    uint64_t t0 = bench_now_ns(), c0 = bench_cycles();
+    bench_sleep_until(bench_ts_after(50000000u));
+    uint64_t t1 = bench_now_ns(), c1 = bench_cycles();
+    v = t1 > t0 ? (double)(c1 - c0) / (double)(t1 - t0) : 0.0;
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+    return v;
+}
+
 void bench_sleep_until(struct timespec deadline)
 {
     /* Restarting after a signal is bounded by the deadline. */
@@ -169,6 +184,19 @@ double bench_median(double *v, size_t n)
         return 0.0;
     qsort(v, n, sizeof(v[0]), cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double bench_quantile(double *v, size_t n, double q)
+{
+    if (n == 0)
+        return 0.0;
+    qsort(v, n, sizeof(v[0]), cmp_double);
+    double x = q * (double)n;
+    size_t rank = x <= 0 ? 0 : (size_t)x; /* ceil(x), without libm */
+    if ((double)rank < x)
+        rank++;
+    size_t i = rank == 0 ? 0 : rank - 1;
+    return v[i < n ? i : n - 1];
 }
 
 bool bench_sample_medians(const struct bench_sample *s, unsigned n, double *value,

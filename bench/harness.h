@@ -67,6 +67,11 @@ struct timespec bench_ts_after(uint64_t ns);
  * there is no TSC. Any thread. */
 void bench_spin_cycles(uint64_t start, uint64_t cycles);
 
+/* TSC cycles per nanosecond, calibrated once against CLOCK_MONOTONIC over
+ * ~50 ms (the first call sleeps that long; later calls return the cached
+ * figure); 0 without a TSC. */
+double bench_tsc_per_ns(void);
+
 /* Sleeps until the monotonic deadline (restarts after signals). */
 void bench_sleep_until(struct timespec deadline);
 
@@ -123,6 +128,11 @@ struct bench_sample {
 /* Sorts v[0..n-1] and returns its median (the mean of the two middle values
  * if n is even); 0 if n == 0. O(n log n). */
 double bench_median(double *v, size_t n);
+
+/* Sorts v[0..n-1] and returns its q-quantile (0 <= q <= 1; nearest rank: the
+ * value at index ceil(q * n) - 1, the smallest for q = 0); 0 if n == 0.
+ * O(n log n). */
+double bench_quantile(double *v, size_t n, double q);
 
 /* The medians of value and of cycles over the samples that are ok.
  * @return false (nothing set) if none is. */

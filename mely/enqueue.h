@@ -49,6 +49,16 @@ static inline void mely__enqueue_wake(struct mely__worker *w, struct mely__worke
         mely__wake_thief(w->rt, w, self);
 }
 
+/* Under w->lock, after queueing: the event just queued is w's only pending
+ * one and w queued it itself outside any handler (from its poller: a
+ * readiness, a timer), so w runs it next. Waking a thief for it would only
+ * cost a wake-up and a steal attempt per event (bench/echo, 1 connection). */
+static inline bool mely__runs_next(const struct mely__worker *w, const struct mely__worker *self)
+{
+    return self == w && mely__current_color < 0 &&
+           atomic_load_explicit(&w->nevents, memory_order_relaxed) == 1;
+}
+
 /* The Mely engine's enqueue; `stealq` (a constant at each call site) says
  * whether the time-left stealing-queue is kept. */
 static inline __attribute__((always_inline)) unsigned
@@ -76,6 +86,8 @@ mely__enqueue_colorq(struct mely__worker *w, struct mely__worker *self, struct m
     if (stealq && mely__stealq_update(&w->stealq, cq, mely__steal_cost_units(rt)))
         wake |= MELY__WAKE_THIEF;
     mely__add_pending(w, 1);
+    if ((wake & MELY__WAKE_THIEF) && mely__runs_next(w, self))
+        wake &= ~MELY__WAKE_THIEF;
     if (mely__mark_woken(w))
         wake |= MELY__WAKE_OWNER;
     return wake;

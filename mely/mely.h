@@ -265,7 +265,8 @@ int mely_color_move(mely_t *m, mely_color_t color, unsigned worker);
  * events: they run wherever their color lives, one at a time per color, in the
  * worker's queue with everything else. An idle worker sleeps in its poller
  * (no busy polling); a busy one polls without blocking between batches (at
- * most every MELY_POLL_US and whenever its queue runs dry; doc/io.md).
+ * most every MELY_POLL_US, at least every millisecond, and whenever its queue
+ * runs dry; doc/io.md).
  */
 
 /* Where an I/O, timer or signal event goes: its color, priority and handler
@@ -279,7 +280,8 @@ typedef struct mely_to {
 
 #define MELY_TO(c) ((mely_to_t){ (mely_color_t)(c), MELY_PRIO_DEFAULT, NULL })
 
-/* A busy worker polls for I/O without blocking at least this often. */
+/* A busy worker polls for I/O without blocking at most this often (and only
+ * once the events queued at its last poll have run, or 1 ms passed). */
 #define MELY_POLL_US 50u
 
 /* Readiness bits (the `what` of a watch and the `ready` of its handler). */

@@ -18,8 +18,13 @@ struct mely__poller {
     struct event_base *base;
     int wake_fd;               /* eventfd: a waker writes it (mely__wake) */
     struct event *wake_ev;     /* persistent read event on wake_fd */
-    struct event *timeout_ev;  /* ends a blocking poll at the next timer */
+    int timer_fd;              /* timerfd at the next timer deadline: ends a
+                                  blocking poll (timer_ev reads it) */
+    struct event *timer_ev;
+    uint64_t timer_armed;      /* own thread: the deadline timer_fd is set to */
     uint64_t last_poll_ns;     /* own thread: when the base was last polled */
+    uint64_t poll_target;      /* own thread: events_run once the events queued
+                                  at the last poll have run (poller.c) */
     _Atomic uint32_t nwatches; /* armed watches on the base (watch.c): a busy
                                   worker polls only if there are some */
 };

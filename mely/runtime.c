@@ -24,7 +24,7 @@
 static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned index, int cpu)
 {
     memset(w, 0, sizeof(*w));
-    w->io.wake_fd = -1;
+    w->io.wake_fd = w->io.timer_fd = -1;
     mely__spin_init(&w->lock);
     mely__coreq_init(&w->coreq);
     atomic_init(&w->nevents, 0);
@@ -98,7 +98,7 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
     if (rt->workers) {
         memset(rt->workers, 0, s.workers * sizeof(struct mely__worker));
         for (unsigned i = 0; i < s.workers; i++)
-            rt->workers[i].io.wake_fd = -1; /* no poller yet (rt_free) */
+            rt->workers[i].io.wake_fd = rt->workers[i].io.timer_fd = -1; /* no poller yet */
     }
     rt->cq_of = calloc(MELY_COLORS + s.workers, sizeof(*rt->cq_of));
     if (rt->legacy)

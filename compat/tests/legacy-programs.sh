@@ -36,6 +36,7 @@ signal 1 seen
 child exited with 3
 done'
 run legacy_libasync "$libasync_out" MELY_STEAL=off
+run legacy_libasync "$libasync_out" MELY_STEAL=base
 
 for steal in off base; do
     out=$(MELY_STEAL=$steal timeout 120 "$dir/legacy_smp" 2>"$dir/legacy_smp.err")

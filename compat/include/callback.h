@@ -60,6 +60,16 @@ public:
     const void *handler_ = nullptr; /* a mely_handler_t, NULL without annotation */
     std::atomic<bool> keep_{false}; /* setFlagAutoFree(false) holds a count */
 
+    /* Callbacks are freed when their count drops to 0 (not overridable, so
+     * that release() needs no virtual call to finalize). */
+    void finalize() final { delete this; }
+    /* refcount_dec() for a callback. */
+    void release() const
+    {
+        if (refcount_dec_nofin())
+            delete this;
+    }
+
     int getcolor() const noexcept { return color_; }
     int getprio() const noexcept { return prio_; }
     int get_timeleft() const noexcept { return (int)timeleft_; }

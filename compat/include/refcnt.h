@@ -56,6 +56,13 @@ public:
         }
         const_cast<refcount *>(this)->finalize();
     }
+    /* Drops a count; true if it was the last (the caller then finalizes).
+     * The sole holder skips the atomic read-modify-write. */
+    bool refcount_dec_nofin() const noexcept
+    {
+        return refcount_cnt_.load(std::memory_order_acquire) == 1 ||
+               refcount_cnt_.fetch_sub(1, std::memory_order_acq_rel) == 1;
+    }
     int refcount_getcnt() const noexcept { return refcount_cnt_.load(std::memory_order_relaxed); }
     /* Takes a count on an object that may be fresh (count 0, held by no
      * handle, so by no other thread either: a plain store will do). */

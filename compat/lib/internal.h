@@ -20,7 +20,7 @@ extern unsigned g_workers;
 
 void create_runtime();
 [[noreturn]] void bad_native_color(int color);
-const mely_handler_t *default_handler();
+extern std::atomic<const mely_handler_t *> g_default_handler;
 void tick_now_slow();
 
 /* The one runtime of the process, created on first use from the environment
@@ -60,7 +60,7 @@ inline mely_to_t target(const callback_base *cb)
     to.prio = cb->prio_;
     to.handler = static_cast<const mely_handler_t *>(cb->handler_);
     if (!to.handler)
-        to.handler = default_handler();
+        to.handler = g_default_handler.load(std::memory_order_relaxed);
     return to;
 }
 

@@ -22,12 +22,12 @@ namespace mely_compat {
 
 mely_t g_rt;
 std::atomic<bool> g_ready{false};
+std::atomic<const mely_handler_t *> g_default_handler{nullptr};
 unsigned g_workers;
 
 namespace {
 
 std::once_flag g_once;
-std::atomic<const mely_handler_t *> g_default_handler{nullptr};
 
 void create()
 {
@@ -62,11 +62,6 @@ void die(const char *what, int err)
 [[noreturn]] void bad_native_color(int color)
 {
     mely_compat_bad_color(color);
-}
-
-const mely_handler_t *default_handler()
-{
-    return g_default_handler.load(std::memory_order_relaxed);
 }
 
 void tick_now_slow()
@@ -164,7 +159,7 @@ static void run_posted(void *arg)
     callback<void> *cb = static_cast<callback<void> *>(arg);
     tick_now();
     (*cb)();
-    cb->refcount_dec();
+    cb->release();
 }
 
 static inline void post(callback<void> *cb, unsigned flags)

@@ -90,4 +90,12 @@ int async_get_nthreads();
 void register_atexit_handler(void (*fn)(void));
 void register_atempty_handler(void (*fn)(void));
 
+/* ---- New here: the native runtime under the compat layer ----------------------------- */
+
+/* The runtime the compat functions use (created on first use), for the native
+ * API of <mely/mely.h>: statistics (mely_worker_stats), color placement
+ * (mely_color_move), listeners... */
+struct mely;
+struct mely *mely_compat_runtime();
+
 #endif /* MELY_COMPAT_LOOP_H */

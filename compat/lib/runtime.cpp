@@ -222,6 +222,11 @@ void register_atexit_handler(void (*fn)(void))
     }
 }
 
+struct mely *mely_compat_runtime()
+{
+    return runtime();
+}
+
 /* ---- amain ----------------------------------------------------------------------------- */
 
 void amain()

@@ -28,6 +28,9 @@ static std::string cat(std::string a, const std::string &b, const char *c) { ret
 static void incr(int &counter) { counter++; }
 
 static std::atomic<int> g_finalized;
+struct plain_t {
+    int x;
+};
 
 struct thing : public virtual refcount {
     int base;
@@ -57,6 +60,21 @@ static plain *g_registered;
 struct self_registering : public plain {
     explicit self_registering(int x) : plain(x) { g_registered = this; }
 };
+
+/* ref<T> can never be NULL: neither NULL nor nullptr converts or assigns to it */
+static_assert(!std::is_constructible<ref<thing>, std::nullptr_t>::value, "ref from nullptr");
+template <class T, class = void> struct can_assign_null : std::false_type {};
+template <class T>
+struct can_assign_null<T, std::void_t<decltype(std::declval<T &>() = NULL)>> : std::true_type {};
+static_assert(!can_assign_null<ref<thing>>::value, "ref = NULL");
+static_assert(!std::is_assignable<ref<thing> &, std::nullptr_t>::value, "ref = nullptr");
+static_assert(can_assign_null<ptr<thing>>::value, "ptr = NULL");
+/* a plain (uncounted) object has no ref */
+static_assert(!std::is_constructible<ref<plain_t>, plain_t *>::value, "ref to uncounted");
+/* conversions: ref<A> -> ref<B>, ref<A> -> B * */
+static_assert(std::is_convertible<ref<refcounted<thing>>, ref<thing>>::value, "ref up");
+static_assert(std::is_convertible<ref<thing>, refcount *>::value, "ref to base pointer");
+static_assert(std::is_convertible<callback<void>::ref, callback<void>::ptr>::value, "ref->ptr");
 
 static void test_functions()
 {

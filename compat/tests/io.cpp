@@ -67,7 +67,12 @@ static void sig2()
     CHECK(g_sig1.load() == 0);
     cbv::ptr prev = sigcb(SIGUSR1, NULL);
     CHECK(prev && prev->getcolor() == 4);
-    ct_done();
+    /* once this run is over, SIGUSR1 has its default disposition again */
+    delaycb(0, 20000000, cwrap(+[] {
+        struct sigaction sa;
+        CHECK(sigaction(SIGUSR1, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL);
+        ct_done();
+    }, 4));
 }
 
 static void child_exited(pid_t, int status)

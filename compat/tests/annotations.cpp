@@ -38,8 +38,17 @@ static void finish()
     exit(0);
 }
 
-static void heavy(int)
+static void heavy(int i)
 {
+    if (i == 0) {
+        /* hold worker 0 until worker 1 (idle) stole some of its colors, so
+         * that a busy machine cannot let worker 0 finish everything first */
+        double t0 = ct_now_ms();
+        mely_stats_t st;
+        do
+            CHECK(mely_worker_stats(mely_compat_runtime(), 1, &st) == 0);
+        while (st.steals == 0 && ct_now_ms() - t0 < 10000);
+    }
     spin_cycles(600000);
     if (--g_left == 0)
         cpucb_tail(cwrap(finish, 1));

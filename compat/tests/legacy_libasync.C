@@ -150,11 +150,15 @@ static void echo_done(ref<client> c)
     kill(getpid(), SIGHUP);
 }
 
-static void tick(int n)
+static void start_client(u_int16_t port);
+
+static void tick(int n, u_int16_t port)
 {
     printf("tick %d\n", n);
     if (n < 3)
-        delaycb(0, 5000000, wrap(tick, n + 1));
+        delaycb(0, 5000000, wrap(tick, n + 1, port));
+    else
+        delaycb(0, 10000000, wrap(start_client, port));
 }
 
 static void start_client(u_int16_t port)
@@ -179,7 +183,6 @@ int main(int argc, char **argv)
         t.tv_sec++;
         t.tv_nsec -= 1000000000;
     }
-    timecb(t, wrap(tick, 1));
-    delaycb(0, 50000000, wrap(start_client, port));
+    timecb(t, wrap(tick, 1, port));
     amain();
 }

@@ -24,6 +24,10 @@
 #ifndef MELY_COMPAT_CALLBACK_H
 #define MELY_COMPAT_CALLBACK_H
 
+#if !defined(__cplusplus) || __cplusplus < 201703L
+#error "mely-compat needs C++17 (g++ 11 and later default to it; older: add -std=gnu++17)"
+#endif
+
 #include <cstddef>
 #include <cstdint>
 #include <tuple>

@@ -1,0 +1,33 @@
+/*
+ * amisc.h (mely-compat): libasync-style socket and descriptor helpers.
+ * Written for mely; no line comes from libasync.
+ */
+#ifndef MELY_COMPAT_AMISC_H
+#define MELY_COMPAT_AMISC_H
+
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+
+#include "callback.h"
+
+/* A socket of `type` bound to addr:port (host byte order); SO_REUSEADDR for a
+ * TCP socket with a non-zero port; not listening. -1 with errno on failure. */
+int inetsocket(int type, u_int16_t port = 0, u_int32_t addr = INADDR_ANY);
+/* A Unix stream socket bound to path (not listening); -1 with errno. */
+int unixsocket(const char *path);
+/* A Unix stream socket connected to path; -1 with errno. */
+int unixsocket_connect(const char *path);
+void make_async(int fd);
+void make_sync(int fd);
+void close_on_exec(int fd, bool on = true);
+void tcp_nodelay(int fd);
+
+struct tcpconnect_t;
+/* Connects to addr:port (port in host byte order) without blocking; cb gets
+ * the connected, non-blocking fd, or -1 (errno set). Runs with cb's color. */
+tcpconnect_t *tcpconnect(in_addr addr, u_int16_t port, callback<void, int> *cb);
+/* Before cb ran: cb never runs and the socket is closed. */
+void tcpconnect_cancel(tcpconnect_t *tc);
+
+#endif /* MELY_COMPAT_AMISC_H */

@@ -1,0 +1,357 @@
+/*
+ * callback.h (mely-compat): libasync-style callbacks and the wrap() family.
+ *
+ *   callback<R, B1, B2, B3>   a reference-counted function object taking 0 to 3
+ *                             call-time arguments (B1..B3, void when unused);
+ *                             ::ref and ::ptr are its handles.
+ *   wrap(f, a1, ..., aN)      binds 0 to 5 leading arguments of f: a function, a
+ *                             member function (object first: C *, ref<C>, ptr<C>
+ *                             or refcounted<C> *; the counted forms keep the
+ *                             object alive), or another callback.
+ *   cwrap / cpwrap            ... with a color (and a priority) as the last
+ *                             argument(s), libasync-smp style;
+ *   wrap_timeleft, cwrap_timeleft, cpwrap_timeleft
+ *                             ... with a time-left annotation (expected cycles);
+ *   wrap_penalty, cwrap_penalty, cpwrap_penalty
+ *                             ... with a time-left and a work-stealing penalty
+ *                             (new here; see doc/porting.md).
+ *
+ * wrap() returns a freshly allocated callback whose count is 0, as
+ * `New refcounted<T>` does: the first handle made from it takes it to 1. Posting
+ * a callback (cpucb, delaycb, fdcb...) holds a count until it has run.
+ * Written for mely; no line comes from libasync.
+ */
+#ifndef MELY_COMPAT_CALLBACK_H
+#define MELY_COMPAT_CALLBACK_H
+
+#if !defined(__cplusplus) || __cplusplus < 201703L
+#error "mely-compat needs C++17 (g++ 11 and later default to it; older: add -std=gnu++17)"
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "refcnt.h"
+
+/* Colors 0 .. MAX_COLORS-1; negative colors -(i+1) are pinned to worker i. */
+#ifndef MAX_COLORS
+#define MAX_COLORS 65536
+#endif
+
+/* An out-of-range color or priority: a message on stderr, exit(EXIT_FAILURE). */
+[[noreturn]] void mely_compat_bad_color(int color);
+[[noreturn]] void mely_compat_bad_prio(int prio);
+/* The shared handler descriptor for (timeleft, penalty): interned, never freed. */
+const void *mely_compat_handler(uint64_t timeleft, uint32_t penalty);
+
+/* Callback memory: per-thread caches of small blocks (the library's). */
+void *mely_compat_cb_alloc(std::size_t size);
+void mely_compat_cb_free(void *p, std::size_t size) noexcept;
+
+/* What every callback carries: color, priority, annotations, auto-free flag. */
+class callback_base : public refcount {
+public:
+    static void *operator new(std::size_t size) { return mely_compat_cb_alloc(size); }
+    static void operator delete(void *p, std::size_t size) noexcept { mely_compat_cb_free(p, size); }
+
+    int color_ = 0;
+    int prio_ = 0;
+    uint32_t timeleft_ = 0;
+    uint32_t penalty_ = 0;
+    const void *handler_ = nullptr; /* a mely_handler_t, NULL without annotation */
+    std::atomic<bool> keep_{false}; /* setFlagAutoFree(false) holds a count */
+
+    /* Callbacks are freed when their count drops to 0 (not overridable, so
+     * that release() needs no virtual call to finalize). */
+    void finalize() final { delete this; }
+    /* refcount_dec() for a callback. */
+    void release() const
+    {
+        if (refcount_dec_nofin())
+            delete this;
+    }
+
+    int getcolor() const noexcept { return color_; }
+    int getprio() const noexcept { return prio_; }
+    int get_timeleft() const noexcept { return (int)timeleft_; }
+    int get_penalty() const noexcept { return (int)penalty_; }
+
+    void setcolor(int c)
+    {
+        if (c >= MAX_COLORS)
+            mely_compat_bad_color(c);
+        color_ = c;
+    }
+    void setprio(int p)
+    {
+        if (p < 0 || p > 7)
+            mely_compat_bad_prio(p);
+        prio_ = p;
+    }
+    void set_timeleft(int tl) { set_annotations(tl < 0 ? 0 : (uint32_t)tl, penalty_); }
+    void set_penalty(int pen) { set_annotations(timeleft_, pen < 0 ? 0 : (uint32_t)pen); }
+    void set_annotations(uint32_t tl, uint32_t pen)
+    {
+        timeleft_ = tl;
+        penalty_ = pen;
+        handler_ = (tl || pen) ? mely_compat_handler(tl, pen) : nullptr;
+    }
+
+    /* The original Mely's auto-free flag: true (the default) lets the runtime
+     * drop the callback after it ran; false keeps a count, so that a raw
+     * pointer to it may be posted again and again. */
+    void setFlagAutoFree(bool autofree)
+    {
+        if (!autofree) {
+            if (!keep_.exchange(true, std::memory_order_acq_rel))
+                refcount_inc();
+        } else if (keep_.exchange(false, std::memory_order_acq_rel)) {
+            refcount_dec();
+        }
+    }
+    bool getFlagAutoFree() const noexcept { return !keep_.load(std::memory_order_acquire); }
+};
+
+template <class R, class B1 = void, class B2 = void, class B3 = void> class callback;
+
+template <class R> class callback<R, void, void, void> : public callback_base {
+public:
+    typedef ::ref<callback> ref;
+    typedef ::ptr<callback> ptr;
+    virtual R operator()() = 0;
+};
+template <class R, class B1> class callback<R, B1, void, void> : public callback_base {
+public:
+    typedef ::ref<callback> ref;
+    typedef ::ptr<callback> ptr;
+    virtual R operator()(B1) = 0;
+};
+template <class R, class B1, class B2> class callback<R, B1, B2, void> : public callback_base {
+public:
+    typedef ::ref<callback> ref;
+    typedef ::ptr<callback> ptr;
+    virtual R operator()(B1, B2) = 0;
+};
+template <class R, class B1, class B2, class B3> class callback : public callback_base {
+public:
+    typedef ::ref<callback> ref;
+    typedef ::ptr<callback> ptr;
+    virtual R operator()(B1, B2, B3) = 0;
+};
+
+namespace mely_compat_detail {
+
+template <class...> struct tl {};
+
+/* Splits a parameter list after its first N types. */
+template <std::size_t N, class Front, class Back, bool = (N == 0)> struct split;
+template <std::size_t N, class... F, class... B> struct split<N, tl<F...>, tl<B...>, true> {
+    typedef tl<F...> front;
+    typedef tl<B...> back;
+};
+template <std::size_t N, class... F, class B0, class... B>
+struct split<N, tl<F...>, tl<B0, B...>, false> : split<N - 1, tl<F..., B0>, tl<B...>> {};
+
+/* The non-void types of B1, B2, B3. */
+template <class L, class... X> struct nonvoid;
+template <class... K> struct nonvoid<tl<K...>> {
+    typedef tl<K...> type;
+};
+template <class... K, class X0, class... X> struct nonvoid<tl<K...>, X0, X...> {
+    typedef typename std::conditional_t<std::is_void<X0>::value, nonvoid<tl<K...>, X...>,
+                                        nonvoid<tl<K..., X0>, X...>>::type type;
+};
+
+/* The concrete callback: a closure called with the call-time arguments. */
+template <class R, class L, class... B> class callback_fn final : public callback<R, B...> {
+    L l_;
+
+public:
+    explicit callback_fn(L &&l) : l_(std::move(l)) {}
+    R operator()(B... b) override { return l_(static_cast<B &&>(b)...); }
+};
+
+template <class R, class... F, class... B, class Fn, class... A>
+callback<R, B...> *bind(tl<F...>, tl<B...>, Fn fn, A &&...a)
+{
+    static_assert(sizeof...(B) <= 3, "wrap: a callback takes at most 3 call-time arguments");
+    std::tuple<std::remove_cv_t<std::remove_reference_t<F>>...> bound{std::forward<A>(a)...};
+    auto l = [fn, bound](B... b) mutable -> R {
+        return std::apply(
+            [&](auto &...f) -> R { return fn(f..., static_cast<B &&>(b)...); }, bound);
+    };
+    return new callback_fn<R, decltype(l), B...>(std::move(l));
+}
+
+template <class R, class... P, class Fn, class Tup, std::size_t... I>
+auto bind_from(tl<P...>, Fn fn, Tup &t, std::index_sequence<I...>)
+{
+    static_assert(sizeof...(I) <= 5, "wrap: at most 5 bound arguments");
+    static_assert(sizeof...(I) <= sizeof...(P), "wrap: more arguments than the function takes");
+    typedef split<sizeof...(I), tl<>, tl<P...>> S;
+    return bind<R>(typename S::front(), typename S::back(), std::move(fn),
+                   std::get<I>(std::move(t))...);
+}
+
+/* The forms: how many trailing annotation arguments, and what they set. */
+struct form_wrap {
+    static constexpr std::size_t K = 0;
+    template <std::size_t N, class Tup> static void apply(callback_base &, Tup &) {}
+};
+struct form_cwrap {
+    static constexpr std::size_t K = 1;
+    template <std::size_t N, class Tup> static void apply(callback_base &cb, Tup &t)
+    {
+        cb.setcolor((int)std::get<N>(t));
+    }
+};
+struct form_cpwrap {
+    static constexpr std::size_t K = 2;
+    template <std::size_t N, class Tup> static void apply(callback_base &cb, Tup &t)
+    {
+        cb.setcolor((int)std::get<N>(t));
+        cb.setprio((int)std::get<N + 1>(t));
+    }
+};
+struct form_wrap_timeleft {
+    static constexpr std::size_t K = 1;
+    template <std::size_t N, class Tup> static void apply(callback_base &cb, Tup &t)
+    {
+        cb.set_timeleft((int)std::get<N>(t));
+    }
+};
+struct form_cwrap_timeleft {
+    static constexpr std::size_t K = 2;
+    template <std::size_t N, class Tup> static void apply(callback_base &cb, Tup &t)
+    {
+        cb.setcolor((int)std::get<N>(t));
+        cb.set_timeleft((int)std::get<N + 1>(t));
+    }
+};
+struct form_cpwrap_timeleft {
+    static constexpr std::size_t K = 3;
+    template <std::size_t N, class Tup> static void apply(callback_base &cb, Tup &t)
+    {
+        cb.setcolor((int)std::get<N>(t));
+        cb.setprio((int)std::get<N + 1>(t));
+        cb.set_timeleft((int)std::get<N + 2>(t));
+    }
+};
+struct form_wrap_penalty {
+    static constexpr std::size_t K = 2;
+    template <std::size_t N, class Tup> static void apply(callback_base &cb, Tup &t)
+    {
+        int tl = (int)std::get<N>(t), pen = (int)std::get<N + 1>(t);
+        cb.set_annotations(tl < 0 ? 0 : (uint32_t)tl, pen < 0 ? 0 : (uint32_t)pen);
+    }
+};
+struct form_cwrap_penalty {
+    static constexpr std::size_t K = 3;
+    template <std::size_t N, class Tup> static void apply(callback_base &cb, Tup &t)
+    {
+        cb.setcolor((int)std::get<N>(t));
+        form_wrap_penalty::apply<N + 1>(cb, t);
+    }
+};
+struct form_cpwrap_penalty {
+    static constexpr std::size_t K = 4;
+    template <std::size_t N, class Tup> static void apply(callback_base &cb, Tup &t)
+    {
+        cb.setcolor((int)std::get<N>(t));
+        cb.setprio((int)std::get<N + 1>(t));
+        form_wrap_penalty::apply<N + 2>(cb, t);
+    }
+};
+
+template <class Form, class R, class... P, class Fn, class... A>
+auto make(tl<P...> params, Fn fn, A &&...a)
+{
+    static_assert(sizeof...(A) >= Form::K, "wrap: missing color/priority/annotation arguments");
+    constexpr std::size_t N = sizeof...(A) - Form::K;
+    auto t = std::forward_as_tuple(std::forward<A>(a)...);
+    auto *cb = bind_from<R>(params, std::move(fn), t, std::make_index_sequence<N>());
+    Form::template apply<N>(*cb, t);
+    return cb;
+}
+
+/* How a member-function callback holds its object: counted objects are kept
+ * alive (ref<C>, ptr<C>, refcounted<C> *), plain pointers are not. */
+template <class O> struct holder {
+    typedef O type;
+};
+template <class X> struct holder<refcounted<X> *> {
+    typedef ref<refcounted<X>> type;
+};
+template <class X> inline X *raw(X *p) { return p; }
+template <class X> inline X *raw(const ref<X> &p) { return p.get(); }
+template <class X> inline X *raw(const ptr<X> &p) { return p.get(); }
+
+} // namespace mely_compat_detail
+
+/* Each form F gets six overloads: a function, a member function (const or
+ * not) on an object, and a callback (raw pointer, ref or ptr) whose leading
+ * call-time arguments are bound. */
+#define MELY_COMPAT_WRAP_FORM(NAME, FORM)                                                         \
+    template <class R, class... P, class... A> inline auto NAME(R (*f)(P...), A &&...a)           \
+    {                                                                                             \
+        return mely_compat_detail::make<mely_compat_detail::FORM, R>(                             \
+            mely_compat_detail::tl<P...>(), f, std::forward<A>(a)...);                            \
+    }                                                                                             \
+    template <class O, class R, class C, class... P, class... A>                                  \
+    inline auto NAME(O &&obj, R (C::*m)(P...), A &&...a)                                         \
+    {                                                                                             \
+        typename mely_compat_detail::holder<std::decay_t<O>>::type h(std::forward<O>(obj));       \
+        return mely_compat_detail::make<mely_compat_detail::FORM, R>(                             \
+            mely_compat_detail::tl<P...>(),                                                       \
+            [h, m](auto &&...x) -> R {                                                            \
+                return (mely_compat_detail::raw(h)->*m)(std::forward<decltype(x)>(x)...);         \
+            },                                                                                    \
+            std::forward<A>(a)...);                                                               \
+    }                                                                                             \
+    template <class O, class R, class C, class... P, class... A>                                  \
+    inline auto NAME(O &&obj, R (C::*m)(P...) const, A &&...a)                                   \
+    {                                                                                             \
+        typename mely_compat_detail::holder<std::decay_t<O>>::type h(std::forward<O>(obj));       \
+        return mely_compat_detail::make<mely_compat_detail::FORM, R>(                             \
+            mely_compat_detail::tl<P...>(),                                                       \
+            [h, m](auto &&...x) -> R {                                                            \
+                return (mely_compat_detail::raw(h)->*m)(std::forward<decltype(x)>(x)...);         \
+            },                                                                                    \
+            std::forward<A>(a)...);                                                               \
+    }                                                                                             \
+    template <class R, class B1, class B2, class B3, class... A>                                  \
+    inline auto NAME(callback<R, B1, B2, B3> *cb, A &&...a)                                       \
+    {                                                                                             \
+        ::ref<callback<R, B1, B2, B3>> h(cb);                                                     \
+        return mely_compat_detail::make<mely_compat_detail::FORM, R>(                             \
+            typename mely_compat_detail::nonvoid<mely_compat_detail::tl<>, B1, B2, B3>::type(),   \
+            [h](auto &&...x) -> R { return (*h)(std::forward<decltype(x)>(x)...); },              \
+            std::forward<A>(a)...);                                                               \
+    }                                                                                             \
+    template <class R, class B1, class B2, class B3, class... A>                                  \
+    inline auto NAME(const ::ref<callback<R, B1, B2, B3>> &cb, A &&...a)                          \
+    {                                                                                             \
+        return NAME(cb.get(), std::forward<A>(a)...);                                             \
+    }                                                                                             \
+    template <class R, class B1, class B2, class B3, class... A>                                  \
+    inline auto NAME(const ::ptr<callback<R, B1, B2, B3>> &cb, A &&...a)                          \
+    {                                                                                             \
+        return NAME(cb.get(), std::forward<A>(a)...);                                             \
+    }
+
+MELY_COMPAT_WRAP_FORM(wrap, form_wrap)
+MELY_COMPAT_WRAP_FORM(cwrap, form_cwrap)
+MELY_COMPAT_WRAP_FORM(cpwrap, form_cpwrap)
+MELY_COMPAT_WRAP_FORM(wrap_timeleft, form_wrap_timeleft)
+MELY_COMPAT_WRAP_FORM(cwrap_timeleft, form_cwrap_timeleft)
+MELY_COMPAT_WRAP_FORM(cpwrap_timeleft, form_cpwrap_timeleft)
+MELY_COMPAT_WRAP_FORM(wrap_penalty, form_wrap_penalty)
+MELY_COMPAT_WRAP_FORM(cwrap_penalty, form_cwrap_penalty)
+MELY_COMPAT_WRAP_FORM(cpwrap_penalty, form_cpwrap_penalty)
+
+#undef MELY_COMPAT_WRAP_FORM
+
+#endif /* MELY_COMPAT_CALLBACK_H */

@@ -1,0 +1,80 @@
+/*
+ * internal.h: what the compat library's sources share. Includes the native
+ * API by its full path (<mely/mely.h>), never the legacy "mely.h".
+ */
+#ifndef MELY_COMPAT_INTERNAL_H
+#define MELY_COMPAT_INTERNAL_H
+
+#include <mely/mely.h>
+
+#include <atomic>
+
+#include "callback.h"
+#include "melycompat_loop.h"
+
+namespace mely_compat {
+
+extern mely_t g_rt;
+extern std::atomic<bool> g_ready;
+extern unsigned g_workers;
+
+void create_runtime();
+[[noreturn]] void bad_native_color(int color);
+extern std::atomic<const mely_handler_t *> g_default_handler;
+void tick_now_slow();
+
+/* The one runtime of the process, created on first use from the environment
+ * (MELY_WORKERS, MELY_STEAL, ...). Exits with a message if it cannot be. */
+inline mely_t *runtime()
+{
+    if (__builtin_expect(!g_ready.load(std::memory_order_acquire), 0))
+        create_runtime();
+    return &g_rt;
+}
+
+/* Its worker count (creates the runtime). */
+inline unsigned workers()
+{
+    runtime();
+    return g_workers;
+}
+
+/* A legacy color (negative: pinned) as a native one; exits on a bad color. */
+inline mely_color_t native_color(int color)
+{
+    if (__builtin_expect((unsigned)color < (unsigned)MAX_COLORS, 1))
+        return (mely_color_t)color;
+    if (color < 0) {
+        unsigned w = (unsigned)(-(color + 1));
+        if (w < workers())
+            return MELY_COLOR_PINNED(w);
+    }
+    bad_native_color(color);
+}
+
+/* Where a callback's events go: its color, priority and handler descriptor. */
+inline mely_to_t target(const callback_base *cb)
+{
+    mely_to_t to;
+    to.color = native_color(cb->color_);
+    to.prio = cb->prio_;
+    to.handler = static_cast<const mely_handler_t *>(cb->handler_);
+    if (!to.handler)
+        to.handler = g_default_handler.load(std::memory_order_relaxed);
+    return to;
+}
+
+/* Refreshes this thread's tsnow if it may be stale: a read of the coarse
+ * clock (a few ns, no system call), and an exact read once the coarse clock
+ * moved (a kernel tick: 1-4 ms) since the last one. */
+inline void tick_now()
+{
+    tick_now_slow();
+}
+
+/* Prints "mely-compat: what: error" and exits with EXIT_FAILURE. */
+[[noreturn]] void die(const char *what, int err);
+
+} // namespace mely_compat
+
+#endif

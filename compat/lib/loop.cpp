@@ -1,0 +1,420 @@
+/*
+ * loop.cpp: fdcb, timers (timecb, delaycb, lazycb), sigcb and chldcb over the
+ * runtime's watches, timers and signals.
+ */
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include <sys/wait.h>
+
+#include "internal.h"
+
+using namespace mely_compat;
+
+/* ---- fdcb ---------------------------------------------------------------------- */
+
+namespace {
+
+/* One registration: a native watch and a counted callback. Freed by the
+ * watch's fin once its handler is not running and never will. */
+struct fd_entry {
+    mely_watch_t *w;
+    callback<void> *cb;
+    int op; /* selread, selwrite; unused for signals */
+};
+
+struct fd_table {
+    std::mutex mu;
+    std::vector<fd_entry *> slots; /* 2 per fd: [2*fd + op] */
+};
+
+fd_table &fds()
+{
+    static fd_table *t = new fd_table; /* never destroyed: handlers may run during exit() */
+    return *t;
+}
+
+/* The fd callback running on this thread (for fdcb_finished). */
+thread_local fd_entry *t_fd_entry;
+thread_local std::size_t t_fd_slot;
+
+void free_fd_entry(void *arg)
+{
+    fd_entry *e = static_cast<fd_entry *>(arg);
+    e->cb->refcount_dec();
+    delete e;
+}
+
+void fd_fire(int fd, unsigned, void *arg)
+{
+    fd_entry *e = static_cast<fd_entry *>(arg);
+    callback<void> *cb = e->cb;
+    /* The callback may remove its own watch (fdcb(fd, op, NULL) or
+     * fdcb_finished): keep it alive through the call. e itself stays valid
+     * until this run ends (the watch's fin runs after it). */
+    cb->refcount_inc();
+    fd_entry *outer = t_fd_entry;
+    std::size_t outer_slot = t_fd_slot;
+    t_fd_entry = e;
+    t_fd_slot = 2 * (std::size_t)fd + (e->op == selwrite ? 1 : 0);
+    mely_compat_refresh_now();
+    (*cb)();
+    t_fd_entry = outer;
+    t_fd_slot = outer_slot;
+    cb->refcount_dec();
+}
+
+} // namespace
+
+void fdcb_finished(bool finished)
+{
+    fd_entry *e = t_fd_entry;
+    if (!finished || !e)
+        return;
+    /* Remove the watch now (from its own handler: synchronous), so that the
+     * callback may close the fd right after, as Mely programs do. */
+    fd_table &t = fds();
+    bool mine = false;
+    {
+        std::lock_guard<std::mutex> g(t.mu);
+        if (t_fd_slot < t.slots.size() && t.slots[t_fd_slot] == e) {
+            t.slots[t_fd_slot] = nullptr;
+            mine = true;
+        }
+    }
+    t_fd_entry = nullptr;
+    if (mine)
+        mely_watch_remove_then(e->w, free_fd_entry, e);
+}
+
+void fdcb(int fd, selop op, callback<void> *cb)
+{
+    if (fd < 0 || (op != selread && op != selwrite)) {
+        fprintf(stderr, "mely-compat: fdcb: bad fd %d or op %d\n", fd, (int)op);
+        exit(EXIT_FAILURE);
+    }
+    mely_t *rt = runtime();
+    fd_table &t = fds();
+    fd_entry *old = nullptr;
+    std::size_t i = 2 * (std::size_t)fd + (std::size_t)op;
+    {
+        std::lock_guard<std::mutex> g(t.mu);
+        if (i >= t.slots.size())
+            t.slots.resize(i + 64, nullptr);
+        old = t.slots[i];
+        t.slots[i] = nullptr;
+        if (cb) {
+            fd_entry *e = new fd_entry{nullptr, cb, (int)op};
+            cb->refcount_inc();
+            int err = mely_watch(rt, fd, op == selread ? MELY_READ : MELY_WRITE, target(cb),
+                                 fd_fire, e, &e->w);
+            if (err) {
+                fprintf(stderr, "mely-compat: fdcb(%d, %s): %s\n", fd,
+                        op == selread ? "selread" : "selwrite", mely_strerror(err));
+                free_fd_entry(e);
+            } else {
+                t.slots[i] = e;
+            }
+        }
+    }
+    if (old)
+        mely_watch_remove_then(old->w, free_fd_entry, old);
+}
+
+
+/* ---- timecb, delaycb ---------------------------------------------------------------- */
+
+struct timecb_t {
+    mely_timer_t id;
+    callback<void> *cb;
+    std::atomic<int> refs; /* the creator's (until the id is stored) and the timer's */
+};
+
+namespace {
+
+void timer_drop(timecb_t *t)
+{
+    if (t->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+        delete t;
+}
+
+void timer_fire(void *arg)
+{
+    timecb_t *t = static_cast<timecb_t *>(arg);
+    callback<void> *cb = t->cb;
+    timer_drop(t); /* fired: the handle is dead (as in libasync) */
+    mely_compat_refresh_now();
+    (*cb)();
+    cb->refcount_dec();
+}
+
+timecb_t *timer_new(callback<void> *cb, const timespec *when, uint64_t delay_ns)
+{
+    if (!cb) {
+        fprintf(stderr, "mely-compat: timecb/delaycb of a NULL callback\n");
+        exit(EXIT_FAILURE);
+    }
+    mely_t *rt = runtime();
+    timecb_t *t = new timecb_t{0, cb, {2}};
+    cb->refcount_inc();
+    /* The timer may fire on another worker before this call returns: the
+     * creator's count keeps t alive until the id is stored. */
+    mely_timer_t id;
+    int err = when ? mely_timer_at_wall(rt, when, target(cb), timer_fire, t, &id)
+                   : mely_timer_after(rt, delay_ns, target(cb), timer_fire, t, &id);
+    if (err)
+        die("timecb", err);
+    t->id = id;
+    timer_drop(t);
+    return t;
+}
+
+} // namespace
+
+timecb_t *timecb(const timespec &when, callback<void> *cb)
+{
+    return timer_new(cb, &when, 0);
+}
+
+timecb_t *delaycb(time_t sec, u_int32_t nsec, callback<void> *cb)
+{
+    uint64_t ns = sec < 0 ? 0 : (uint64_t)sec * 1000000000u + nsec;
+    return timer_new(cb, nullptr, ns);
+}
+
+timecb_t *delaycb(time_t sec, callback<void> *cb)
+{
+    return delaycb(sec, 0, cb);
+}
+
+void timecb_remove(timecb_t *t)
+{
+    if (!t)
+        return;
+    mely_timer_t id = t->id;
+    if (mely_timer_cancel(runtime(), id) == 0) {
+        t->cb->refcount_dec();
+        timer_drop(t);
+    }
+    /* MELY_ENOENT: the callback has started; its run frees t. */
+}
+
+/* ---- lazycb ---------------------------------------------------------------------------- */
+
+struct lazycb_t {
+    std::mutex mu;
+    bool removed = false;
+    bool running = false;
+    time_t interval;
+    mely_timer_t id = 0;
+    callback<void> *cb;
+};
+
+namespace {
+
+void lazy_fire(void *arg)
+{
+    lazycb_t *l = static_cast<lazycb_t *>(arg);
+    {
+        std::lock_guard<std::mutex> g(l->mu);
+        l->running = true;
+    }
+    mely_compat_refresh_now();
+    (*l->cb)();
+    bool dead;
+    {
+        std::lock_guard<std::mutex> g(l->mu);
+        l->running = false;
+        dead = l->removed;
+        if (!dead) {
+            int err = mely_timer_after(runtime(), (uint64_t)l->interval * 1000000000u,
+                                       target(l->cb), lazy_fire, l, &l->id);
+            if (err)
+                die("lazycb", err);
+        }
+    }
+    if (dead) {
+        l->cb->refcount_dec();
+        delete l;
+    }
+}
+
+} // namespace
+
+lazycb_t *lazycb(time_t min_interval, callback<void> *cb)
+{
+    if (!cb) {
+        fprintf(stderr, "mely-compat: lazycb of a NULL callback\n");
+        exit(EXIT_FAILURE);
+    }
+    lazycb_t *l = new lazycb_t;
+    l->interval = min_interval < 0 ? 0 : min_interval;
+    l->cb = cb;
+    cb->refcount_inc();
+    std::lock_guard<std::mutex> g(l->mu);
+    int err = mely_timer_after(runtime(), (uint64_t)l->interval * 1000000000u, target(cb),
+                               lazy_fire, l, &l->id);
+    if (err)
+        die("lazycb", err);
+    return l;
+}
+
+void lazycb_remove(lazycb_t *l)
+{
+    if (!l)
+        return;
+    bool free_now = false;
+    {
+        std::lock_guard<std::mutex> g(l->mu);
+        l->removed = true;
+        /* Cancelled before it fired: nobody else holds l. Otherwise the run
+         * that is under way (or about to start) frees it. */
+        if (!l->running && mely_timer_cancel(runtime(), l->id) == 0)
+            free_now = true;
+    }
+    if (free_now) {
+        l->cb->refcount_dec();
+        delete l;
+    }
+}
+
+/* ---- sigcb --------------------------------------------------------------------------------- */
+
+namespace {
+
+struct sig_table {
+    std::mutex mu;
+    fd_entry *slots[NSIG] = {};
+};
+
+sig_table &sigs()
+{
+    static sig_table *t = new sig_table;
+    return *t;
+}
+
+void sig_fire(int, unsigned, void *arg)
+{
+    fd_entry *e = static_cast<fd_entry *>(arg);
+    callback<void> *cb = e->cb;
+    cb->refcount_inc();
+    mely_compat_refresh_now();
+    (*cb)();
+    cb->refcount_dec();
+}
+
+} // namespace
+
+callback<void>::ptr sigcb(int sig, callback<void> *cb, int)
+{
+    if (sig <= 0 || sig >= NSIG) {
+        fprintf(stderr, "mely-compat: sigcb: bad signal %d\n", sig);
+        exit(EXIT_FAILURE);
+    }
+    mely_t *rt = runtime();
+    sig_table &t = sigs();
+    callback<void>::ptr prev;
+    fd_entry *old;
+    {
+        std::lock_guard<std::mutex> g(t.mu);
+        old = t.slots[sig];
+        t.slots[sig] = nullptr;
+        if (old)
+            prev = old->cb;
+        if (cb) {
+            fd_entry *e = new fd_entry{nullptr, cb, -1};
+            cb->refcount_inc();
+            int err = mely_signal(rt, sig, target(cb), sig_fire, e, &e->w);
+            if (err)
+                die("sigcb", err);
+            t.slots[sig] = e;
+        }
+        /* Remove the old watch after the new one exists, so that the signal's
+         * disposition is not restored in between. */
+        if (old)
+            mely_watch_remove_then(old->w, free_fd_entry, old);
+    }
+    return prev;
+}
+
+/* ---- chldcb ----------------------------------------------------------------------------------- */
+
+namespace {
+
+struct chld_table {
+    std::mutex mu;
+    std::unordered_map<pid_t, callback<void, int> *> waiting;
+    mely_watch_t *w = nullptr;
+};
+
+chld_table &chlds()
+{
+    static chld_table *t = new chld_table;
+    return *t;
+}
+
+/* Reaps the children we wait for and posts their callbacks with the status. */
+void reap(void *)
+{
+    chld_table &t = chlds();
+    std::vector<std::pair<callback<void, int> *, int>> done;
+    {
+        std::lock_guard<std::mutex> g(t.mu);
+        for (auto it = t.waiting.begin(); it != t.waiting.end();) {
+            int status;
+            pid_t r = waitpid(it->first, &status, WNOHANG);
+            if (r == it->first || (r < 0 && errno == ECHILD)) {
+                done.emplace_back(it->second, r < 0 ? -1 : status);
+                it = t.waiting.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    for (auto &d : done) {
+        callback<void> *run = wrap(d.first, d.second);
+        run->setcolor(d.first->getcolor());
+        run->setprio(d.first->getprio());
+        cpucb_tail(run);
+        d.first->refcount_dec();
+    }
+}
+
+void reap_signal(int, unsigned, void *)
+{
+    reap(nullptr);
+}
+
+} // namespace
+
+void chldcb(pid_t pid, callback<void, int> *cb)
+{
+    mely_t *rt = runtime();
+    chld_table &t = chlds();
+    {
+        std::lock_guard<std::mutex> g(t.mu);
+        if (!t.w) {
+            int err = mely_signal(rt, SIGCHLD, MELY_TO(0), reap_signal, nullptr, &t.w);
+            if (err)
+                die("chldcb", err);
+        }
+        auto it = t.waiting.find(pid);
+        if (it != t.waiting.end()) {
+            it->second->refcount_dec();
+            t.waiting.erase(it);
+        }
+        if (cb) {
+            cb->refcount_inc();
+            t.waiting[pid] = cb;
+        }
+    }
+    /* The child may have exited before the SIGCHLD watch existed. */
+    int err = mely_post(rt, 0, reap, nullptr);
+    if (err)
+        die("chldcb", err);
+}

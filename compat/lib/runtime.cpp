@@ -1,0 +1,240 @@
+/*
+ * runtime.cpp: the compat library's runtime instance, posting (cpucb,
+ * cpucb_tail), colors, handler descriptors, tsnow, introspection and amain.
+ */
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include <unistd.h>
+
+
+#include "internal.h"
+
+static_assert(MAX_THREADS >= MELY_MAX_WORKERS, "MAX_THREADS must cover every worker count");
+static_assert(MAX_COLORS <= (int)MELY_COLORS, "MAX_COLORS must fit the runtime's colors");
+
+namespace mely_compat {
+
+mely_t g_rt;
+std::atomic<bool> g_ready{false};
+std::atomic<const mely_handler_t *> g_default_handler{nullptr};
+unsigned g_workers;
+
+namespace {
+
+std::once_flag g_once;
+
+void create()
+{
+    int err = mely_init(&g_rt, NULL);
+    if (err)
+        die("creating the runtime (check MELY_WORKERS, MELY_STEAL... in the environment)", err);
+    g_workers = mely_workers(&g_rt);
+    if (g_workers > MAX_THREADS) {
+        fprintf(stderr, "mely-compat: %u workers asked for, at most MAX_THREADS (%d) allowed\n",
+                g_workers, MAX_THREADS);
+        exit(EXIT_FAILURE);
+    }
+    g_ready.store(true, std::memory_order_release);
+}
+
+
+thread_local timespec t_last_coarse __attribute__((tls_model("initial-exec")));
+
+} // namespace
+
+void create_runtime()
+{
+    std::call_once(g_once, create);
+}
+
+void die(const char *what, int err)
+{
+    fprintf(stderr, "mely-compat: %s: %s\n", what, mely_strerror(err));
+    exit(EXIT_FAILURE);
+}
+
+[[noreturn]] void bad_native_color(int color)
+{
+    mely_compat_bad_color(color);
+}
+
+void tick_now_slow()
+{
+    timespec coarse;
+    clock_gettime(CLOCK_REALTIME_COARSE, &coarse);
+    if (coarse.tv_nsec != t_last_coarse.tv_nsec || coarse.tv_sec != t_last_coarse.tv_sec) {
+        t_last_coarse = coarse;
+        clock_gettime(CLOCK_REALTIME, &tsnow);
+    }
+}
+
+} // namespace mely_compat
+
+using namespace mely_compat;
+
+/* ---- tsnow ------------------------------------------------------------------- */
+
+thread_local timespec tsnow;
+thread_local const time_t &timenow = tsnow.tv_sec;
+
+void mely_compat_refresh_now()
+{
+    clock_gettime(CLOCK_REALTIME, &tsnow);
+}
+
+namespace {
+struct main_thread_now {
+    main_thread_now() { mely_compat_refresh_now(); }
+} g_main_thread_now;
+} // namespace
+
+/* ---- Errors from the headers ---------------------------------------------------- */
+
+void mely_compat_bad_color(int color)
+{
+    fprintf(stderr,
+            "mely-compat: incorrect color %d (colors are 0..%d, or -1..-%u for a worker's "
+            "pinned color)\n",
+            color, MAX_COLORS - 1, g_ready.load() ? g_workers : 0u);
+    fflush(NULL);
+    _exit(EXIT_FAILURE); /* as the original's abort: no exit-time code runs */
+}
+
+void mely_compat_bad_prio(int prio)
+{
+    fprintf(stderr, "mely-compat: incorrect priority %d (priorities are 0..%d)\n", prio,
+            MELY_PRIO_MAX);
+    fflush(NULL);
+    _exit(EXIT_FAILURE);
+}
+
+void mely_compat_ref_null(void)
+{
+    fprintf(stderr, "mely-compat: a NULL pointer was assigned to a ref<>\n");
+    abort();
+}
+
+/* ---- Handler descriptors ----------------------------------------------------------- */
+
+const void *mely_compat_handler(uint64_t timeleft, uint32_t penalty)
+{
+    /* One descriptor per (timeleft, penalty), never freed: queued events may
+     * point to it at any time. A one-entry cache per thread skips the lock. */
+    static std::mutex *mu = new std::mutex;
+    static auto *tab = new std::unordered_map<uint64_t, mely_handler_t *>;
+    thread_local uint64_t last_key = UINT64_MAX;
+    thread_local const mely_handler_t *last;
+    if (timeleft > UINT32_MAX)
+        timeleft = UINT32_MAX;
+    uint64_t key = (timeleft << 32) | penalty;
+    if (key == last_key)
+        return last;
+    std::lock_guard<std::mutex> g(*mu);
+    mely_handler_t *&h = (*tab)[key];
+    if (!h) {
+        h = new mely_handler_t();
+        h->timeleft = timeleft;
+        h->penalty = penalty;
+    }
+    last_key = key;
+    last = h;
+    return h;
+}
+
+void mely_compat_set_default_handler(const void *h)
+{
+    g_default_handler.store(static_cast<const mely_handler_t *>(h), std::memory_order_relaxed);
+}
+
+/* ---- Posting ----------------------------------------------------------------------- */
+
+static void run_posted(void *arg)
+{
+    callback<void> *cb = static_cast<callback<void> *>(arg);
+    tick_now();
+    (*cb)();
+    cb->release();
+}
+
+static inline void post(callback<void> *cb, unsigned flags)
+{
+    if (!cb) {
+        fprintf(stderr, "mely-compat: cpucb of a NULL callback\n");
+        exit(EXIT_FAILURE);
+    }
+    mely_t *rt = runtime();
+    mely_to_t to = target(cb);
+    cb->refcount_inc_maybe_fresh(); /* usually a fresh wrap(): no atomic RMW */
+    int err = mely_post_ex(rt, to.color, to.prio, to.handler, run_posted, cb, flags);
+    if (__builtin_expect(err != 0, 0))
+        die("cpucb", err);
+}
+
+void cpucb(callback<void> *cb)
+{
+    post(cb, MELY_POST_HEAD);
+}
+
+void cpucb_tail(callback<void> *cb)
+{
+    post(cb, 0);
+}
+
+/* ---- Introspection -------------------------------------------------------------------- */
+
+int get_current_color()
+{
+    int c = mely_current_color();
+    if (c < 0)
+        return 0; /* outside a handler: the main thread's implicit color */
+    if ((unsigned)c >= MELY_COLORS)
+        return -(int)((unsigned)c - MELY_COLORS) - 1;
+    return c;
+}
+
+unsigned int get_current_proc()
+{
+    int w = mely_current_worker();
+    return w < 0 ? 0u : (unsigned)w;
+}
+
+int task_get_nthreads()
+{
+    return (int)workers();
+}
+
+int async_get_nthreads()
+{
+    return task_get_nthreads();
+}
+
+void register_atexit_handler(void (*fn)(void))
+{
+    if (fn && atexit(fn) != 0) {
+        fprintf(stderr, "mely-compat: register_atexit_handler: too many handlers\n");
+        exit(EXIT_FAILURE);
+    }
+}
+
+struct mely *mely_compat_runtime()
+{
+    return runtime();
+}
+
+/* ---- amain ----------------------------------------------------------------------------- */
+
+void amain()
+{
+    mely_t *rt = runtime();
+    int err = mely_run(rt);
+    if (err)
+        die("amain", err);
+    /* Only mely_stop() (not part of the legacy API) makes mely_run return. */
+    exit(EXIT_SUCCESS);
+}

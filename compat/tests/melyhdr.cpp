@@ -1,0 +1,76 @@
+/*
+ * melyhdr.cpp: the original Mely header: cbv as a raw pointer (auto-free on
+ * and off), DEBUG_TMP, PRINT_ALERT, PANIC, DEBUG, rdtscll, MAX_COLORS,
+ * MAX_THREADS and the benchmark hooks.
+ */
+#include "mely.h"
+
+#include "ctest.h"
+
+static int g_evaluated;
+static int side_effect()
+{
+    return ++g_evaluated;
+}
+
+static int g_runs;
+static cbv g_cb; /* Mely style: NULL until set */
+
+static void tick()
+{
+    g_runs++;
+    if (g_runs < 3) {
+        cpucb_tail(g_cb);
+        return;
+    }
+    g_cb->setFlagAutoFree(true);
+    g_cb = NULL;
+    dump_current_state(true);
+    save_bench_time(1234);
+    fflush(stdout);
+    exit(0);
+}
+
+int main()
+{
+    ct_watchdog(30);
+    std::string err;
+    int st = ct_fork([] { DEBUG_TMP("value %d\n", 42); }, &err);
+    CHECK(ct_exited(st, 0) && ct_contains(err, "operator()") && ct_contains(err, "value 42")); /* the lambda */
+    st = ct_fork([] { PRINT_ALERT("alert %s\n", "x"); }, &err);
+    CHECK(ct_exited(st, 0) && ct_contains(err, "alert x") && ct_contains(err, "ALERT"));
+    st = ct_fork([] { PANIC("bad %d\n", 7); }, &err);
+    CHECK(ct_exited(st, EXIT_FAILURE) && ct_contains(err, "bad 7"));
+    DEBUG("never %d\n", side_effect());
+    CHECK(g_evaluated == 0);
+
+    unsigned long long a, b;
+    rdtscll(a);
+    rdtscll(b);
+    CHECK(b >= a);
+    CHECK(MAX_COLORS == 65536 && MAX_THREADS >= 8);
+    CHECK(task_get_nthreads() <= MAX_THREADS);
+
+    /* hooks: do nothing, or print what doc/porting.md says */
+    stop_hw_counters();
+    register_EH_name((void *)tick, (char *)"tick");
+    register_task_avg_duration(500);
+    reset_runtime_stats();
+
+    /* the whole run in a child, to check what the hooks print at the end */
+    st = ct_fork(
+        [] {
+            setenv("MELY_COMPAT_BENCH", "1", 1);
+            g_cb = cwrap(tick, 3);
+            CHECK(g_cb->getFlagAutoFree());
+            g_cb->setFlagAutoFree(false);
+            cpucb(g_cb);
+            amain();
+        },
+        &err);
+    CHECK(ct_exited(st, 0));
+    CHECK(ct_contains(err, "worker 0: events"));
+    CHECK(ct_contains(err, "bench time: 1234"));
+    printf("compat mely.h: ok\n");
+    return 0;
+}

@@ -18,7 +18,7 @@ cp "$here"/corpus/* "$work/corpus/"
 cd "$work"
 echo "fuzzing the request parser for ${secs}s in $work"
 set +e
-./fuzz_http -max_total_time="$secs" -max_len=16384 -dict="$here/http.dict" -print_final_stats=1 corpus \
+./fuzz_http -max_total_time="$secs" -rss_limit_mb=1024 -max_len=16384 -dict="$here/http.dict" -print_final_stats=1 corpus \
     >fuzz.log 2>&1
 status=$?
 set -e

@@ -515,8 +515,10 @@ END_TEST
  * promptly meanwhile, and the slow ones get their responses in the end. */
 START_TEST(test_slow_clients)
 {
-    unsigned nslow = scaled(400, 50, 1000);
-    raise_fd_limit(nslow + 200);
+    unsigned want = scaled(1000, 100, 4000);
+    /* each slow client costs two descriptors here (both ends) */
+    unsigned limit = raise_fd_limit(2 * want + 200);
+    unsigned nslow = limit >= 2 * want + 200 ? want : limit > 300 ? (limit - 200) / 2 : 50;
     unsigned port = start_root(10000);
     struct cl *slow = calloc(nslow, sizeof(*slow));
     for (unsigned i = 0; i < nslow; i++)
@@ -724,6 +726,87 @@ START_TEST(test_binary_sigterm)
 }
 END_TEST
 
+/* The command line: --help on stdout and 0; errors on stderr and non-zero. */
+static int run_bin(char *const argv[], char *out, size_t outlen, char *err, size_t errlen)
+{
+    int po[2], pe[2];
+    ck_assert_int_eq(pipe(po), 0);
+    ck_assert_int_eq(pipe(pe), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, po[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
+    posix_spawn_file_actions_addclose(&fa, po[0]);
+    posix_spawn_file_actions_addclose(&fa, pe[0]);
+    pid_t pid;
+    ck_assert_int_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    close(po[1]);
+    close(pe[1]);
+    int status = -1;
+    size_t no = 0, ne = 0;
+    uint64_t deadline = now_ns() + 20000000000ull;
+    for (;;) {
+        struct pollfd p[2] = { { .fd = po[0], .events = POLLIN }, { .fd = pe[0], .events = POLLIN } };
+        if (now_ns() > deadline) {
+            kill(pid, SIGKILL);
+            break;
+        }
+        if (poll(p, 2, 100) <= 0)
+            continue;
+        ssize_t n = 0;
+        if (p[0].revents && (n = read(po[0], out + no, outlen - 1 - no)) > 0)
+            no += (size_t)n;
+        else if (p[1].revents && (n = read(pe[0], err + ne, errlen - 1 - ne)) > 0)
+            ne += (size_t)n;
+        else
+            break; /* EOF on one of them: the program is ending */
+    }
+    for (ssize_t n; (n = read(po[0], out + no, outlen - 1 - no)) > 0;)
+        no += (size_t)n;
+    for (ssize_t n; (n = read(pe[0], err + ne, errlen - 1 - ne)) > 0;)
+        ne += (size_t)n;
+    out[no] = err[ne] = '\0';
+    waitpid(pid, &status, 0);
+    close(po[0]);
+    close(pe[0]);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+START_TEST(test_binary_cli)
+{
+    char *bin = "apps/sws/sws";
+    if (access(bin, X_OK) != 0) {
+        printf("test_binary_cli: %s not built here, skipped\n", bin);
+        return;
+    }
+    static char out[8192], err[8192];
+    char *help[] = { bin, "--help", NULL };
+    ck_assert_int_eq(run_bin(help, out, sizeof(out), err, sizeof(err)), 0);
+    ck_assert(strstr(out, "--max-clients") && strstr(out, "--engine") && err[0] == '\0');
+    char *bad[][4] = {
+        { bin, "--port", "http", NULL },      { bin, "--workers", "0", NULL },
+        { bin, "--engine", "nginx", NULL },   { bin, "--bogus", NULL, NULL },
+        { bin, "extra", NULL, NULL },         { bin, "--timeout-ms", "-5", NULL },
+    };
+    for (int i = 0; i < NELEM(bad); i++) {
+        int rc = run_bin(bad[i], out, sizeof(out), err, sizeof(err));
+        ck_assert_msg(rc == 2 && err[0] && !out[0], "%s %s: exit %d, stderr \"%s\"", bad[i][1],
+                      bad[i][2] ? bad[i][2] : "", rc, err);
+    }
+    char *fail[][6] = {
+        { bin, "--root", "/nonexistent/sws", "--port", "0", NULL },
+        { bin, "--steal", "nonsense", "--port", "0", NULL },
+        { bin, "--host", "not-an-address", "--port", "0", NULL },
+    };
+    for (int i = 0; i < NELEM(fail); i++) {
+        int rc = run_bin(fail[i], out, sizeof(out), err, sizeof(err));
+        ck_assert_msg(rc == 1 && strstr(err, "sws: "), "%s %s: exit %d, stderr \"%s\"", fail[i][1],
+                      fail[i][2], rc, err);
+    }
+}
+END_TEST
+
 /* ---- status, variants ---------------------------------------------------------------- */
 
 START_TEST(test_status)
@@ -835,6 +918,7 @@ int main(void)
     tc = new_tcase(s, "shutdown", 60);
     tcase_add_test(tc, test_drain_under_load);
     tcase_add_test(tc, test_binary_sigterm);
+    tcase_add_test(tc, test_binary_cli);
     tc = new_tcase(s, "status", 60);
     tcase_add_test(tc, test_status);
     tcase_add_loop_test(tc, test_variants, 0, 5);

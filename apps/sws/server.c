@@ -106,6 +106,11 @@ static void refuse(struct sws *s, int fd)
     struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 3 };
     (void)!sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL); /* best effort */
     shutdown(fd, SHUT_WR);
+    /* Drop what the client already sent, so that the close is less likely
+     * to become a reset that destroys the 503 before it is read. */
+    char junk[2048];
+    for (int i = 0; i < 4 && recv(fd, junk, sizeof(junk), MSG_DONTWAIT) > 0; i++)
+        ;
     close(fd);
     atomic_fetch_add_explicit(&s->refused, 1, memory_order_relaxed);
 }

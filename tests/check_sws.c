@@ -366,6 +366,10 @@ START_TEST(test_errors)
     EXPECT(port, "GET / HTTP/2.0\r\nHost: t\r\n\r\n", 505, true);
     EXPECT(port, "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n", 413, true);
     EXPECT(port, "GET / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501, true);
+    /* refused as soon as the request line shows it, without
+     * waiting for the end of the head (the timeout is 10 s: the reads would fail) */
+    EXPECT(port, "GET / HTTP/2.0\r\nHost: t\r\n", 505, true);
+    EXPECT(port, "\x01\x02\x03", 400, true);
     char *q = malloc(32768);
     int n = sprintf(q, "GET /");
     memset(q + n, 'x', 3000);

@@ -47,6 +47,7 @@ struct inbuf {
     struct http_req req; /* the request being answered */
     size_t len;          /* bytes in data */
     size_t scan;         /* http_head_end's resume point */
+    bool line_checked;   /* the request line was checked (early refusal) */
     char data[IN_CAP];
 };
 
@@ -255,6 +256,7 @@ static void on_read(int fd, unsigned ready, void *arg)
             return;
         }
         c->ib->len = c->ib->scan = 0;
+        c->ib->line_checked = false;
     }
     struct inbuf *ib = c->ib;
     if (ib->len == IN_CAP) { /* busy with a response: resume when it is done */
@@ -315,12 +317,20 @@ static void parse_request(void *arg)
         memmove(ib->data, ib->data + skip, ib->len - skip);
         ib->len -= skip;
         ib->scan = 0;
+        ib->line_checked = false;
     }
     long r;
     if (http_head_end(ib->data, ib->len, &ib->scan) == 0) {
         if (ib->len < HTTP_MAX_HEAD) {
-            /* A request line that can no longer be valid is refused at once. */
-            r = ib->len ? http_parse(ib->data, ib->len, &ib->req) : 0;
+            /* A request line that can no longer be valid is refused at once:
+             * checked while it is incomplete (at most ~2 KB, then 414) and once
+             * complete, not at every byte of the headers (a client trickling
+             * bytes would make that quadratic). */
+            r = 0;
+            if (!ib->line_checked && ib->len) {
+                ib->line_checked = memchr(ib->data, '\n', ib->len) != NULL;
+                r = http_parse(ib->data, ib->len, &ib->req);
+            }
             if (r == 0) {
                 idle(c);
                 return;
@@ -365,6 +375,7 @@ static void consume(struct conn *c)
     memmove(ib->data, ib->data + n, ib->len - n);
     ib->len -= n;
     ib->scan = 0;
+    ib->line_checked = false;
 }
 
 /* ---- responses --------------------------------------------------------------- */

@@ -15,7 +15,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: sws [options]\n"
             "Serves the files under a document root (pre-built in memory at start-up) over\n"
-            "HTTP/1.1 on the mely runtime. SIGINT/SIGTERM: stop accepting, finish, exit 0.\n"
+            "HTTP/1.1 on the mely runtime. SIGINT/SIGTERM: stop accepting, finish, exit 0\n"
+            "(a second signal: exit at once).\n"
             "  --root DIR          document root (default: a built-in sample site)\n"
             "  --host ADDR         numeric address to listen on (default 127.0.0.1)\n"
             "  --port N            TCP port (default 8080; 0: any free port)\n"

@@ -253,11 +253,16 @@ void sws_drain(struct sws *s)
         finish(s);
 }
 
+/* SIGINT/SIGTERM: drain; a second one stops at once. */
 static void on_signal(int signo, unsigned ready, void *arg)
 {
     (void)signo;
     (void)ready;
-    sws_drain(arg);
+    struct sws *s = arg;
+    if (atomic_load(&s->draining))
+        finish(s);
+    else
+        sws_drain(s);
 }
 
 /* ---- start, run, free ---------------------------------------------------------------- */

@@ -455,6 +455,20 @@ uint64_t mely_listener_pauses(const mely_listener_t *l);
  */
 int mely_listener_close(mely_listener_t *l);
 
+/* ---- Idle hook ------------------------------------------------------------------ */
+
+/*
+ * Sets the function every worker calls when it is about to sleep: its queue is
+ * empty and it found nothing to steal. fn(arg) runs on that worker's thread,
+ * outside any handler (mely_current_color() is -1, mely_current_worker()
+ * names the worker); events it posts run before the worker sleeps. fn NULL
+ * removes the hook. Used for libasync-smp's register_atempty_handler (compat/).
+ * Keep it short: it runs each time a worker goes idle.
+ * @return 0; MELY_ESHUTDOWN; MELY_EBUSY while mely_run() is in progress.
+ * Threads: any thread, while the runtime does not run.
+ */
+int mely_on_idle(mely_t *m, mely_fn_t fn, void *arg);
+
 /* ---- Statistics ---------------------------------------------------------------- */
 
 typedef struct mely_stats {

@@ -24,6 +24,7 @@
 #include <sched.h>
 
 #include "mely/cycles.h"
+#include "mely/outbox.h"
 #include "mely/park.h"
 #include "mely/poller.h"
 #include "mely/steal.h"
@@ -109,12 +110,27 @@ static bool poll_now(struct mely__worker *w)
     return has_work(w);
 }
 
+/* The idle hook (mely_on_idle); returns true if it posted work here. Its
+ * posts to other workers leave before this one sleeps. */
+static bool idle_hook(struct mely__worker *w)
+{
+    struct mely__rt *rt = w->rt;
+    if (!rt->idle_fn)
+        return false;
+    rt->idle_fn(rt->idle_arg);
+    if (mely__outbox_pending(&w->outbox))
+        mely__outbox_flush(w);
+    return has_work(w);
+}
+
 /* The poller is read when the worker becomes idle and after it spun; the
  * steal driver runs when the worker becomes idle and again just before it
- * parks (work may have piled up elsewhere while it spun). */
+ * parks (work may have piled up elsewhere while it spun); the idle hook runs
+ * last. */
 void mely__idle(struct mely__worker *w)
 {
-    if (poll_now(w) || mely__steal(w) || spin(w) || poll_now(w) || mely__steal(w))
+    if (poll_now(w) || mely__steal(w) || spin(w) || poll_now(w) || mely__steal(w) ||
+        idle_hook(w))
         return;
     park(w);
 }

@@ -227,8 +227,8 @@ void mely__poller_block(struct mely__worker *w)
         expire(w, now);
         return;
     }
-    /* A timer_fd left at a later deadline than `next` (cancelled timers)
-     * costs at most one early return. */
+    /* With no timer left (next is NEVER), a timer_fd still set for a
+     * cancelled timer costs at most one early return. */
     if (next != MELY__NEVER)
         arm_timer(&w->io, next);
     loop_base(w, EVLOOP_ONCE);

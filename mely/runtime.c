@@ -158,6 +158,19 @@ int mely_run(mely_t *m)
     return err;
 }
 
+int mely_on_idle(mely_t *m, mely_fn_t fn, void *arg)
+{
+    struct mely__rt *rt = m ? m->rt : NULL;
+
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    if (atomic_load(&rt->running))
+        return MELY_EBUSY;
+    rt->idle_fn = fn;
+    rt->idle_arg = arg;
+    return 0;
+}
+
 int mely_stop(mely_t *m)
 {
     struct mely__rt *rt = m ? m->rt : NULL;

@@ -112,6 +112,8 @@ struct mely__rt {
     } cost;
     struct mely__costtab *costtab; /* measured costs, with cost.measure */
     struct mely__watchtab *watches; /* fd and signal watches (watch.c) */
+    mely_fn_t idle_fn;            /* mely_on_idle(), set while not running */
+    void *idle_arg;
     pthread_mutex_t listen_mu;    /* guards `listeners` (listen.c) */
     struct mely_listener *listeners; /* not yet closed, for shutdown */
     bool legacy;                  /* the legacy engine (legacy.c) */

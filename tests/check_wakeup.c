@@ -154,6 +154,73 @@ START_TEST(posts_wake_parked_workers)
 }
 END_TEST
 
+/* ---- the idle hook ---------------------------------------------------------------- */
+
+/* Each worker calls the hook before it sleeps, outside any handler; the first
+ * call posts an event to another worker's color, which must run (the hook's
+ * posts leave before the worker sleeps); the last event stops the run. */
+static struct {
+    mely_t m;
+    atomic_uint calls, in_handler, ran, started;
+    atomic_int bad_worker;
+    atomic_bool busy_refused;
+} ih;
+
+static void ih_event(void *arg)
+{
+    (void)arg;
+    if (mely_on_idle(&ih.m, NULL, NULL) == MELY_EBUSY)
+        atomic_store(&ih.busy_refused, true);
+    if (atomic_fetch_add(&ih.ran, 1) + 1 == 2)
+        mely_stop(&ih.m);
+}
+
+static void ih_hook(void *arg)
+{
+    if (arg != &ih)
+        atomic_store(&ih.bad_worker, -2);
+    if (mely_current_color() != -1)
+        atomic_fetch_add(&ih.in_handler, 1);
+    int w = mely_current_worker();
+    if (w < 0 || w >= 2)
+        atomic_store(&ih.bad_worker, w);
+    atomic_fetch_add(&ih.calls, 1);
+    /* The first hook call on each worker posts to a color of the other worker. */
+    if (w >= 0 && w < 2 && !(atomic_fetch_or(&ih.started, 1u << w) & (1u << w))) {
+        for (mely_color_t c = 1; c < 100; c++)
+            if (mely_color_owner(&ih.m, c) != w) {
+                if (mely_post(&ih.m, c, ih_event, NULL) != 0)
+                    note("the idle hook could not post");
+                break;
+            }
+    }
+}
+
+START_TEST(idle_hook_runs_before_sleeping)
+{
+    memset(&ih, 0, sizeof(ih));
+    init_runtime(&ih.m, 2, 1, MELY_BATCH_DEFAULT, 0);
+    ck_assert_int_eq(mely_on_idle(&ih.m, ih_hook, &ih), 0);
+    run_bounded(&ih.m, 20, "idle hook");
+    ck_assert_uint_eq(atomic_load(&ih.ran), 2);
+    ck_assert_uint_ge(atomic_load(&ih.calls), 2);
+    ck_assert_uint_eq(atomic_load(&ih.in_handler), 0);
+    ck_assert_int_eq(atomic_load(&ih.bad_worker), 0);
+    ck_assert_msg(atomic_load(&ih.busy_refused), "mely_on_idle() accepted a change while running");
+    /* Removed: a run with nothing to do calls nothing. */
+    ck_assert_int_eq(mely_on_idle(&ih.m, NULL, NULL), 0);
+    unsigned before = atomic_load(&ih.calls);
+    ck_assert_int_eq(mely_post(&ih.m, 1, ih_event, NULL), 0);
+    ck_assert_int_eq(mely_post(&ih.m, 2, ih_event, NULL), 0);
+    atomic_store(&ih.ran, 0);
+    run_bounded(&ih.m, 20, "idle hook removed");
+    ck_assert_uint_eq(atomic_load(&ih.calls), before);
+    ck_assert_int_eq(mely_shutdown(&ih.m), 0);
+    mely_t none = {0};
+    ck_assert_int_eq(mely_on_idle(&none, ih_hook, NULL), MELY_ESHUTDOWN);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------ */
 
 /* new_tcase()'s fixture clears MELY_* overrides from the caller's environment
@@ -164,5 +231,6 @@ int main(void)
 
     TCase *tc = new_tcase(s, "wakeup", 120);
     tcase_add_loop_test(tc, posts_wake_parked_workers, 0, NSHAPES);
+    tcase_add_test(tc, idle_hook_runs_before_sleeping);
     return mely_test_main(s);
 }

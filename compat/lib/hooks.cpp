@@ -2,6 +2,7 @@
  * hooks.cpp: register_atempty_handler, the original Mely's benchmark hooks,
  * and the null callbacks of async.h.
  */
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -13,80 +14,46 @@
 using namespace mely_compat;
 
 /* ---- register_atempty_handler ----------------------------------------------------
- * The runtime has no idle hook. Approximation: once a handler is registered,
- * every worker runs a 2 ms timer on its pinned color; a tick that finds its
- * worker ran nothing else since the previous tick, after a busy period, runs
- * the handlers on that worker (so within ~2 ms of it going idle). */
+ * The runtime's idle hook (mely_on_idle), installed when the runtime is
+ * created, runs the registered handlers on a worker each time it is about to
+ * sleep. Handlers are appended to a fixed array and published by the count,
+ * so the hook reads them without a lock. */
 
 namespace {
 
-struct atempty_state {
-    std::mutex mu;
-    std::vector<void (*)(void)> fns;
-    bool started = false;
-};
-
-atempty_state &atempty()
-{
-    static atempty_state *s = new atempty_state;
-    return *s;
-}
-
-struct idle_probe {
-    unsigned worker;
-    uint64_t last_events;
-    bool busy;
-};
-
-const uint64_t k_probe_ns = 2000000;
-
-void probe(void *arg)
-{
-    idle_probe *p = static_cast<idle_probe *>(arg);
-    mely_t *rt = runtime();
-    mely_stats_t st;
-    if (mely_worker_stats(rt, p->worker, &st) == 0) {
-        uint64_t ran = st.events_run - p->last_events;
-        p->last_events = st.events_run;
-        if (ran > 1) {
-            p->busy = true;
-        } else if (p->busy) {
-            p->busy = false;
-            std::vector<void (*)(void)> fns;
-            {
-                std::lock_guard<std::mutex> g(atempty().mu);
-                fns = atempty().fns;
-            }
-            for (auto fn : fns)
-                fn();
-        }
-    }
-    int err = mely_timer_after(rt, k_probe_ns, MELY_TO(MELY_COLOR_PINNED(p->worker)), probe, p,
-                               nullptr);
-    if (err)
-        die("register_atempty_handler", err);
-}
+const unsigned k_atempty_max = 64;
+void (*g_atempty[k_atempty_max])(void);
+std::atomic<unsigned> g_natempty{0};
+std::mutex g_atempty_mu; /* serializes registrations */
 
 } // namespace
+
+namespace mely_compat {
+
+void run_atempty(void *arg)
+{
+    (void)arg;
+    unsigned n = g_natempty.load(std::memory_order_acquire);
+    for (unsigned i = 0; i < n; i++)
+        g_atempty[i]();
+}
+
+} // namespace mely_compat
 
 void register_atempty_handler(void (*fn)(void))
 {
     if (!fn)
         return;
-    mely_t *rt = runtime();
-    atempty_state &s = atempty();
-    std::lock_guard<std::mutex> g(s.mu);
-    s.fns.push_back(fn);
-    if (s.started)
-        return;
-    s.started = true;
-    for (unsigned w = 0; w < workers(); w++) {
-        idle_probe *p = new idle_probe{w, 0, true}; /* lives as long as the process */
-        int err = mely_timer_after(rt, k_probe_ns, MELY_TO(MELY_COLOR_PINNED(w)), probe, p,
-                                   nullptr);
-        if (err)
-            die("register_atempty_handler", err);
+    runtime(); /* creates the runtime, and with it the hook */
+    std::lock_guard<std::mutex> g(g_atempty_mu);
+    unsigned n = g_natempty.load(std::memory_order_relaxed);
+    if (n == k_atempty_max) {
+        fprintf(stderr, "mely-compat: register_atempty_handler: more than %u handlers\n",
+                k_atempty_max);
+        exit(EXIT_FAILURE);
     }
+    g_atempty[n] = fn;
+    g_natempty.store(n + 1, std::memory_order_release);
 }
 
 /* ---- The original Mely's hooks -------------------------------------------------------- */

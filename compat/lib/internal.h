@@ -19,6 +19,10 @@ extern std::atomic<bool> g_ready;
 extern unsigned g_workers;
 
 void create_runtime();
+
+/* The runtime's idle hook: runs the register_atempty_handler handlers
+ * (hooks.cpp). */
+void run_atempty(void *arg);
 [[noreturn]] void bad_native_color(int color);
 extern std::atomic<const mely_handler_t *> g_default_handler;
 void tick_now_slow();

@@ -34,6 +34,7 @@ void create()
     int err = mely_init(&g_rt, NULL);
     if (err)
         die("creating the runtime (check MELY_WORKERS, MELY_STEAL... in the environment)", err);
+    mely_on_idle(&g_rt, run_atempty, nullptr); /* cannot fail: not running yet */
     g_workers = mely_workers(&g_rt);
     if (g_workers > MAX_THREADS) {
         fprintf(stderr, "mely-compat: %u workers asked for, at most MAX_THREADS (%d) allowed\n",

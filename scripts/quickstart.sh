@@ -15,9 +15,10 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 # Debian packages: the toolchain, the libraries the runtime builds on (libevent,
-# hwloc, Check, tcmalloc) and Boost (headers only, for the benchmark's peer).
+# hwloc, Check, tcmalloc), Boost (headers only, for the benchmark's peer) and
+# clang with its libFuzzer runtime (make check fuzzes SWS's request parser).
 PACKAGES="build-essential autoconf automake libtool pkg-config libevent-dev libhwloc-dev
-check libsubunit-dev libgoogle-perftools-dev libboost-dev"
+check libsubunit-dev libgoogle-perftools-dev libboost-dev clang libclang-rt-14-dev"
 
 install_missing() {
     missing=

@@ -81,6 +81,7 @@ static struct {
     mely_listener_t *l;
     atomic_uint accepted, closed, write_watches;
     atomic_uint_fast64_t echoed; /* bytes read (and so echoed) */
+    int sockbuf;                 /* > 0: accepted sockets' buffer sizes */
 } srv;
 
 static mely_to_t conn_to(int fd)
@@ -264,6 +265,10 @@ static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, voi
         return;
     }
     c->fd = fd;
+    if (srv.sockbuf > 0) {
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &srv.sockbuf, sizeof(srv.sockbuf));
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &srv.sockbuf, sizeof(srv.sockbuf));
+    }
     atomic_fetch_add(&srv.accepted, 1);
     int err = mely_post_ex(&srv.m, (mely_color_t)fd, MELY_PRIO_DEFAULT, &d_echo, conn_start, c, 0);
     if (err) {
@@ -322,15 +327,17 @@ static unsigned msg_len(unsigned i, unsigned k)
     return 1 + (stream_byte(i, k) * 7u + k) % MSG_MAX;
 }
 
-/* A non-blocking connection to the server; rcvbuf > 0 caps the receive
- * buffer (before connecting, so that the window follows). */
-static int connect_nb_buf(unsigned port, int rcvbuf)
+/* A non-blocking connection to the server; buf > 0 caps its send and receive
+ * buffers (before connecting, so that the window follows). */
+static int connect_nb_buf(unsigned port, int buf)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
-    if (rcvbuf > 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    if (buf > 0) {
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+    }
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS) {
@@ -675,8 +682,11 @@ static void *slow_clients(void *arg)
     (void)arg;
     int fds[SLOW_CONNS];
     for (unsigned i = 0; i < SLOW_CONNS; i++) {
-        /* A small receive buffer: the server's writes must hit EAGAIN
-         * (loopback buffers grow to megabytes and could hold it all). */
+        /* Small buffers on the client: it cannot finish writing before
+         * the server has read nearly all of it, and until then it reads
+         * nothing, so the server's echo (megabytes more than its send
+         * buffer and this receive buffer hold) must hit EAGAIN. Loopback
+         * buffers otherwise grow to megabytes and could absorb it all. */
         fds[i] = connect_nb_buf(slow.port, 65536);
         if (fds[i] < 0 || !wait_fd(fds[i], POLLOUT, 5000))
             note("slow client %u: no connection", i);
@@ -705,6 +715,7 @@ START_TEST(write_watch_carries_a_slow_reader)
     slow.shut_first = _i % 2;
     slow.bytes = (uint64_t)scaled(16u << 20, 8u << 20, 1u << 30);
     slow.port = start_server(&io_shapes[_i / 2 ? 2 : 0]);
+    srv.sockbuf = 65536; /* the server's side too (see slow_clients) */
     run_with_helper(&srv.m, slow_clients, NULL, 120, "slow reader");
     ck_assert_uint_eq(atomic_load(&srv.closed), SLOW_CONNS);
     ck_assert_uint_eq(atomic_load(&srv.echoed), SLOW_CONNS * slow.bytes);

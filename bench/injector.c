@@ -422,6 +422,14 @@ static bool body_bytes(struct client *c, size_t n)
     return c->body_left >= 0;
 }
 
+/* After a response: go on reading only on the same connection (a reset may
+ * have opened another one, maybe under the same fd number) and while a next
+ * response or the server's EOF is awaited. */
+static bool still_reading(const struct client *c, int fd)
+{
+    return c->fd == fd && (c->state == C_HEAD || c->state == C_EOF);
+}
+
 static void on_read(int fd, unsigned ready, void *arg)
 {
     (void)ready;
@@ -459,7 +467,7 @@ static void on_read(int fd, unsigned ready, void *arg)
             c->state = C_BODY;
             if (!c->until_eof && c->body_left == 0) {
                 response_done(c);
-                if (c->state != C_HEAD && c->state != C_EOF)
+                if (!still_reading(c, fd))
                     return;
             }
         } else if (c->state == C_BODY) {
@@ -490,7 +498,7 @@ static void on_read(int fd, unsigned ready, void *arg)
             }
             if (!c->until_eof && c->body_left == 0) {
                 response_done(c);
-                if (c->state != C_HEAD && c->state != C_EOF)
+                if (!still_reading(c, fd))
                     return;
             }
         } else if (c->state == C_EOF) {

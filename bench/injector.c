@@ -128,10 +128,12 @@ static uint64_t tick_ns; /* how often a client checks its own timeout */
 /* Per-second samples of the control. */
 struct sample {
     uint64_t requests, errors, bytes;
+    double secs; /* the interval's length (the last one may be shorter) */
 };
 static struct sample *samples;
 static unsigned nsamples, max_samples;
 static struct sample last;
+static uint64_t last_ns; /* when `last` was taken */
 
 /* ---- A virtual client ------------------------------------------------------------- */
 
@@ -537,7 +539,7 @@ static void client_tick(void *arg)
 
 static struct sample totals(void)
 {
-    struct sample s = { 0, 0, 0 };
+    struct sample s = { 0, 0, 0, 0 };
     for (unsigned i = 0; i < nworkers; i++) {
         s.requests += get(&ws[i].requests);
         s.bytes += get(&ws[i].bytes);
@@ -559,16 +561,21 @@ static void on_second(void *arg)
     if (is_stopping())
         return;
     struct sample s = totals();
+    uint64_t now = mely_now_ns();
+    double dt = (double)(now - last_ns) / 1e9;
+    if (dt <= 0)
+        dt = 1e-9;
     if (nsamples < max_samples)
         samples[nsamples] = (struct sample){ s.requests - last.requests, s.errors - last.errors,
-                                             s.bytes - last.bytes };
+                                             s.bytes - last.bytes, dt };
     nsamples++;
     if (!opt.quiet)
-        printf("%6u s %10llu req/s %8llu errors\n", nsamples,
-               (unsigned long long)(s.requests - last.requests),
+        printf("%6u s %10.0f req/s %8llu errors\n", nsamples,
+               (double)(s.requests - last.requests) / dt,
                (unsigned long long)(s.errors - last.errors));
     fflush(stdout);
     last = s;
+    last_ns = now;
     if (mely_now_ns() >= end_ns) {
         finish();
         return;
@@ -658,8 +665,9 @@ static int report(double secs)
         fprintf(f, "row,second,requests,req_per_s,errors,bytes,p50_ms,p99_ms,p999_ms,max_ms\n");
         unsigned n = nsamples < max_samples ? nsamples : max_samples;
         for (unsigned i = 0; i < n; i++)
-            fprintf(f, "second,%u,%llu,%llu,%llu,%llu,,,,\n", i + 1,
-                    (unsigned long long)samples[i].requests, (unsigned long long)samples[i].requests,
+            fprintf(f, "second,%u,%llu,%.0f,%llu,%llu,,,,\n", i + 1,
+                    (unsigned long long)samples[i].requests,
+                    (double)samples[i].requests / samples[i].secs,
                     (unsigned long long)samples[i].errors, (unsigned long long)samples[i].bytes);
         fprintf(f, "total,%.2f,%llu,%.0f,%llu,%llu,%.3f,%.3f,%.3f,%.3f\n", secs,
                 (unsigned long long)req, rate, (unsigned long long)err, (unsigned long long)bytes,
@@ -875,6 +883,7 @@ int main(int argc, char **argv)
     }
 
     start_ns = mely_now_ns();
+    last_ns = start_ns;
     end_ns = start_ns + (uint64_t)(opt.duration * 1e9);
     for (unsigned i = 0; i < opt.clients; i++) {
         struct client *c = &clients[i];

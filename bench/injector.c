@@ -1,0 +1,923 @@
+/*
+ * injector.c: a closed-loop HTTP load injector on mely's native API (the
+ * injector of the Mely paper's section 5.3.1, used against apps/sws).
+ *
+ * N virtual clients. Each one connects to HOST:PORT (a non-blocking connect;
+ * a write watch learns its result), sends K requests on the connection one
+ * after the other (the next leaves when the previous response is complete),
+ * then closes and connects again. Every client's events (its watches and its
+ * timers) have a color of their own, 1 + client index, so the clients run in
+ * parallel over the workers and one client's handlers never run at once: no
+ * lock on a client. The control (progress line, end of the run) runs on
+ * color 0.
+ *
+ * Every response is parsed (status line, Content-Length, Connection) and
+ * checked: status 200 or 304, and a 200's body length equal to
+ * --expect-bytes, or else to the first body received for that URL. Latency
+ * runs from the request's first byte sent to the response's last byte read,
+ * and goes to a log-linear histogram per worker (a worker's handlers never
+ * run at once, so its histogram and counters have one writer).
+ *
+ * bench/README.md describes the options and the report.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mely/mely.h"
+
+#define MAX_URLS 64
+#define MAX_CLIENTS 60000u /* colors 1..MAX_CLIENTS, below MELY_COLORS */
+#define HEAD_MAX 16384     /* response head limit; also the read buffer */
+#define RETRY_NS 100000000ull /* a failed connect retries after 100 ms */
+#define CONTROL_COLOR 0
+
+/* ---- Errors ---------------------------------------------------------------------- */
+
+enum err_kind { E_CONNECT, E_RESET, E_TIMEOUT, E_STATUS, E_SHORT, E_PROTO, E_KINDS };
+static const char *const err_name[E_KINDS] = { "connect", "reset", "timeout", "bad status",
+                                               "short body", "bad response" };
+
+/* ---- Histogram: log-linear, 32 sub-buckets per power of two (~3%) ------------------ */
+
+#define H_SUB_BITS 5
+#define H_SUB (1u << H_SUB_BITS)
+#define H_BUCKETS (64u * H_SUB)
+
+static unsigned h_index(uint64_t v)
+{
+    if (v < H_SUB)
+        return (unsigned)v;
+    unsigned e = 63u - (unsigned)__builtin_clzll(v); /* >= H_SUB_BITS */
+    unsigned sub = (unsigned)(v >> (e - H_SUB_BITS)) & (H_SUB - 1);
+    return (e - H_SUB_BITS + 1) * H_SUB + sub;
+}
+
+/* The middle of bucket i's range of values. */
+static double h_value(unsigned i)
+{
+    if (i < H_SUB)
+        return i;
+    unsigned e = i / H_SUB + H_SUB_BITS - 1, sub = i % H_SUB;
+    double width = ldexp(1.0, (int)(e - H_SUB_BITS));
+    return (H_SUB + sub) * width + width / 2;
+}
+
+/* ---- Per-worker figures (one writer: the worker; readers: the control) ------------- */
+
+struct wstats {
+    _Atomic uint64_t requests; /* good responses completed inside the run */
+    _Atomic uint64_t errors[E_KINDS];
+    _Atomic uint64_t bytes;    /* bytes received (heads and bodies) */
+    _Atomic uint64_t checked;  /* body bytes whose length was checked */
+    _Atomic uint64_t connects; /* connections established */
+    uint64_t lat_max;
+    uint64_t hist[H_BUCKETS]; /* read only after mely_run() returned */
+} __attribute__((aligned(64)));
+
+/* ---- Options and global state ------------------------------------------------------ */
+
+static struct {
+    const char *host;
+    unsigned port;
+    unsigned clients;
+    unsigned per_conn;
+    double duration;
+    const char *urls[MAX_URLS];
+    unsigned nurls;
+    unsigned workers;
+    bool close_mode;
+    bool quiet;
+    bool pin;
+    const char *csv;
+    long long expect_bytes; /* -1: compare with the first body of the URL */
+    uint64_t timeout_ns;
+} opt = { .host = "127.0.0.1", .port = 8080, .clients = 50, .per_conn = 150, .duration = 5,
+          .expect_bytes = -1, .timeout_ns = 10000000000ull };
+
+static mely_t rt;
+static struct sockaddr_in addr;
+static char *req_text[MAX_URLS]; /* the request of each URL */
+static size_t req_len[MAX_URLS];
+static _Atomic long long url_ref[MAX_URLS]; /* first body length seen, -1 */
+static struct wstats *ws;
+static unsigned nworkers;
+static uint64_t start_ns;
+static _Atomic uint64_t end_ns; /* the run's end; SIGINT moves it (color 0) */
+static _Atomic bool stopping;
+static uint64_t tick_ns; /* how often a client checks its own timeout */
+
+/* Per-second samples of the control. */
+struct sample {
+    uint64_t requests, errors, bytes;
+    double secs; /* the interval's length (the last one may be shorter) */
+};
+static struct sample *samples;
+static unsigned nsamples, max_samples;
+static struct sample last;
+static uint64_t last_ns; /* when `last` was taken */
+
+/* ---- A virtual client ------------------------------------------------------------- */
+
+enum cstate { C_IDLE, C_CONNECTING, C_HEAD, C_BODY, C_EOF };
+
+struct client {
+    unsigned id;
+    mely_color_t color;
+    int fd;
+    enum cstate state;
+    mely_watch_t *rw, *ww; /* the read watch while connected; the write watch
+                              while connecting or while a request waits */
+    unsigned url;          /* next URL (round robin, from id) */
+    unsigned on_conn;      /* requests sent on this connection */
+    unsigned cur_url;
+    size_t sent;           /* bytes of the current request sent */
+    uint64_t sent_ns;      /* first byte of the current request */
+    uint64_t busy_since;   /* 0: nothing outstanding (no timeout runs) */
+    size_t have;           /* head bytes in buf */
+    int status;
+    bool server_close;     /* the response said the connection ends */
+    bool until_eof;        /* no Content-Length: the body ends at EOF */
+    long long body_left, body_len;
+    char buf[HEAD_MAX];
+};
+
+static struct client *clients;
+
+static struct wstats *me(void)
+{
+    int w = mely_current_worker();
+    return &ws[w < 0 ? 0 : (unsigned)w % nworkers];
+}
+
+static void add(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+static uint64_t get(_Atomic uint64_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+static bool is_stopping(void)
+{
+    return atomic_load_explicit(&stopping, memory_order_relaxed);
+}
+
+static void client_connect(void *arg);
+static void on_read(int fd, unsigned ready, void *arg);
+static void on_write(int fd, unsigned ready, void *arg);
+
+static void must(int rc, const char *what)
+{
+    if (rc < 0) {
+        fprintf(stderr, "injector: %s: %s\n", what, mely_strerror(rc));
+        exit(1);
+    }
+}
+
+/* Closes the connection (removing its watches) and, unless the run ends,
+ * connects again: at once, or after RETRY_NS when `retry_later`. */
+static void client_reset(struct client *c, bool retry_later)
+{
+    if (c->fd >= 0)
+        mely_close(&rt, c->fd);
+    c->fd = -1;
+    c->rw = c->ww = NULL;
+    c->state = C_IDLE;
+    c->busy_since = 0;
+    if (is_stopping())
+        return;
+    if (retry_later)
+        must(mely_timer_after(&rt, RETRY_NS, MELY_TO(c->color), client_connect, c, NULL),
+             "timer");
+    else
+        client_connect(c);
+}
+
+static void client_error(struct client *c, enum err_kind k)
+{
+    if (!is_stopping() && mely_now_ns() <= atomic_load_explicit(&end_ns, memory_order_relaxed))
+        add(&me()->errors[k], 1);
+    client_reset(c, k == E_CONNECT);
+}
+
+/* Sends what is left of the current request; arms the write watch if the
+ * socket does not take it all. */
+static void client_flush(struct client *c)
+{
+    const char *r = req_text[c->cur_url];
+    size_t len = req_len[c->cur_url];
+    while (c->sent < len) {
+        ssize_t n = send(c->fd, r + c->sent, len - c->sent, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!c->ww)
+                must(mely_watch(&rt, c->fd, MELY_WRITE, MELY_TO(c->color), on_write, c, &c->ww),
+                     "watch");
+            return;
+        }
+        if (n <= 0) {
+            client_error(c, E_RESET);
+            return;
+        }
+        c->sent += (size_t)n;
+    }
+    if (c->ww) {
+        mely_watch_remove(c->ww);
+        c->ww = NULL;
+    }
+}
+
+static void client_send(struct client *c)
+{
+    c->cur_url = c->url;
+    c->url = (c->url + 1) % opt.nurls;
+    c->on_conn++;
+    c->sent = 0;
+    c->have = 0;
+    c->state = C_HEAD;
+    c->sent_ns = c->busy_since = mely_now_ns();
+    client_flush(c);
+}
+
+/* Socket connected (or failed): watch for reading and send the first request. */
+static void on_connected(struct client *c)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+        client_error(c, E_CONNECT);
+        return;
+    }
+    if (c->ww) {
+        mely_watch_remove(c->ww);
+        c->ww = NULL;
+    }
+    must(mely_watch(&rt, c->fd, MELY_READ, MELY_TO(c->color), on_read, c, &c->rw), "watch");
+    add(&me()->connects, 1);
+    c->on_conn = 0;
+    client_send(c);
+}
+
+static void client_connect(void *arg)
+{
+    struct client *c = arg;
+    if (is_stopping())
+        return;
+    int one = 1;
+    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) {
+        client_error(c, E_CONNECT);
+        return;
+    }
+    (void)setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    c->state = C_CONNECTING;
+    c->busy_since = mely_now_ns();
+    if (connect(c->fd, (struct sockaddr *)&addr, sizeof(addr)) == 0) {
+        on_connected(c);
+        return;
+    }
+    if (errno != EINPROGRESS) {
+        client_error(c, E_CONNECT);
+        return;
+    }
+    must(mely_watch(&rt, c->fd, MELY_WRITE, MELY_TO(c->color), on_write, c, &c->ww), "watch");
+}
+
+static void on_write(int fd, unsigned ready, void *arg)
+{
+    (void)fd;
+    (void)ready;
+    struct client *c = arg;
+    if (c->state == C_CONNECTING)
+        on_connected(c);
+    else
+        client_flush(c);
+}
+
+/* A response is complete: count it, check it, and go on. */
+static void response_done(struct client *c)
+{
+    uint64_t now = mely_now_ns();
+    struct wstats *w = me();
+    bool inside = !is_stopping() && now <= atomic_load_explicit(&end_ns, memory_order_relaxed);
+    enum err_kind bad = E_KINDS;
+    if (c->status != 200 && c->status != 304) {
+        bad = E_STATUS;
+    } else if (c->status == 200) {
+        long long want = opt.expect_bytes;
+        if (want < 0) {
+            long long ref = -1;
+            if (!atomic_compare_exchange_strong(&url_ref[c->cur_url], &ref, c->body_len))
+                want = ref;
+            else
+                want = c->body_len;
+        }
+        if (c->body_len != want)
+            bad = E_SHORT;
+        else if (inside)
+            add(&w->checked, (uint64_t)c->body_len);
+    }
+    c->busy_since = 0;
+    if (bad != E_KINDS) {
+        client_error(c, bad);
+        return;
+    }
+    if (inside) {
+        uint64_t lat = now - c->sent_ns;
+        add(&w->requests, 1);
+        w->hist[h_index(lat)]++;
+        if (lat > w->lat_max)
+            w->lat_max = lat;
+    }
+    if (c->until_eof) {
+        client_reset(c, false);
+    } else if (c->server_close || opt.close_mode) {
+        c->state = C_EOF; /* let the server close first: TIME_WAIT stays there */
+        c->busy_since = now;
+    } else if (c->on_conn >= opt.per_conn) {
+        client_reset(c, false);
+    } else if (!is_stopping()) {
+        client_send(c);
+    }
+}
+
+/* Case-insensitive "name:" at the start of line p; returns the value. */
+static const char *header(const char *p, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncasecmp(p, name, n) != 0 || p[n] != ':')
+        return NULL;
+    p += n + 1;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return p;
+}
+
+/* Parses the head in buf[0..end) (NUL-terminated at end). Returns false if
+ * it is not a response this injector understands. */
+static bool parse_head(struct client *c, char *head)
+{
+    int minor;
+    if (sscanf(head, "HTTP/1.%d %3d", &minor, &c->status) != 2)
+        return false;
+    c->server_close = minor == 0; /* HTTP/1.0: close unless keep-alive */
+    c->body_left = -1;
+    for (char *line = strstr(head, "\r\n"); line; line = strstr(line, "\r\n")) {
+        line += 2;
+        const char *v;
+        if ((v = header(line, "Content-Length"))) {
+            char *e;
+            long long n = strtoll(v, &e, 10);
+            if (e == v || n < 0)
+                return false;
+            c->body_left = n;
+        } else if ((v = header(line, "Connection"))) {
+            const char *eol = strstr(v, "\r\n");
+            size_t vl = eol ? (size_t)(eol - v) : strlen(v);
+            if (memmem(v, vl, "close", 5))
+                c->server_close = true;
+            else if (memmem(v, vl, "keep-alive", 10))
+                c->server_close = false;
+        } else if ((v = header(line, "Transfer-Encoding"))) {
+            if (strncasecmp(v, "identity", 8) != 0)
+                return false; /* chunked bodies are not supported */
+        }
+    }
+    if (c->status == 304 || c->status == 204 || (c->status >= 100 && c->status < 200))
+        c->body_left = 0;
+    c->until_eof = c->body_left < 0;
+    if (c->until_eof)
+        c->server_close = true;
+    c->body_len = 0;
+    return true;
+}
+
+/* Consumes n body bytes; false if they exceed the announced length. */
+static bool body_bytes(struct client *c, size_t n)
+{
+    c->body_len += (long long)n;
+    if (c->until_eof)
+        return true;
+    c->body_left -= (long long)n;
+    return c->body_left >= 0;
+}
+
+/* After a response: go on reading only on the same connection (a reset may
+ * have opened another one, maybe under the same fd number) and while a next
+ * response or the server's EOF is awaited. */
+static bool still_reading(const struct client *c, int fd)
+{
+    return c->fd == fd && (c->state == C_HEAD || c->state == C_EOF);
+}
+
+static void on_read(int fd, unsigned ready, void *arg)
+{
+    (void)ready;
+    struct client *c = arg;
+    struct wstats *w = me();
+    for (;;) {
+        if (c->state == C_HEAD) {
+            ssize_t n = read(fd, c->buf + c->have, sizeof(c->buf) - 1 - c->have);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                return;
+            if (n <= 0) {
+                client_error(c, E_RESET);
+                return;
+            }
+            add(&w->bytes, (uint64_t)n);
+            size_t from = c->have > 3 ? c->have - 3 : 0;
+            c->have += (size_t)n;
+            c->buf[c->have] = '\0';
+            char *end = memmem(c->buf + from, c->have - from, "\r\n\r\n", 4);
+            if (!end) {
+                if (c->have >= sizeof(c->buf) - 1) {
+                    client_error(c, E_PROTO);
+                    return;
+                }
+                continue;
+            }
+            end[2] = '\0';
+            size_t rest = c->have - (size_t)(end + 4 - c->buf);
+            if (!parse_head(c, c->buf) || !body_bytes(c, rest)) {
+                client_error(c, E_PROTO);
+                return;
+            }
+            c->state = C_BODY;
+            if (!c->until_eof && c->body_left == 0) {
+                response_done(c);
+                if (!still_reading(c, fd))
+                    return;
+            }
+        } else if (c->state == C_BODY) {
+            size_t room = sizeof(c->buf);
+            if (!c->until_eof && (unsigned long long)c->body_left < room)
+                room = (size_t)c->body_left;
+            /* read one byte more than expected: extra bytes are an error */
+            ssize_t n = read(fd, c->buf, room < sizeof(c->buf) ? room + 1 : room);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                return;
+            if (n < 0) {
+                client_error(c, E_RESET);
+                return;
+            }
+            if (n == 0) {
+                if (c->until_eof)
+                    response_done(c);
+                else
+                    client_error(c, E_SHORT);
+                return;
+            }
+            add(&w->bytes, (uint64_t)n);
+            if (!body_bytes(c, (size_t)n)) {
+                client_error(c, E_PROTO);
+                return;
+            }
+            if (!c->until_eof && c->body_left == 0) {
+                response_done(c);
+                if (!still_reading(c, fd))
+                    return;
+            }
+        } else if (c->state == C_EOF) {
+            char b[512];
+            ssize_t n = read(fd, b, sizeof(b));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                return;
+            if (n > 0) {
+                client_error(c, E_PROTO); /* bytes after a final response */
+                return;
+            }
+            client_reset(c, false); /* EOF or reset after the last response: done */
+            return;
+        } else {
+            return;
+        }
+    }
+}
+
+/* Every tick_ns on the client's color: a request (or connect) outstanding for
+ * longer than the timeout is abandoned. */
+static void client_tick(void *arg)
+{
+    struct client *c = arg;
+    if (is_stopping())
+        return;
+    uint64_t now = mely_now_ns();
+    if (c->busy_since && now - c->busy_since > opt.timeout_ns)
+        client_error(c, E_TIMEOUT);
+    must(mely_timer_after(&rt, tick_ns, MELY_TO(c->color), client_tick, c, NULL), "timer");
+}
+
+/* ---- The control (color 0) -------------------------------------------------------- */
+
+static struct sample totals(void)
+{
+    struct sample s = { 0, 0, 0, 0 };
+    for (unsigned i = 0; i < nworkers; i++) {
+        s.requests += get(&ws[i].requests);
+        s.bytes += get(&ws[i].bytes);
+        for (unsigned k = 0; k < E_KINDS; k++)
+            s.errors += get(&ws[i].errors[k]);
+    }
+    return s;
+}
+
+static void finish(void)
+{
+    atomic_store(&stopping, true);
+    mely_stop(&rt);
+}
+
+static void on_second(void *arg)
+{
+    (void)arg;
+    if (is_stopping())
+        return;
+    struct sample s = totals();
+    uint64_t now = mely_now_ns();
+    double dt = (double)(now - last_ns) / 1e9;
+    if (dt <= 0)
+        dt = 1e-9;
+    if (nsamples < max_samples)
+        samples[nsamples] = (struct sample){ s.requests - last.requests, s.errors - last.errors,
+                                             s.bytes - last.bytes, dt };
+    nsamples++;
+    if (!opt.quiet)
+        printf("%6u s %10.0f req/s %8llu errors\n", nsamples,
+               (double)(s.requests - last.requests) / dt,
+               (unsigned long long)(s.errors - last.errors));
+    fflush(stdout);
+    last = s;
+    last_ns = now;
+    if (mely_now_ns() >= end_ns) {
+        finish();
+        return;
+    }
+    uint64_t next = start_ns + (uint64_t)(nsamples + 1) * 1000000000ull;
+    if (next > end_ns)
+        next = end_ns;
+    must(mely_timer_at(&rt, next, MELY_TO(CONTROL_COLOR), on_second, NULL, NULL), "timer");
+}
+
+static void on_sigint(int signo, unsigned ready, void *arg)
+{
+    (void)signo;
+    (void)ready;
+    (void)arg;
+    atomic_store(&end_ns, mely_now_ns());
+    fprintf(stderr, "injector: interrupted, reporting\n");
+    finish();
+}
+
+/* ---- Report -------------------------------------------------------------------- */
+
+static double pct(const uint64_t *h, uint64_t n, double p)
+{
+    if (n == 0)
+        return 0;
+    uint64_t rank = (uint64_t)ceil(p * (double)n), seen = 0;
+    if (rank == 0)
+        rank = 1;
+    for (unsigned i = 0; i < H_BUCKETS; i++) {
+        seen += h[i];
+        if (seen >= rank)
+            return h_value(i);
+    }
+    return h_value(H_BUCKETS - 1);
+}
+
+static int report(double secs)
+{
+    static uint64_t h[H_BUCKETS];
+    uint64_t req = 0, bytes = 0, checked = 0, conns = 0, errs[E_KINDS] = { 0 }, err = 0, max = 0;
+    for (unsigned i = 0; i < nworkers; i++) {
+        req += get(&ws[i].requests);
+        bytes += get(&ws[i].bytes);
+        checked += get(&ws[i].checked);
+        conns += get(&ws[i].connects);
+        for (unsigned k = 0; k < E_KINDS; k++)
+            errs[k] += get(&ws[i].errors[k]);
+        for (unsigned b = 0; b < H_BUCKETS; b++)
+            h[b] += ws[i].hist[b];
+        if (ws[i].lat_max > max)
+            max = ws[i].lat_max;
+    }
+    for (unsigned k = 0; k < E_KINDS; k++)
+        err += errs[k];
+    double rate = secs > 0 ? (double)req / secs : 0;
+    double p50 = pct(h, req, 0.50), p99 = pct(h, req, 0.99), p999 = pct(h, req, 0.999);
+    printf("requests         %llu\n", (unsigned long long)req);
+    printf("duration         %.2f s\n", secs);
+    printf("req/s            %.0f\n", rate);
+    printf("latency p50      %.3f ms\n", p50 / 1e6);
+    printf("latency p99      %.3f ms\n", p99 / 1e6);
+    printf("latency p99.9    %.3f ms\n", p999 / 1e6);
+    printf("latency max      %.3f ms\n", (double)max / 1e6);
+    printf("connections      %llu\n", (unsigned long long)conns);
+    printf("bytes received   %llu\n", (unsigned long long)bytes);
+    printf("bytes checked    %llu\n", (unsigned long long)checked);
+    printf("errors           %llu", (unsigned long long)err);
+    for (unsigned k = 0; k < E_KINDS; k++)
+        printf("%s%s %llu", k ? ", " : " (", err_name[k], (unsigned long long)errs[k]);
+    printf(")\n");
+    for (unsigned u = 0; u < opt.nurls; u++) {
+        long long ref = atomic_load(&url_ref[u]);
+        if (opt.expect_bytes >= 0)
+            printf("body length      %s: %lld (--expect-bytes)\n", opt.urls[u], opt.expect_bytes);
+        else if (ref >= 0)
+            printf("body length      %s: %lld\n", opt.urls[u], ref);
+        else
+            printf("body length      %s: no 200 response\n", opt.urls[u]);
+    }
+    if (opt.csv) {
+        FILE *f = fopen(opt.csv, "w");
+        if (!f) {
+            fprintf(stderr, "injector: %s: %s\n", opt.csv, strerror(errno));
+            return 1;
+        }
+        fprintf(f, "row,second,requests,req_per_s,errors,bytes,p50_ms,p99_ms,p999_ms,max_ms\n");
+        unsigned n = nsamples < max_samples ? nsamples : max_samples;
+        for (unsigned i = 0; i < n; i++)
+            fprintf(f, "second,%u,%llu,%.0f,%llu,%llu,,,,\n", i + 1,
+                    (unsigned long long)samples[i].requests,
+                    (double)samples[i].requests / samples[i].secs,
+                    (unsigned long long)samples[i].errors, (unsigned long long)samples[i].bytes);
+        fprintf(f, "total,%.2f,%llu,%.0f,%llu,%llu,%.3f,%.3f,%.3f,%.3f\n", secs,
+                (unsigned long long)req, rate, (unsigned long long)err, (unsigned long long)bytes,
+                p50 / 1e6, p99 / 1e6, p999 / 1e6, (double)max / 1e6);
+        if (fclose(f) != 0) {
+            fprintf(stderr, "injector: %s: %s\n", opt.csv, strerror(errno));
+            return 1;
+        }
+    }
+    if (req == 0)
+        fprintf(stderr, "injector: no request completed\n");
+    return err == 0 && req > 0 ? 0 : 1;
+}
+
+/* ---- Options -------------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: injector [options]\n"
+            "A closed-loop HTTP load injector (the Mely paper's, section 5.3.1) on the mely\n"
+            "runtime: N virtual clients each send K requests on a connection, one after the\n"
+            "other, then reconnect. Loopback only. Exit status 0 if no request failed.\n"
+            "  --host ADDR            server address, 127.x.x.x (default 127.0.0.1)\n"
+            "  --port N               server port (default 8080)\n"
+            "  --clients N            virtual clients (default 50, at most %u)\n"
+            "  --requests-per-conn K  requests per connection (default 150)\n"
+            "  --duration S           seconds to run (default 5, at most 600)\n"
+            "  --url PATH             a URL to request (repeatable: used round robin;\n"
+            "                         default /)\n"
+            "  --expect-bytes N       every 200 body must be N bytes (default: the same\n"
+            "                         length as the first body received for its URL)\n"
+            "  --timeout S            per-request timeout in seconds (default 10)\n"
+            "  --workers N            worker threads (default: every usable CPU)\n"
+            "  --pin                  pin the workers to CPUs (default: not pinned)\n"
+            "  --keepalive            keep connections open for K requests (default)\n"
+            "  --close                send Connection: close; one request per connection\n"
+            "  --quiet                no progress line every second\n"
+            "  --csv FILE             write the per-second figures and the totals to FILE\n"
+            "  --help                 this text\n",
+            MAX_CLIENTS);
+}
+
+static bool num(const char *name, const char *v, double min, double max, double *out)
+{
+    char *e;
+    errno = 0;
+    double d = strtod(v, &e);
+    if (e == v || *e || errno || !(d >= min && d <= max)) {
+        fprintf(stderr, "injector: --%s: expected a number in %g..%g, got \"%s\"\n", name, min,
+                max, v);
+        return false;
+    }
+    *out = d;
+    return true;
+}
+
+static bool unum(const char *name, const char *v, unsigned min, unsigned max, unsigned *out)
+{
+    double d;
+    if (!num(name, v, min, max, &d))
+        return false;
+    if (d != floor(d)) {
+        fprintf(stderr, "injector: --%s: expected a whole number, got \"%s\"\n", name, v);
+        return false;
+    }
+    *out = (unsigned)d;
+    return true;
+}
+
+static int parse(int argc, char **argv)
+{
+    enum { O_HOST = 256, O_PORT, O_CLIENTS, O_PER, O_DUR, O_URL, O_EXPECT, O_TIMEOUT, O_WORKERS,
+           O_PIN, O_KEEP, O_CLOSE, O_QUIET, O_CSV, O_HELP };
+    static const struct option lo[] = {
+        { "host", required_argument, NULL, O_HOST },
+        { "port", required_argument, NULL, O_PORT },
+        { "clients", required_argument, NULL, O_CLIENTS },
+        { "requests-per-conn", required_argument, NULL, O_PER },
+        { "duration", required_argument, NULL, O_DUR },
+        { "url", required_argument, NULL, O_URL },
+        { "expect-bytes", required_argument, NULL, O_EXPECT },
+        { "timeout", required_argument, NULL, O_TIMEOUT },
+        { "workers", required_argument, NULL, O_WORKERS },
+        { "pin", no_argument, NULL, O_PIN },
+        { "keepalive", no_argument, NULL, O_KEEP },
+        { "close", no_argument, NULL, O_CLOSE },
+        { "quiet", no_argument, NULL, O_QUIET },
+        { "csv", required_argument, NULL, O_CSV },
+        { "help", no_argument, NULL, O_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    int o;
+    double d;
+    bool ok = true;
+    while (ok && (o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (o) {
+        case O_HOST: opt.host = optarg; break;
+        case O_PORT: ok = unum("port", optarg, 1, 65535, &opt.port); break;
+        case O_CLIENTS: ok = unum("clients", optarg, 1, MAX_CLIENTS, &opt.clients); break;
+        case O_PER: ok = unum("requests-per-conn", optarg, 1, 1000000000u, &opt.per_conn); break;
+        case O_DUR: ok = num("duration", optarg, 0.1, 600, &opt.duration); break;
+        case O_URL:
+            if (optarg[0] != '/' || strpbrk(optarg, " \t\r\n")) {
+                fprintf(stderr, "injector: --url: a path starting with '/' without spaces, "
+                                "not \"%s\"\n", optarg);
+                ok = false;
+            } else if (opt.nurls == MAX_URLS) {
+                fprintf(stderr, "injector: --url: at most %d URLs\n", MAX_URLS);
+                ok = false;
+            } else {
+                opt.urls[opt.nurls++] = optarg;
+            }
+            break;
+        case O_EXPECT:
+            ok = num("expect-bytes", optarg, 0, 1e15, &d);
+            opt.expect_bytes = (long long)d;
+            break;
+        case O_TIMEOUT:
+            ok = num("timeout", optarg, 0.01, 3600, &d);
+            opt.timeout_ns = (uint64_t)(d * 1e9);
+            break;
+        case O_WORKERS: ok = unum("workers", optarg, 1, MELY_MAX_WORKERS, &opt.workers); break;
+        case O_PIN: opt.pin = true; break;
+        case O_KEEP: opt.close_mode = false; break;
+        case O_CLOSE: opt.close_mode = true; break;
+        case O_QUIET: opt.quiet = true; break;
+        case O_CSV: opt.csv = optarg; break;
+        case O_HELP: usage(stdout); exit(0);
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!ok)
+        return 2;
+    if (optind < argc) {
+        fprintf(stderr, "injector: unexpected argument \"%s\"\n", argv[optind]);
+        return 2;
+    }
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)opt.port);
+    if (inet_pton(AF_INET, opt.host, &addr.sin_addr) != 1 ||
+        (ntohl(addr.sin_addr.s_addr) >> 24) != 127) {
+        fprintf(stderr, "injector: --host: a numeric loopback address (127.x.x.x), not \"%s\"\n",
+                opt.host);
+        return 2;
+    }
+    if (opt.nurls == 0)
+        opt.urls[opt.nurls++] = "/";
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = parse(argc, argv);
+    if (rc != 0)
+        return rc;
+
+    /* One descriptor per client, and room for the rest. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+
+    for (unsigned u = 0; u < opt.nurls; u++) {
+        size_t cap = strlen(opt.urls[u]) + strlen(opt.host) + 128;
+        req_text[u] = malloc(cap);
+        if (!req_text[u]) {
+            fprintf(stderr, "injector: out of memory\n");
+            return 1;
+        }
+        int n = snprintf(req_text[u], cap,
+                         "GET %s HTTP/1.1\r\nHost: %s:%u\r\nUser-Agent: mely-injector\r\n%s\r\n",
+                         opt.urls[u], opt.host, opt.port,
+                         opt.close_mode ? "Connection: close\r\n" : "");
+        req_len[u] = (size_t)n;
+        atomic_init(&url_ref[u], -1);
+    }
+
+    mely_config_t cfg;
+    mely_config_init(&cfg);
+    cfg.workers = opt.workers;
+    cfg.pin = opt.pin;
+    rc = mely_init(&rt, &cfg);
+    if (rc != 0) {
+        fprintf(stderr, "injector: mely_init: %s\n", mely_strerror(rc));
+        return 1;
+    }
+    nworkers = mely_workers(&rt);
+    ws = aligned_alloc(64, sizeof(*ws) * nworkers);
+    clients = calloc(opt.clients, sizeof(*clients));
+    max_samples = (unsigned)ceil(opt.duration) + 1;
+    samples = calloc(max_samples, sizeof(*samples));
+    if (!ws || !clients || !samples) {
+        fprintf(stderr, "injector: out of memory\n");
+        return 1;
+    }
+    memset(ws, 0, sizeof(*ws) * nworkers);
+
+    tick_ns = opt.timeout_ns / 4;
+    if (tick_ns > 1000000000ull)
+        tick_ns = 1000000000ull;
+    if (tick_ns < 1000000ull)
+        tick_ns = 1000000ull;
+
+    if (!opt.quiet) {
+        printf("injector: http://%s:%u, %u clients, %u requests per connection%s, %g s, "
+               "%u workers, %u URL%s\n",
+               opt.host, opt.port, opt.clients, opt.per_conn,
+               opt.close_mode ? " (Connection: close: 1)" : "", opt.duration, nworkers,
+               opt.nurls, opt.nurls > 1 ? "s" : "");
+        fflush(stdout);
+    }
+
+    start_ns = mely_now_ns();
+    last_ns = start_ns;
+    end_ns = start_ns + (uint64_t)(opt.duration * 1e9);
+    for (unsigned i = 0; i < opt.clients; i++) {
+        struct client *c = &clients[i];
+        c->id = i;
+        c->color = 1 + i;
+        c->fd = -1;
+        c->url = i % opt.nurls;
+        must(mely_post(&rt, c->color, client_connect, c), "post");
+        must(mely_timer_after(&rt, tick_ns, MELY_TO(c->color), client_tick, c, NULL), "timer");
+    }
+    uint64_t first = start_ns + 1000000000ull;
+    must(mely_timer_at(&rt, first < end_ns ? first : end_ns, MELY_TO(CONTROL_COLOR), on_second,
+                       NULL, NULL),
+         "timer");
+    mely_watch_t *sig;
+    must(mely_signal(&rt, SIGINT, MELY_TO(CONTROL_COLOR), on_sigint, NULL, &sig), "signal");
+
+    rc = mely_run(&rt);
+    if (rc != 0) {
+        fprintf(stderr, "injector: mely_run: %s\n", mely_strerror(rc));
+        return 1;
+    }
+    mely_watch_remove(sig);
+    for (unsigned i = 0; i < opt.clients; i++)
+        if (clients[i].fd >= 0)
+            mely_close(&rt, clients[i].fd);
+    mely_shutdown(&rt);
+
+    double secs = (double)(end_ns - start_ns) / 1e9;
+    rc = report(secs);
+    for (unsigned u = 0; u < opt.nurls; u++)
+        free(req_text[u]);
+    free(samples);
+    free(clients);
+    free(ws);
+    return rc;
+}

@@ -1,0 +1,87 @@
+#!/bin/sh
+# sws-demo.sh: SWS under load, in one command. Builds nothing: it expects a
+# built tree in build/ (scripts/quickstart.sh, or `mkdir build && cd build &&
+# ../configure && make && make bench/injector`; BUILD=DIR picks another).
+#
+#   bench/sws-demo.sh [--no-wait] [INJECTOR OPTIONS...]
+#
+# Starts build/apps/sws/sws on its built-in sample site on a free loopback
+# port, runs build/bench/injector against it for 5 s with 50 clients and the
+# site's four pages (extra options go to the injector after these: a later
+# --duration or --clients wins, a --url adds a URL), prints the injector's
+# report, and stops SWS with SIGTERM. On a terminal it first waits for Enter,
+# so that you can browse the site; --no-wait stops SWS at once.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$top/build}
+sws=$build/apps/sws/sws
+inj=$build/bench/injector
+wait_enter=1
+[ -t 0 ] || wait_enter=0
+if [ "${1:-}" = "--no-wait" ]; then
+    wait_enter=0
+    shift
+fi
+for p in "$sws" "$inj"; do
+    if [ ! -x "$p" ]; then
+        echo "sws-demo: $p is not built; build first, e.g.:" >&2
+        echo "  mkdir -p build && cd build && ../configure && make -j && make bench/injector" >&2
+        exit 1
+    fi
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sws-demo.XXXXXX") || exit 1
+pid=
+cleanup() {
+    [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$sws" --port 0 >"$tmp/sws.out" 2>&1 &
+pid=$!
+port=
+i=0
+while [ $i -lt 100 ]; do
+    port=$(sed -n 's|.*on http://127\.0\.0\.1:\([0-9][0-9]*\)/.*|\1|p' "$tmp/sws.out")
+    [ -n "$port" ] && break
+    if ! kill -0 "$pid" 2>/dev/null; then
+        echo "sws-demo: sws did not start:" >&2
+        cat "$tmp/sws.out" >&2
+        pid=
+        exit 1
+    fi
+    sleep 0.1
+    i=$((i + 1))
+done
+if [ -z "$port" ]; then
+    echo "sws-demo: sws did not print its port in 10 s" >&2
+    exit 1
+fi
+url=http://127.0.0.1:$port/
+head -n 1 "$tmp/sws.out"
+echo "Browse $url (status page: ${url}server-status) while the injector runs."
+echo
+
+timeout 660 "$inj" --port "$port" --clients 50 --duration 5 \
+    --url / --url /about.html --url /style.css --url /hello.txt "$@"
+status=$?
+echo
+if [ $status -eq 0 ]; then
+    echo "sws-demo: the injector saw no error."
+else
+    echo "sws-demo: the injector exited $status (errors above)."
+fi
+
+if [ $wait_enter -eq 1 ]; then
+    printf 'SWS still serves %s; press Enter to stop it. ' "$url"
+    read -r _ || true
+fi
+kill -TERM "$pid"
+wait "$pid"
+src=$?
+pid=
+echo "sws-demo: SWS stopped (exit $src)."
+[ $src -eq 0 ] && exit $status
+exit 1

@@ -1,0 +1,81 @@
+#!/bin/sh
+# injector-sws.sh: bench/injector against apps/sws/sws on loopback. SWS serves
+# its built-in sample site on a free port; the injector runs 2 s with 4
+# clients (keep-alive, 3 URLs round robin), then 1 s with Connection: close,
+# and must report requests > 0 and no error; a URL SWS does not have must make
+# it count bad statuses and exit 1. SIGTERM then stops SWS, which must exit 0.
+# Every step is bounded by `timeout`; any failure is a failure (no skip).
+set -u
+sws=./apps/sws/sws
+inj=./bench/injector
+for p in "$sws" "$inj"; do
+    [ -x "$p" ] || { echo "FAIL: $p not built (run from the build directory)"; exit 1; }
+done
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/injector-sws.XXXXXX") || exit 1
+pid=
+cleanup() {
+    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() {
+    echo "FAIL: $*"
+    for f in "$tmp"/*.out "$tmp"/*.err; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done
+    exit 1
+}
+
+"$sws" --port 0 --workers 2 --no-pin >"$tmp/sws.out" 2>"$tmp/sws.err" &
+pid=$!
+port=
+i=0
+while [ $i -lt 200 ]; do # up to 20 s (sanitizer builds start slowly)
+    port=$(sed -n 's|.*on http://127\.0\.0\.1:\([0-9][0-9]*\)/.*|\1|p' "$tmp/sws.out")
+    [ -n "$port" ] && break
+    kill -0 "$pid" 2>/dev/null || fail "sws exited before it served"
+    sleep 0.1
+    i=$((i + 1))
+done
+[ -n "$port" ] || fail "sws did not print its port"
+echo "sws serves port $port"
+
+# run NAME ARGS...: runs the injector, its output in $tmp/NAME.out, status in $rc.
+run() {
+    name=$1
+    shift
+    timeout 60 "$inj" --port "$port" --workers 2 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+    rc=$?
+    cat "$tmp/$name.out"
+}
+field() { # field NAME KEY: the number after KEY in $tmp/NAME.out
+    sed -n "s/^$2  *\([0-9][0-9]*\).*/\1/p" "$tmp/$1.out" | head -n 1
+}
+
+run keepalive --clients 4 --duration 2 --requests-per-conn 20 --url / --url /hello.txt --url /style.css
+[ $rc -eq 0 ] || fail "injector (keep-alive) exited $rc"
+n=$(field keepalive requests)
+[ -n "$n" ] && [ "$n" -gt 0 ] || fail "keep-alive: no requests reported"
+[ "$(field keepalive errors)" = 0 ] || fail "keep-alive: errors reported"
+[ "$(field keepalive 'bytes checked')" -gt 0 ] || fail "keep-alive: no bytes checked"
+
+run close --clients 4 --duration 1 --close --url /about.html --quiet
+[ $rc -eq 0 ] || fail "injector (close) exited $rc"
+n=$(field close requests)
+[ -n "$n" ] && [ "$n" -gt 0 ] || fail "close: no requests reported"
+[ "$(field close errors)" = 0 ] || fail "close: errors reported"
+
+run missing --clients 2 --duration 0.5 --url /no-such-file --quiet
+[ $rc -eq 1 ] || fail "injector (404) exited $rc, expected 1"
+grep -q 'bad status [1-9]' "$tmp/missing.out" || fail "404: no bad status counted"
+
+kill -TERM "$pid"
+i=0
+while kill -0 "$pid" 2>/dev/null && [ $i -lt 300 ]; do # up to 30 s
+    sleep 0.1
+    i=$((i + 1))
+done
+kill -0 "$pid" 2>/dev/null && fail "sws still runs 30 s after SIGTERM"
+wait "$pid"
+src=$?
+pid=
+[ $src -eq 0 ] || fail "sws exited $src after SIGTERM"
+echo "PASS"

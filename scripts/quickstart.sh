@@ -67,9 +67,9 @@ install_missing
 build
 case $mode in
 demo)
-    make -C build bench
-    echo "== bench/dispatch (the dispatch benchmark; figures depend on the machine)"
-    cd build && ./bench/dispatch
+    make -C build bench/injector
+    echo "== SWS, the web server, on its sample site, under the load injector (bench/sws-demo.sh)"
+    exec bench/sws-demo.sh
     ;;
 test)
     status=0

@@ -354,7 +354,11 @@ int mely_watch_rearm(mely_watch_t *w);
 
 /*
  * Removes every watch of fd (as mely_watch_remove), then closes fd: the
- * order epoll needs. Handles of those watches become invalid.
+ * order epoll needs. Handles of those watches become invalid. The fd number
+ * can come back from the next accept() or open() at once, also on another
+ * worker: clear any table indexed by fd before calling this, and do not take
+ * a later event of color fd for the closed connection (a generation number
+ * tells them apart).
  * @return 0; MELY_ESHUTDOWN; -EBADF (fd was not open); what close() reports.
  * Threads: any thread.
  */

@@ -353,6 +353,20 @@ int mely_watch_remove_then(mely_watch_t *w, mely_fn_t fin, void *fin_arg);
 int mely_watch_rearm(mely_watch_t *w);
 
 /*
+ * Pauses a persistent fd watch: readiness is no longer reported (the fd
+ * leaves epoll) until mely_watch_resume(); an event of the watch already
+ * queued still runs. For backpressure: a reader whose buffer is full pauses
+ * its read watch instead of removing it and watching again later.
+ * mely_watch_resume() arms it again, on the calling worker's poller when
+ * called from a worker of the runtime. Both do nothing on a removed watch.
+ * @return 0; MELY_EINVAL (w NULL, one-shot or a signal watch); resume also
+ *         -EBADF, MELY_ENOMEM as mely_watch().
+ * Threads: any thread.
+ */
+int mely_watch_pause(mely_watch_t *w);
+int mely_watch_resume(mely_watch_t *w);
+
+/*
  * Removes every watch of fd (as mely_watch_remove), then closes fd: the
  * order epoll needs. Handles of those watches become invalid. The fd number
  * can come back from the next accept() or open() at once, also on another

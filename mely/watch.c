@@ -7,6 +7,7 @@
  *   QUEUED   an event of the watch (watch_run) is queued on its color
  *   RUNNING  the user's handler is running
  *   REMOVED  mely_watch_remove() was called: the handler never starts again
+ *   PAUSED   mely_watch_pause() took the watch out of epoll until resumed
  *   bits 8+  the readiness seen since the event was queued
  *
  * Readiness (on_ready, on the poller's worker): if no event is queued, set
@@ -61,6 +62,7 @@ enum {
     W_QUEUED = 1u << 0,
     W_RUNNING = 1u << 1,
     W_REMOVED = 1u << 2,
+    W_PAUSED = 1u << 3,        /* mely_watch_pause(): not re-armed after a run */
     W_READY_SHIFT = 8,
 };
 
@@ -218,7 +220,7 @@ static void watch_run(void *arg)
     if (!(old & W_REMOVED) && level(wt) &&
         (atomic_load(&wt->worker) != (int)self->index || !atomic_load(&wt->armed))) {
         pthread_mutex_lock(&wt->mu);
-        if (!(atomic_load(&wt->state) & W_REMOVED)) {
+        if (!(atomic_load(&wt->state) & (W_REMOVED | W_PAUSED))) {
             bool moved = atomic_load(&wt->worker) != (int)self->index;
             /* A failure (the fd closed behind the runtime's back) leaves the
              * watch disarmed: there is nothing left to watch. */
@@ -478,6 +480,36 @@ int mely_watch_rearm(mely_watch_t *wt)
         err = check_fd(wt->fd);
         if (!err)
             err = arm_on(wt, i);
+    }
+    pthread_mutex_unlock(&wt->mu);
+    return err;
+}
+
+int mely_watch_pause(mely_watch_t *wt)
+{
+    if (!wt || !level(wt))
+        return MELY_EINVAL;
+    pthread_mutex_lock(&wt->mu);
+    if (!(atomic_fetch_or(&wt->state, W_PAUSED) & W_REMOVED))
+        disarm(wt);
+    pthread_mutex_unlock(&wt->mu);
+    return 0;
+}
+
+int mely_watch_resume(mely_watch_t *wt)
+{
+    if (!wt || !level(wt))
+        return MELY_EINVAL;
+    struct mely__worker *self = mely__self_in(wt->rt);
+    int err = 0;
+    pthread_mutex_lock(&wt->mu);
+    uint32_t old = atomic_fetch_and(&wt->state, ~(uint32_t)W_PAUSED);
+    if ((old & W_PAUSED) && !(old & W_REMOVED)) {
+        err = check_fd(wt->fd);
+        if (!err)
+            err = arm_on(wt, self ? self->index : (unsigned)atomic_load(&wt->worker));
+        if (err)
+            atomic_fetch_or(&wt->state, W_PAUSED); /* still paused: nothing armed */
     }
     pthread_mutex_unlock(&wt->mu);
     return err;

@@ -134,6 +134,7 @@ gen 102400 >"$docroot/100k.txt"
 chmod -R a+rX "$docroot"
 
 server_pid=
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
     if [ -n "$server_pid" ]; then stop_server; fi
     rm -rf "$tmp"
@@ -188,6 +189,8 @@ http {
 EOF
 }
 
+# ($pin is a command and its arguments: split on purpose)
+# shellcheck disable=SC2086
 # start_server KIND WORKERS: KIND is nginx, sws, sws-steal, legacy,
 # legacy-steal or evhttp. Sets server_pid, port, server_cpus.
 start_server() {
@@ -250,8 +253,8 @@ stop_server() { # TERM, at most 5 s, then KILL
 }
 
 server_ticks() { # utime+stime of the server and its children (nginx workers)
-    local pids="$server_pid $(pgrep -P "$server_pid" 2>/dev/null | tr '\n' ' ')"
-    local t=0 p
+    local pids t=0 p
+    pids="$server_pid $(pgrep -P "$server_pid" 2>/dev/null | tr '\n' ' ')"
     for p in $pids; do
         [ -r "/proc/$p/stat" ] || continue
         # fields after the ")" that ends the command name: utime is 12th, stime 13th
@@ -262,6 +265,8 @@ server_ticks() { # utime+stime of the server and its children (nginx workers)
 
 # ---- clients ---------------------------------------------------------------
 # run_client CLIENT MODE WORKERS FILE: prints "requests req_per_s client_cpus errors"
+# ($pin is a command and its arguments: split on purpose)
+# shellcheck disable=SC2086
 run_client() {
     local client=$1 mode=$2 w=$3 file=$4 cpus pin url out
     if [ "$w" = 1 ]; then cpus=0; else cpus=0-1; fi

@@ -45,6 +45,11 @@ void echo_first_cpus(int cpu[2]);
  * @return the fd, or a negative errno. *bound: the port it got. */
 int echo_listen_socket(unsigned port, bool reuseport, unsigned *bound);
 
+/* Both servers' output: writes buf[*off..len) to fd, advancing *off; true
+ * when all of it is out, false when the socket is full or (*dead set) on a
+ * fatal error. */
+bool echo_send_pending(int fd, const char *buf, size_t *off, size_t len, bool *dead);
+
 /* Servers: run until SIGTERM; return the exit status. `steal` is mely's
  * policy ("off", "all", ...), `timeleft` the annotation of the echo handler in
  * TSC cycles (0: none), spin_us the workers' spin (-1: the default). */

@@ -59,6 +59,24 @@ void echo_first_cpus(int cpu[2])
             cpu[k++] = c;
 }
 
+bool echo_send_pending(int fd, const char *buf, size_t *off, size_t len, bool *dead)
+{
+    while (*off < len) { /* bounded: every pass sends bytes or returns */
+        ssize_t n = send(fd, buf + *off, len - *off, MSG_NOSIGNAL);
+        if (n > 0) {
+            *off += (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return false;
+        } else {
+            *dead = true;
+            return false;
+        }
+    }
+    return true;
+}
+
 int echo_listen_socket(unsigned port, bool reuseport, unsigned *bound)
 {
     int one = 1;

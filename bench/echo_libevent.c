@@ -65,33 +65,13 @@ static void conn_close(struct le_conn *c)
     free(c);
 }
 
-/* Writes buf[off..len); true when all of it is out, false when the socket is
- * full; *dead on a fatal error. */
-static bool flush_out(struct le_conn *c, bool *dead)
-{
-    while (c->off < c->len) {
-        ssize_t n = send(c->fd, c->buf + c->off, c->len - c->off, MSG_NOSIGNAL);
-        if (n > 0) {
-            c->off += (size_t)n;
-        } else if (n < 0 && errno == EINTR) {
-            continue;
-        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            return false;
-        } else {
-            *dead = true;
-            return false;
-        }
-    }
-    return true;
-}
-
 static void on_write(evutil_socket_t fd, short what, void *arg)
 {
     struct le_conn *c = arg;
     bool dead = false;
     (void)fd;
     (void)what;
-    if (flush_out(c, &dead)) {
+    if (echo_send_pending(c->fd, c->buf, &c->off, c->len, &dead)) {
         event_del(c->wev);
         event_add(c->rev, NULL);
     } else if (dead) {
@@ -116,7 +96,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     c->off = 0;
     c->len = (size_t)n;
     bool dead = false;
-    if (flush_out(c, &dead))
+    if (echo_send_pending(c->fd, c->buf, &c->off, c->len, &dead))
         return;
     if (dead) {
         conn_close(c);

@@ -84,31 +84,12 @@ static void conn_close(struct conn *c)
     free(c);
 }
 
-/* Writes buf[off..len); true when all of it is out; *dead on a fatal error. */
-static bool flush_out(struct conn *c, bool *dead)
-{
-    while (c->off < c->len) {
-        ssize_t n = send(c->fd, c->buf + c->off, c->len - c->off, MSG_NOSIGNAL);
-        if (n > 0) {
-            c->off += (size_t)n;
-        } else if (n < 0 && errno == EINTR) {
-            continue;
-        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            return false;
-        } else {
-            *dead = true;
-            return false;
-        }
-    }
-    return true;
-}
-
 static void on_write(int fd, unsigned ready, void *arg)
 {
     struct conn *c = arg;
     bool dead = false;
     (void)ready;
-    if (flush_out(c, &dead)) {
+    if (echo_send_pending(c->fd, c->buf, &c->off, c->len, &dead)) {
         mely_watch_remove(c->ww);
         c->ww = NULL;
         int err = mely_watch(&S.m, fd, MELY_READ, to_of(fd, &S.read_desc), on_read, c, &c->rw);
@@ -138,7 +119,7 @@ static void on_read(int fd, unsigned ready, void *arg)
     c->off = 0;
     c->len = (size_t)n;
     bool dead = false;
-    if (flush_out(c, &dead))
+    if (echo_send_pending(c->fd, c->buf, &c->off, c->len, &dead))
         return;
     if (dead) {
         conn_close(c);

@@ -24,6 +24,15 @@ static inline bool mely__color_valid(const struct mely__rt *rt, mely_color_t col
     return color < MELY_COLORS || color - MELY_COLORS < rt->nworkers;
 }
 
+/* The priority and color of an I/O, timer or signal target: 0, MELY_EPRIO
+ * or MELY_ECOLOR (the checks mely_post_ex() makes on its arguments). */
+static inline int mely__to_check(const struct mely__rt *rt, const mely_to_t *to)
+{
+    if (to->prio < 0 || to->prio > MELY_PRIO_MAX)
+        return MELY_EPRIO;
+    return mely__color_valid(rt, to->color) ? 0 : MELY_ECOLOR;
+}
+
 /* The current owner of a valid color (a hint unless its lock is held). */
 static inline unsigned mely__owner(const struct mely__rt *rt, mely_color_t color)
 {

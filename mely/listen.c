@@ -78,6 +78,21 @@ static mely_t handle(struct mely_listener *l)
 
 static void on_acceptable(int fd, unsigned ready, void *arg);
 
+/* Watches the socket; the watch holds a reference to the listener until it
+ * is destroyed. Returns 0 or mely_watch()'s error. */
+static int watch_socket(struct lsock *s)
+{
+    mely_t m = handle(s->l);
+    int err = mely_watch(&m, s->fd, MELY_READ, s->to, on_acceptable, s, &s->watch);
+    if (err) {
+        s->watch = NULL;
+        return err;
+    }
+    atomic_fetch_add(&s->l->refs, 1);
+    mely__watch_set_fin(s->watch, unref, s->l);
+    return 0;
+}
+
 /* Under l->mu: watches the socket again; on failure, retries later. */
 static void resume_watch(struct lsock *s);
 
@@ -109,17 +124,8 @@ static void pause_for(struct lsock *s)
 
 static void resume_watch(struct lsock *s)
 {
-    struct mely_listener *l = s->l;
-    mely_t m = handle(l);
-
-    atomic_fetch_add(&l->refs, 1);
-    if (mely_watch(&m, s->fd, MELY_READ, s->to, on_acceptable, s, &s->watch) == 0) {
-        mely__watch_set_fin(s->watch, unref, l);
-    } else {
-        s->watch = NULL;
-        atomic_fetch_sub(&l->refs, 1);
+    if (watch_socket(s) != 0)
         pause_for(s);
-    }
 }
 
 /* Out of descriptors or memory: stop watching for PAUSE_NS. */
@@ -280,10 +286,9 @@ int mely_listen(mely_t *m, const char *host, unsigned port, int backlog, unsigne
     if (!fn || !out || (flags & ~MELY_LISTEN_REUSEPORT) || port > 65535 || backlog < 0 ||
         parse_addr(host, port, &ss, &len) != 0)
         return MELY_EINVAL;
-    if (to.prio < 0 || to.prio > MELY_PRIO_MAX)
-        return MELY_EPRIO;
-    if (!mely__color_valid(rt, to.color))
-        return MELY_ECOLOR;
+    int err = mely__to_check(rt, &to);
+    if (err)
+        return err;
 
     bool reuseport = flags & MELY_LISTEN_REUSEPORT;
     unsigned n = reuseport ? rt->nworkers : 1;
@@ -302,16 +307,9 @@ int mely_listen(mely_t *m, const char *host, unsigned port, int backlog, unsigne
             l->socks[i].to.color = MELY_COLOR_PINNED(i);
     }
 
-    int err = open_all(l, &ss, len, backlog ? backlog : SOMAXCONN, reuseport);
-    for (unsigned i = 0; !err && i < n; i++) {
-        mely_t h = handle(l);
-        err = mely_watch(&h, l->socks[i].fd, MELY_READ, l->socks[i].to, on_acceptable,
-                         &l->socks[i], &l->socks[i].watch);
-        if (!err) {
-            atomic_fetch_add(&l->refs, 1);
-            mely__watch_set_fin(l->socks[i].watch, unref, l);
-        }
-    }
+    err = open_all(l, &ss, len, backlog ? backlog : SOMAXCONN, reuseport);
+    for (unsigned i = 0; !err && i < n; i++)
+        err = watch_socket(&l->socks[i]);
     if (err) {
         for (unsigned i = 0; i < n; i++)
             if (l->socks[i].watch)

@@ -163,31 +163,29 @@ static bool has_watches(struct mely__worker *w)
     return atomic_load_explicit(&w->io.nwatches, memory_order_relaxed) != 0;
 }
 
-/* Runs the base once; readiness callbacks stage their posts to other workers
- * in the outbox, flushed here. EVLOOP_ONCE always: with EVLOOP_NONBLOCK
+/* Runs the base once (readiness callbacks stage their posts to other workers
+ * in the outbox: expire() flushes it). EVLOOP_ONCE always: with EVLOOP_NONBLOCK
  * alone, libevent polls again as long as a poll finds something, and a
  * level-triggered fd whose event waits in the queue is found every time. */
 static void loop_base(struct mely__worker *w, int flags)
 {
     mely__count(&w->ctr.polls, 1);
     event_base_loop(w->io.base, flags | EVLOOP_ONCE);
-    if (mely__outbox_pending(&w->outbox))
-        mely__outbox_flush(w);
     /* When the events queued now will have run (the busy rule above). */
     w->io.poll_target = mely__counter_read(&w->ctr.events_run) +
                         atomic_load_explicit(&w->nevents, memory_order_relaxed);
 }
 
-/* Posts the due timers' events. Those for colors of other workers are staged
- * in the outbox: flushed here, or they would wait, maybe while this worker
- * sleeps, for its next handler. */
+/* Posts the due timers' events; every poller entry point ends here. The
+ * posts of readiness callbacks and timers to colors of other workers are
+ * staged in the outbox: flushed here, or they would wait, maybe while this
+ * worker sleeps, for its next handler. */
 static void expire(struct mely__worker *w, uint64_t now)
 {
-    if (mely__timers_next(&w->timers) <= now) {
+    if (mely__timers_next(&w->timers) <= now)
         mely__timers_expire(w, now);
-        if (mely__outbox_pending(&w->outbox))
-            mely__outbox_flush(w);
-    }
+    if (mely__outbox_pending(&w->outbox))
+        mely__outbox_flush(w);
 }
 
 static void poll_nonblock(struct mely__worker *w, uint64_t now)

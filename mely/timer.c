@@ -132,6 +132,20 @@ static void heap_remove(struct mely__timers *t, uint32_t pos)
     sift_up(t, t->slots[last].heap_pos);
 }
 
+/* Puts PENDING slot i, its deadline and sequence set, into the heap;
+ * returns true if it is now the earliest (`next` is then published). */
+static bool heap_push(struct mely__timers *t, uint32_t i)
+{
+    t->slots[i].state = PENDING;
+    t->slots[i].heap_pos = t->nheap;
+    t->heap[t->nheap++] = i;
+    sift_up(t, t->slots[i].heap_pos);
+    if (t->heap[0] != i)
+        return false;
+    atomic_store(&t->next, t->slots[i].deadline);
+    return true;
+}
+
 static void publish_next(struct mely__timers *t)
 {
     atomic_store(&t->next, t->nheap ? t->slots[t->heap[0]].deadline : MELY__NEVER);
@@ -247,12 +261,8 @@ unsigned mely__timers_expire(struct mely__worker *w, uint64_t now)
             mely__spin_lock(&t->lock, &w->ctr);
             struct mely__tslot *s = &t->slots[due[k].slot];
             if (s->state == POSTED) {
-                s->state = PENDING;
                 s->deadline = now + 1000000;
-                s->heap_pos = t->nheap;
-                t->heap[t->nheap++] = due[k].slot;
-                sift_up(t, s->heap_pos);
-                publish_next(t);
+                heap_push(t, due[k].slot);
             } else {
                 slot_free(t, due[k].slot);
             }
@@ -265,24 +275,15 @@ unsigned mely__timers_expire(struct mely__worker *w, uint64_t now)
 
 /* ---- the API --------------------------------------------------------------------- */
 
-static int check_target(const struct mely__rt *rt, const mely_to_t *to, mely_fn_t fn)
-{
-    if (!rt)
-        return MELY_ESHUTDOWN;
-    if (!fn)
-        return MELY_ENOFN;
-    if (to->prio < 0 || to->prio > MELY_PRIO_MAX)
-        return MELY_EPRIO;
-    if (!mely__color_valid(rt, to->color))
-        return MELY_ECOLOR;
-    return 0;
-}
-
 int mely_timer_at(mely_t *m, uint64_t deadline_ns, mely_to_t to, mely_fn_t fn, void *arg,
                   mely_timer_t *out)
 {
     struct mely__rt *rt = m ? m->rt : NULL;
-    int err = check_target(rt, &to, fn);
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    if (!fn)
+        return MELY_ENOFN;
+    int err = mely__to_check(rt, &to);
     if (err)
         return err;
 
@@ -302,13 +303,7 @@ int mely_timer_at(mely_t *m, uint64_t deadline_ns, mely_to_t to, mely_fn_t fn, v
     s->fn = fn;
     s->arg = arg;
     s->to = to;
-    s->state = PENDING;
-    s->heap_pos = t->nheap;
-    t->heap[t->nheap++] = i;
-    sift_up(t, s->heap_pos);
-    bool earliest = t->heap[0] == i;
-    if (earliest)
-        publish_next(t);
+    bool earliest = heap_push(t, i);
     mely_timer_t id = make_id(w->index, i, s->gen);
     mely__spin_unlock(&t->lock);
 

@@ -342,15 +342,6 @@ static void release(struct mely_watch *wt)
 
 /* ---- the API ------------------------------------------------------------------------- */
 
-static int check_to(const struct mely__rt *rt, const mely_to_t *to)
-{
-    if (to->prio < 0 || to->prio > MELY_PRIO_MAX)
-        return MELY_EPRIO;
-    if (!mely__color_valid(rt, to->color))
-        return MELY_ECOLOR;
-    return 0;
-}
-
 /* The fd checks epoll would make, done first so that libevent logs nothing. */
 static int check_fd(int fd)
 {
@@ -423,7 +414,7 @@ int mely_watch(mely_t *m, int fd, unsigned what, mely_to_t to, mely_io_fn_t fn, 
     if (!fn || !out || !(what & (MELY_READ | MELY_WRITE)) ||
         (what & ~(MELY_READ | MELY_WRITE | MELY_ONESHOT)))
         return MELY_EINVAL;
-    int err = check_to(rt, &to);
+    int err = mely__to_check(rt, &to);
     if (!err)
         err = check_fd(fd);
     return err ? err : watch_new(rt, fd, what, &to, fn, arg, out);
@@ -437,7 +428,7 @@ int mely_signal(mely_t *m, int signo, mely_to_t to, mely_io_fn_t fn, void *arg,
         return MELY_ESHUTDOWN;
     if (!fn || !out || signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP)
         return MELY_EINVAL;
-    int err = check_to(rt, &to);
+    int err = mely__to_check(rt, &to);
     return err ? err : watch_new(rt, signo, MELY_SIGNAL, &to, fn, arg, out);
 }
 
@@ -468,19 +459,21 @@ void mely__watch_set_fin(struct mely_watch *wt, mely_fn_t fin, void *arg)
     wt->fin_arg = arg;
 }
 
+/* Under wt->mu: arms a disarmed watch on the calling worker's poller (its
+ * last one from another thread). */
+static int arm_here(struct mely_watch *wt)
+{
+    struct mely__worker *self = mely__self_in(wt->rt);
+    int err = check_fd(wt->fd);
+    return err ? err : arm_on(wt, self ? self->index : (unsigned)atomic_load(&wt->worker));
+}
+
 int mely_watch_rearm(mely_watch_t *wt)
 {
     if (!wt || !(wt->what & MELY_ONESHOT))
         return MELY_EINVAL;
-    struct mely__worker *self = mely__self_in(wt->rt);
     pthread_mutex_lock(&wt->mu);
-    int err = 0;
-    if (!atomic_load(&wt->armed)) {
-        unsigned i = self ? self->index : (unsigned)atomic_load(&wt->worker);
-        err = check_fd(wt->fd);
-        if (!err)
-            err = arm_on(wt, i);
-    }
+    int err = atomic_load(&wt->armed) ? 0 : arm_here(wt);
     pthread_mutex_unlock(&wt->mu);
     return err;
 }
@@ -500,14 +493,11 @@ int mely_watch_resume(mely_watch_t *wt)
 {
     if (!wt || !level(wt))
         return MELY_EINVAL;
-    struct mely__worker *self = mely__self_in(wt->rt);
     int err = 0;
     pthread_mutex_lock(&wt->mu);
     uint32_t old = atomic_fetch_and(&wt->state, ~(uint32_t)W_PAUSED);
     if ((old & W_PAUSED) && !(old & W_REMOVED)) {
-        err = check_fd(wt->fd);
-        if (!err)
-            err = arm_on(wt, self ? self->index : (unsigned)atomic_load(&wt->worker));
+        err = arm_here(wt);
         if (err)
             atomic_fetch_or(&wt->state, W_PAUSED); /* still paused: nothing armed */
     }

@@ -52,7 +52,9 @@ static int unix_addr(const char *path, sockaddr_un *sun)
     return 0;
 }
 
-int unixsocket(const char *path)
+/* A Unix stream socket at `path`, bound or connected by `how` (bind or
+ * connect); -1 with errno set. */
+static int unix_socket_at(const char *path, int (*how)(int, const sockaddr *, socklen_t))
 {
     sockaddr_un sun;
     if (unix_addr(path, &sun) < 0)
@@ -60,7 +62,7 @@ int unixsocket(const char *path)
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     if (fd < 0)
         return -1;
-    if (bind(fd, (sockaddr *)&sun, sizeof sun) < 0) {
+    if (how(fd, (sockaddr *)&sun, sizeof sun) < 0) {
         int e = errno;
         close(fd);
         errno = e;
@@ -69,21 +71,14 @@ int unixsocket(const char *path)
     return fd;
 }
 
+int unixsocket(const char *path)
+{
+    return unix_socket_at(path, ::bind);
+}
+
 int unixsocket_connect(const char *path)
 {
-    sockaddr_un sun;
-    if (unix_addr(path, &sun) < 0)
-        return -1;
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    if (connect(fd, (sockaddr *)&sun, sizeof sun) < 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    return fd;
+    return unix_socket_at(path, ::connect);
 }
 
 void make_async(int fd)

@@ -105,6 +105,7 @@ static struct {
     unsigned nurls;
     unsigned workers;
     bool close_mode;
+    bool reset_mode; /* one request per connection, ended by the client's RST */
     bool quiet;
     bool pin;
     const char *csv;
@@ -352,6 +353,12 @@ static void response_done(struct client *c)
             w->lat_max = lat;
     }
     if (c->until_eof) {
+        client_reset(c, false);
+    } else if (opt.reset_mode) {
+        /* Closing with a reset leaves no TIME_WAIT on either side, so the
+         * client's port search does not become the bottleneck. */
+        struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
         client_reset(c, false);
     } else if (c->server_close || opt.close_mode) {
         c->state = C_EOF; /* let the server close first: TIME_WAIT stays there */
@@ -705,6 +712,9 @@ static void usage(FILE *f)
             "  --pin                  pin the workers to CPUs (default: not pinned)\n"
             "  --keepalive            keep connections open for K requests (default)\n"
             "  --close                send Connection: close; one request per connection\n"
+            "                         (the server closes first)\n"
+            "  --reset                one request per connection (no Connection: close);\n"
+            "                         the client closes with a reset once it has the response\n"
             "  --quiet                no progress line every second\n"
             "  --csv FILE             write the per-second figures and the totals to FILE\n"
             "  --help                 this text\n",
@@ -741,7 +751,7 @@ static bool unum(const char *name, const char *v, unsigned min, unsigned max, un
 static int parse(int argc, char **argv)
 {
     enum { O_HOST = 256, O_PORT, O_CLIENTS, O_PER, O_DUR, O_URL, O_EXPECT, O_TIMEOUT, O_WORKERS,
-           O_PIN, O_KEEP, O_CLOSE, O_QUIET, O_CSV, O_HELP };
+           O_PIN, O_KEEP, O_CLOSE, O_RESET, O_QUIET, O_CSV, O_HELP };
     static const struct option lo[] = {
         { "host", required_argument, NULL, O_HOST },
         { "port", required_argument, NULL, O_PORT },
@@ -755,6 +765,7 @@ static int parse(int argc, char **argv)
         { "pin", no_argument, NULL, O_PIN },
         { "keepalive", no_argument, NULL, O_KEEP },
         { "close", no_argument, NULL, O_CLOSE },
+        { "reset", no_argument, NULL, O_RESET },
         { "quiet", no_argument, NULL, O_QUIET },
         { "csv", required_argument, NULL, O_CSV },
         { "help", no_argument, NULL, O_HELP },
@@ -792,8 +803,9 @@ static int parse(int argc, char **argv)
             break;
         case O_WORKERS: ok = unum("workers", optarg, 1, MELY_MAX_WORKERS, &opt.workers); break;
         case O_PIN: opt.pin = true; break;
-        case O_KEEP: opt.close_mode = false; break;
-        case O_CLOSE: opt.close_mode = true; break;
+        case O_KEEP: opt.close_mode = opt.reset_mode = false; break;
+        case O_CLOSE: opt.close_mode = true; opt.reset_mode = false; break;
+        case O_RESET: opt.reset_mode = true; opt.close_mode = false; break;
         case O_QUIET: opt.quiet = true; break;
         case O_CSV: opt.csv = optarg; break;
         case O_HELP: usage(stdout); exit(0);
@@ -877,7 +889,10 @@ int main(int argc, char **argv)
         printf("injector: http://%s:%u, %u clients, %u requests per connection%s, %g s, "
                "%u workers, %u URL%s\n",
                opt.host, opt.port, opt.clients, opt.per_conn,
-               opt.close_mode ? " (Connection: close: 1)" : "", opt.duration, nworkers,
+               opt.close_mode   ? " (Connection: close: 1)"
+               : opt.reset_mode ? " (closed by a client reset: 1)"
+                                : "",
+               opt.duration, nworkers,
                opt.nurls, opt.nurls > 1 ? "s" : "");
         fflush(stdout);
     }

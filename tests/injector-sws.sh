@@ -2,7 +2,7 @@
 # injector-sws.sh: bench/injector against apps/sws/sws on loopback. SWS serves
 # its built-in sample site on a free port; the injector runs 2 s with 4
 # clients (keep-alive, 3 URLs round robin), then 1 s with Connection: close,
-# and must report requests > 0 and no error; a URL SWS does not have must make
+# then 1 s of connections the client ends with a reset (--reset), and must report requests > 0 and no error; a URL SWS does not have must make
 # it count bad statuses and exit 1. SIGTERM then stops SWS, which must exit 0.
 # Every step is bounded by `timeout`; any failure is a failure (no skip).
 set -u
@@ -62,6 +62,12 @@ run close --clients 4 --duration 1 --close --url /about.html --quiet
 n=$(field close requests)
 [ -n "$n" ] && [ "$n" -gt 0 ] || fail "close: no requests reported"
 [ "$(field close errors)" = 0 ] || fail "close: errors reported"
+
+run reset --clients 4 --duration 1 --reset --url /hello.txt --quiet
+[ $rc -eq 0 ] || fail "injector (reset) exited $rc"
+n=$(field reset requests)
+[ -n "$n" ] && [ "$n" -gt 0 ] || fail "reset: no requests reported"
+[ "$(field reset errors)" = 0 ] || fail "reset: errors reported"
 
 run missing --clients 2 --duration 0.5 --url /no-such-file --quiet
 [ $rc -eq 1 ] || fail "injector (404) exited $rc, expected 1"

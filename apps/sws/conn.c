@@ -71,6 +71,61 @@ struct conn {
     struct conn *wait_next; /* server.c's parked list */
 };
 
+/* ---- input buffers: a small per-thread cache ---------------------------------
+ * A connection holds its input buffer only while a request is in flight, so
+ * an idle keep-alive connection costs no buffer; but a malloc and free of
+ * 12 KB per request made glibc trim and regrow the heap (brk and page faults
+ * every ~17 requests, measured with strace -c). Each worker thread keeps up
+ * to IB_CACHE freed buffers; a key destructor frees them when the thread
+ * exits. */
+#define IB_CACHE 16
+
+struct ib_cache {
+    unsigned n;
+    struct inbuf *b[IB_CACHE];
+};
+
+static _Thread_local struct ib_cache ib_cache;
+static pthread_key_t ib_key;
+static pthread_once_t ib_once = PTHREAD_ONCE_INIT;
+
+static void ib_cache_free(void *p)
+{
+    struct ib_cache *k = p;
+    while (k->n)
+        free(k->b[--k->n]);
+}
+
+static void ib_key_init(void)
+{
+    pthread_key_create(&ib_key, ib_cache_free);
+}
+
+static struct inbuf *ib_get(void)
+{
+    struct inbuf *ib = ib_cache.n ? ib_cache.b[--ib_cache.n] : malloc(sizeof(*ib));
+    if (ib) {
+        ib->len = ib->scan = 0;
+        ib->line_checked = false;
+    }
+    return ib;
+}
+
+static void ib_put(struct inbuf *ib)
+{
+    if (!ib)
+        return;
+    if (ib_cache.n == IB_CACHE) {
+        free(ib);
+        return;
+    }
+    if (ib_cache.n == 0) { /* (re)register this thread's cache for its exit */
+        pthread_once(&ib_once, ib_key_init);
+        pthread_setspecific(ib_key, &ib_cache);
+    }
+    ib_cache.b[ib_cache.n++] = ib;
+}
+
 static void on_read(int fd, unsigned ready, void *arg);
 static void on_writable(int fd, unsigned ready, void *arg);
 static void parse_request(void *arg);
@@ -249,14 +304,12 @@ static void on_read(int fd, unsigned ready, void *arg)
         return;
     }
     if (!c->ib) {
-        c->ib = malloc(sizeof(*c->ib));
+        c->ib = ib_get();
         if (!c->ib) {
             if (!c->busy)
                 post_close(c);
             return;
         }
-        c->ib->len = c->ib->scan = 0;
-        c->ib->line_checked = false;
     }
     struct inbuf *ib = c->ib;
     if (ib->len == IN_CAP) { /* busy with a response: resume when it is done */
@@ -298,7 +351,7 @@ static void idle(struct conn *c)
     }
     c->busy = false;
     if (c->ib && c->ib->len == 0) {
-        free(c->ib);
+        ib_put(c->ib);
         c->ib = NULL;
     }
     if (!reading(c) && watch_read(c) != 0)
@@ -490,10 +543,8 @@ static void start_linger(struct conn *c)
 {
     c->linger = true;
     shutdown(c->fd, SHUT_WR);
-    if (c->ib) {
-        free(c->ib);
-        c->ib = NULL;
-    }
+    ib_put(c->ib);
+    c->ib = NULL;
     if (c->eof) {
         post_close(c);
         return;
@@ -586,7 +637,7 @@ static void do_close(void *arg)
     if (c->in_epoll)
         epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     mely_close(&s->rt, c->fd);
-    free(c->ib);
+    ib_put(c->ib);
     free(c->dyn);
     atomic_fetch_add_explicit(&s->closed, 1, memory_order_relaxed);
     mely_color_t ac = c->accept_color;

@@ -12,6 +12,13 @@
  * armed would make the loop spin: the socket's watch is removed and a timer
  * re-creates it PAUSE_NS later (the counter `pauses` says how often).
  *
+ * The user can also hold accepting (mely_listener_pause, e.g. at a client
+ * cap) and release it (mely_listener_resume): the watches leave epoll, and
+ * new connections wait in the kernel's backlog, as with any server that
+ * stops accepting. `held` is also checked by the accept loop, so a readiness
+ * event queued before the pause accepts nothing more. A held listener whose
+ * descriptor pause ends stays unwatched until it is resumed.
+ *
  * Lifetime: the listener counts references: the user's (dropped by
  * mely_listener_close), one per live watch (dropped by the watch's
  * destruction, which happens only once no accept handler runs or will), one
@@ -51,6 +58,7 @@ struct mely_listener {
     _Atomic uint64_t pauses;
     _Atomic uint32_t refs;
     atomic_bool closing;
+    atomic_bool held;  /* mely_listener_pause; written under mu */
     pthread_mutex_t mu;
     struct mely_listener *prev, *next; /* rt->listeners, under rt->listen_mu */
     unsigned nsock;
@@ -103,7 +111,7 @@ static void on_resume(void *arg)
 
     pthread_mutex_lock(&l->mu);
     s->resume = 0;
-    if (!atomic_load(&l->closing))
+    if (!atomic_load(&l->closing) && !atomic_load(&l->held))
         resume_watch(s);
     pthread_mutex_unlock(&l->mu);
     unref(l);
@@ -163,7 +171,8 @@ static void on_acceptable(int fd, unsigned ready, void *arg)
     struct lsock *s = arg;
     struct mely_listener *l = s->l;
 
-    for (int n = 0; n < ACCEPT_MAX && !atomic_load(&l->closing); n++) {
+    for (int n = 0; n < ACCEPT_MAX && !atomic_load(&l->closing) && !atomic_load(&l->held);
+         n++) {
         struct sockaddr_storage peer;
         socklen_t len = sizeof(peer);
         int c = accept4(fd, (struct sockaddr *)&peer, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -330,6 +339,46 @@ unsigned mely_listener_port(const mely_listener_t *l)
 uint64_t mely_listener_pauses(const mely_listener_t *l)
 {
     return l ? atomic_load(&((mely_listener_t *)l)->pauses) : 0;
+}
+
+int mely_listener_pause(mely_listener_t *l)
+{
+    if (!l)
+        return MELY_EINVAL;
+    pthread_mutex_lock(&l->mu);
+    if (!atomic_load(&l->closing) && !atomic_exchange(&l->held, true))
+        for (unsigned i = 0; i < l->nsock; i++)
+            if (l->socks[i].watch)
+                mely_watch_pause(l->socks[i].watch);
+    pthread_mutex_unlock(&l->mu);
+    return 0;
+}
+
+int mely_listener_resume(mely_listener_t *l)
+{
+    if (!l)
+        return MELY_EINVAL;
+    int err = 0;
+    pthread_mutex_lock(&l->mu);
+    if (!atomic_load(&l->closing) && atomic_exchange(&l->held, false)) {
+        for (unsigned i = 0; i < l->nsock; i++) {
+            struct lsock *s = &l->socks[i];
+            if (s->watch) {
+                int e = mely_watch_resume(s->watch);
+                if (e && !err)
+                    err = e;
+            } else if (!s->resume) { /* a descriptor pause ended while held */
+                resume_watch(s);
+            }
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    return err;
+}
+
+int mely_listener_paused(const mely_listener_t *l)
+{
+    return l && atomic_load(&((mely_listener_t *)l)->held);
 }
 
 int mely_listener_close(mely_listener_t *l)

@@ -465,6 +465,25 @@ unsigned mely_listener_port(const mely_listener_t *l);
 uint64_t mely_listener_pauses(const mely_listener_t *l);
 
 /*
+ * Holds accepting until mely_listener_resume(): the listening socket(s) leave
+ * epoll and new connections wait in the kernel's backlog (beyond it, the
+ * kernel drops SYNs and clients retry). For a cap on clients: pause at the
+ * cap, resume when one leaves. Once pause returns, no accept starts (an
+ * accept loop running on another worker at that moment may still take one
+ * connection per socket, and hands it to fn). Not nested: one resume ends
+ * any number of pauses; pausing a paused listener, or resuming a running
+ * one, does nothing.
+ * @return 0; MELY_EINVAL (l NULL); resume also mely_watch_resume()'s errors
+ *         (-EBADF, MELY_ENOMEM).
+ * Threads: any thread, also from fn itself.
+ */
+int mely_listener_pause(mely_listener_t *l);
+int mely_listener_resume(mely_listener_t *l);
+
+/* 1 while accepting is held by mely_listener_pause(), else 0. Any thread. */
+int mely_listener_paused(const mely_listener_t *l);
+
+/*
  * Stops accepting and closes the listening socket(s); connections already
  * accepted are unaffected. As mely_watch_remove(), fn never starts again once
  * it returns.

@@ -8,7 +8,10 @@
  *    pinned color;
  *  - mely_listener_close() stops accepting (connect is refused; from the
  *    accept handler, no other accept runs and the queued clients are
- *    dropped); -EADDRINUSE; argument errors; IPv6 "::1" where the host has it.
+ *    dropped); -EADDRINUSE; argument errors; IPv6 "::1" where the host has it;
+ *  - mely_listener_pause() holds accepting (clients wait in the backlog) and
+ *    mely_listener_resume() accepts them all, from a foreign thread and from
+ *    the accept handler, with one socket and with one per worker.
  *
  * Handlers and helper threads never call ck_assert; every wait is bounded.
  */
@@ -42,7 +45,7 @@ static struct {
     mely_listener_t *l;
     unsigned port;
     int family;
-    bool reuseport, close_in_handler;
+    bool reuseport, close_in_handler, pause_in_handler;
     atomic_uint accepted, per_worker[MAXW];
     atomic_uint closed_after; /* accepts that started after mely_listener_close() returned */
     atomic_bool listener_closed;
@@ -82,6 +85,11 @@ static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, voi
     if (fl < 0 || !(fl & O_NONBLOCK) || fdf < 0 || !(fdf & FD_CLOEXEC))
         note("accepted fd %d: flags 0x%x, fd flags 0x%x", fd, fl, fdf);
     close(fd);
+    if (ls.pause_in_handler && atomic_load(&ls.accepted) == 0) {
+        int err = mely_listener_pause(ls.l);
+        if (err)
+            note("mely_listener_pause from the handler: %s", mely_strerror(err));
+    }
     if (ls.close_in_handler && atomic_load(&ls.accepted) == 0) {
         int err = mely_listener_close(ls.l);
         if (err)
@@ -289,6 +297,76 @@ START_TEST(close_stops_accepting)
 }
 END_TEST
 
+/* ---- pausing ---------------------------------------------------------------------------------- */
+
+enum { HELD = 10 };
+
+static struct {
+    unsigned held_accepted; /* accepts seen while paused (must stay 1) */
+    int paused, resumed;    /* mely_listener_paused() after each */
+    int err;
+} pz;
+
+/* One client is accepted; with the listener paused (by us, or by the handler
+ * at that first accept), HELD more connect (the kernel's backlog completes
+ * them) but are not accepted for 200 ms; after resume all are. */
+static void *pause_driver(void *arg)
+{
+    (void)arg;
+    int fds[HELD + 1], n = 0;
+    fds[n] = client(ls.port, ls.family);
+    if (fds[n] < 0 || !wait_count(&ls.accepted, 1, 5000)) {
+        note("the first connection was not accepted");
+        goto out;
+    }
+    n++;
+    if (!ls.pause_in_handler) {
+        pz.err = mely_listener_pause(ls.l);
+        if (!pz.err)
+            pz.err = mely_listener_pause(ls.l); /* a second pause does nothing */
+    }
+    pz.paused = mely_listener_paused(ls.l);
+    for (; n <= HELD; n++)
+        if ((fds[n] = client(ls.port, ls.family)) < 0) {
+            note("client %d: connect while paused: %s", n, strerror(-fds[n]));
+            goto out;
+        }
+    sleep_us(200000);
+    pz.held_accepted = atomic_load(&ls.accepted);
+    if (!pz.err)
+        pz.err = mely_listener_resume(ls.l);
+    pz.resumed = mely_listener_paused(ls.l);
+    if (!wait_count(&ls.accepted, HELD + 1, 10000))
+        note("%u of %d held connections accepted 10 s after resume", atomic_load(&ls.accepted),
+             HELD + 1);
+out:
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    mely_stop(&rt);
+    return NULL;
+}
+
+/* _i: 0 paused from a foreign thread, 1 from the accept handler; 2, 3: the
+ * same with one socket per worker. */
+START_TEST(pause_holds_connections_until_resume)
+{
+    start(2, 1, NULL, 0, _i >= 2 ? MELY_LISTEN_REUSEPORT : 0);
+    ls.pause_in_handler = _i & 1;
+    memset(&pz, 0, sizeof(pz));
+    ck_assert_int_eq(mely_listener_paused(ls.l), 0);
+    run_with_helper(&rt, pause_driver, NULL, 30, "listener pause");
+    ck_assert_msg(pz.err == 0, "pause/resume: %s", mely_strerror(pz.err));
+    ck_assert_int_eq(pz.paused, 1);
+    ck_assert_int_eq(pz.resumed, 0);
+    ck_assert_msg(pz.held_accepted == 1, "%u accepts while paused (expected only the first)",
+                  pz.held_accepted);
+    ck_assert_uint_eq(atomic_load(&ls.accepted), HELD + 1);
+    ck_assert_int_eq(mely_listener_pause(NULL), MELY_EINVAL);
+    ck_assert_int_eq(mely_listener_resume(NULL), MELY_EINVAL);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
 enum { QUEUED_CLIENTS = 20 };
 
 static struct {
@@ -454,5 +532,8 @@ int main(void)
     tcase_add_loop_test(tc, close_stops_accepting, 0, 2);
     tcase_add_test(tc, close_from_the_accept_handler);
     tcase_add_test(tc, listen_errors);
+
+    tc = new_tcase(s, "pause", 60);
+    tcase_add_loop_test(tc, pause_holds_connections_until_resume, 0, 4);
     return mely_test_main(s);
 }

@@ -3,16 +3,19 @@
  * the Accept and DecClientAccepted handlers with the client cap, the
  * graceful shutdown, and the clean-up.
  *
- * The client cap. mely's listener has no pause: closing it and listening
- * again later would reset every connection waiting in the kernel's backlog
- * and race other processes for the port. So at the cap SWS keeps accepting
- * but parks the new connections, unread and unwatched, in a FIFO of at most
- * max_waiting (an application-level backlog, as the kernel's would be); each
- * DecClientAccepted (a client left) starts the oldest parked one. Beyond
- * max_waiting, a connection gets a 503 and is closed. Accept and
- * DecClientAccepted share the accept color, so with a single listener they
- * never run at once; the counter is atomic anyway because /server-status and
- * --reuseport (one accept color per worker) read and write it elsewhere.
+ * The client cap. When the connections being served reach max_clients,
+ * Accept pauses the listener (mely_listener_pause): new connections wait in
+ * the kernel's backlog, unaccepted, as with nginx at worker_connections.
+ * Each DecClientAccepted (a client left) resumes it. With --reuseport, an
+ * accept loop on another worker may take one more connection before the
+ * pause reaches its socket: such a connection is parked, accepted but unread,
+ * in a FIFO of at most max_waiting, and started by the next departure;
+ * beyond max_waiting it gets a 503 and is closed. cap_sync() decides pause
+ * or resume under wait_mu after every change of the count, so the last
+ * change decides, whichever worker makes it. Accept and DecClientAccepted
+ * share the accept color, so with a single listener they never run at once;
+ * the counter is atomic anyway because /server-status and --reuseport (one
+ * accept color per worker) read and write it elsewhere.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -126,6 +129,28 @@ static void start(struct sws *s, struct conn *c)
     }
 }
 
+/* Pauses accepting at the cap (or while connections are parked) and resumes
+ * it below. Under wait_mu: the listener cannot be closed meanwhile (sws_drain
+ * closes it under wait_mu), and of two workers changing the count, the later
+ * call sees the later count. */
+static void cap_sync(struct sws *s)
+{
+    pthread_mutex_lock(&s->wait_mu);
+    bool full = atomic_load(&s->clients) >= s->cfg.max_clients || s->waiting > 0;
+    if (s->listener && full != s->held) {
+        int err = full ? mely_listener_pause(s->listener) : mely_listener_resume(s->listener);
+        if (err == 0) {
+            s->held = full;
+            if (full)
+                atomic_fetch_add_explicit(&s->cap_pauses, 1, memory_order_relaxed);
+        } else {
+            fprintf(stderr, "sws: %s accepting: %s\n", full ? "pausing" : "resuming",
+                    mely_strerror(err));
+        }
+    }
+    pthread_mutex_unlock(&s->wait_mu);
+}
+
 static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, void *arg)
 {
     (void)peer;
@@ -152,6 +177,8 @@ static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, voi
         if (n >= s->cfg.max_clients)
             break;
         if (atomic_compare_exchange_weak(&s->clients, &n, n + 1)) {
+            if (n + 1 >= s->cfg.max_clients)
+                cap_sync(s); /* before the client can ask /server-status */
             start(s, c);
             return;
         }
@@ -175,6 +202,7 @@ static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, voi
     }
     /* A client may have left between the check and the parking. */
     sws_dec_client(NULL);
+    cap_sync(s);
 }
 
 static void finish(struct sws *s)
@@ -198,7 +226,7 @@ void sws_dec_client(void *arg)
     for (;;) { /* start parked clients while slots are free */
         unsigned n = atomic_load(&s->clients);
         if (n >= s->cfg.max_clients)
-            return;
+            break;
         pthread_mutex_lock(&s->wait_mu);
         struct conn *c = s->wait_head;
         if (c && atomic_compare_exchange_strong(&s->clients, &n, n + 1)) {
@@ -212,9 +240,11 @@ void sws_dec_client(void *arg)
         }
         pthread_mutex_unlock(&s->wait_mu);
         if (!c)
-            return;
+            break;
         start(s, c);
     }
+    if (arg)
+        cap_sync(s);
 }
 
 /* ---- shutdown ---------------------------------------------------------------------- */
@@ -228,11 +258,11 @@ void sws_drain(struct sws *s)
 {
     if (atomic_exchange(&s->draining, true))
         return;
+    pthread_mutex_lock(&s->wait_mu);
     if (s->listener) {
         mely_listener_close(s->listener);
         s->listener = NULL;
     }
-    pthread_mutex_lock(&s->wait_mu);
     struct conn *c = s->wait_head;
     s->wait_head = s->wait_tail = NULL;
     s->waiting = 0;

@@ -62,7 +62,9 @@ char *sws_status(struct sws *s, bool json, size_t *len)
     double up = (double)(mely_now_ns() - s->started_ns) / 1e9;
     pthread_mutex_lock(&s->wait_mu);
     unsigned waiting = s->waiting;
+    bool held = s->held;
     pthread_mutex_unlock(&s->wait_mu);
+    unsigned long long pauses = ld(&s->cap_pauses);
     unsigned long long accepted = ld(&s->accepted), refused = ld(&s->refused),
                        timeouts = ld(&s->timeouts), closed = ld(&s->closed);
     unsigned current = atomic_load(&s->clients);
@@ -73,18 +75,20 @@ char *sws_status(struct sws *s, bool json, size_t *len)
             "{\"uptime_s\":%.3f,\"workers\":%u,\"engine\":\"%s\",\"steal\":\"%s\",\"files\":%zu,"
             "\"requests\":%llu,\"errors\":%llu,\"bytes_out\":%llu,\"connections\":{\"current\":%u,"
             "\"waiting\":%u,\"max\":%u,\"accepted\":%llu,\"closed\":%llu,\"refused\":%llu,"
-            "\"timeouts\":%llu},\"per_worker\":[",
+            "\"timeouts\":%llu,\"accepting\":%s,\"cap_pauses\":%llu},\"per_worker\":[",
             up, s->workers, engine, steal, s->cache.n, total, errors, bytes, current, waiting,
-            s->cfg.max_clients, accepted, closed, refused, timeouts);
+            s->cfg.max_clients, accepted, closed, refused, timeouts, held ? "false" : "true",
+            pauses);
     else
         put(&body,
             "SWS server status\nuptime_s: %.3f\nworkers: %u\nengine: %s\nsteal: %s\nfiles: %zu\n"
             "requests: %llu\nerrors: %llu\nbytes_out: %llu\nconnections_current: %u\n"
             "connections_waiting: %u\nconnections_max: %u\nconnections_accepted: %llu\n"
             "connections_closed: %llu\nconnections_refused: %llu\ntimeouts: %llu\n"
+            "accepting: %s\ncap_pauses: %llu\n"
             "worker  requests  events  steals  stolen_events  stolen_cycles  steal_cycles  polls  io_ready\n",
             up, s->workers, engine, steal, s->cache.n, total, errors, bytes, current, waiting,
-            s->cfg.max_clients, accepted, closed, refused, timeouts);
+            s->cfg.max_clients, accepted, closed, refused, timeouts, held ? "no" : "yes", pauses);
     for (unsigned w = 0; w < s->workers; w++) {
         mely_stats_t st;
         if (mely_worker_stats(&s->rt, w, &st) != 0)

@@ -36,8 +36,9 @@ struct sws_config {
     unsigned workers;      /* 0: every usable CPU */
     int pin;               /* pin workers to CPUs (mely_config_t.pin) */
     unsigned max_clients;  /* connections served at once (default 10,000) */
-    unsigned max_waiting;  /* accepted connections parked at the cap (default
-                              max_clients); beyond them: 503 and close */
+    unsigned max_waiting;  /* connections accepted at the cap anyway (a race of
+                              --reuseport sockets) parked until a slot frees
+                              (default max_clients); beyond them: 503, close */
     const char *steal;     /* work-stealing policy (NULL/"off": none) */
     const char *engine;    /* "mely" or "legacy" */
     unsigned timeout_ms;   /* idle / request timeout (default 30,000) */
@@ -82,9 +83,11 @@ struct sws {
     unsigned nconns;
 
     atomic_uint clients;     /* connections counted against the cap */
-    pthread_mutex_t wait_mu; /* the parked connections */
+    pthread_mutex_t wait_mu; /* the parked connections, the listener, held */
     struct conn *wait_head, *wait_tail;
     unsigned waiting;
+    bool held;               /* accepting paused at the cap */
+    atomic_uint_fast64_t cap_pauses;
 
     atomic_bool draining, stopped;
     atomic_uint_fast64_t accepted, refused, timeouts, closed;

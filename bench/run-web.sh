@@ -14,7 +14,7 @@
 #
 #   --seconds S      length of each load run (default 5)
 #   --quick          1-second runs (everything selected: 72 runs per pass,
-#                    about two minutes)
+#                    about a minute and a half)
 #   --repeat N       N passes (default 1, 1..20), interleaved: pass 1 runs every
 #                    selected server configuration once, then pass 2, ... so
 #                    that drift over time hits every server alike. Each row
@@ -556,7 +556,7 @@ else
             [ -s "$dat" ] || continue
             out="bench/results/web-${w}w-${file}.png"
             "$GNUPLOT" <<EOF 2>"$tmp/gnuplot.err" || { echo "gnuplot failed:"; cat "$tmp/gnuplot.err"; }
-set terminal png size 900,500
+set terminal png size 900,560
 set output "$out"
 set title "bench/web: ${file} file, ${w} worker(s), median req/s over ${repeat} pass(es) (higher is better)"
 set style data histograms
@@ -564,7 +564,7 @@ set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set ylabel "requests/s"
 set yrange [0:*]
-set key top right
+set key below
 set grid ytics
 plot "$dat" using 2:xtic(1) title "wrk keep-alive", \
      "" using 3 title "injector keep-alive K=150", \

@@ -4,32 +4,101 @@
 # engine, and the paper's Figure-6 rows: Mely engine with stealing, legacy
 # engine with and without stealing) and a plain libevent evhttp server
 # (bench/web_evhttp), one server at a time on 127.0.0.1, each loaded by wrk and
-# by bench/injector (keep-alive, K=150 requests per connection, and
-# connection-per-request), with 1 and 2 workers.
+# by bench/injector (keep-alive, K=150 requests per connection; connection per
+# request with `Connection: close`, the server closing; connection per request
+# closed by the client's reset), with 1 and 2 workers.
 #
-#   bench/run-web.sh [--seconds S] [--quick] [--install] [--no-png]
+#   bench/run-web.sh [--seconds S] [--quick] [--repeat N] [--only KINDS]
+#                    [--workers LIST] [--files LIST] [--modes LIST]
+#                    [--install] [--no-png]
 #
-#   --seconds S   length of each load run (default 5)
-#   --quick       1-second runs (about a minute in all)
-#   --install     when nginx or wrk is missing and this runs as root:
-#                 apt-get update && apt-get install -y nginx-light wrk
+#   --seconds S      length of each load run (default 5)
+#   --quick          1-second runs (everything selected: 72 runs per pass,
+#                    about a minute and a half)
+#   --repeat N       N passes (default 1, 1..20), interleaved: pass 1 runs every
+#                    selected server configuration once, then pass 2, ... so
+#                    that drift over time hits every server alike. Each row
+#                    reports the median req/s and the median server us/req
+#                    over its passes (N even: the mean of the two middle
+#                    values), the min and max req/s, and errors summed over
+#                    the passes; requests is the total over the passes.
+#   --only KINDS     comma-separated server kinds to run, out of nginx, sws,
+#                    sws-steal, legacy, legacy-steal, evhttp (default all;
+#                    sws-steal, legacy and legacy-steal run with 2 workers
+#                    only). Leave nginx in for ratios: without it they are "-".
+#   --workers LIST   1, 2 or 1,2 (default 1,2)
+#   --files LIST     1k, 100k or 1k,100k (default both)
+#   --modes LIST     client:mode pairs out of wrk:keepalive, injector:keepalive,
+#                    injector:close, injector:reset (default all four)
+#   --install        when nginx or wrk is missing and this runs as root:
+#                    apt-get update && apt-get install -y nginx-light wrk
+#   --no-png         no gnuplot charts
+#
+# Modes: keepalive (wrk, and the injector with K=150), close (injector
+# --close: `Connection: close`, the server closes first), reset (injector
+# --reset: one request per connection, no `Connection: close`, the client
+# closes with an RST, SO_LINGER 0).
 #
 # Run from the top of the source tree after `make bench` (and apps/sws/sws).
 # Binaries are looked for in $SWS_BIN / $INJECTOR_BIN / $EVHTTP_BIN, then
 # build/, then the source tree. Writes bench/results/web.csv and, when gnuplot
-# is installed, bench/results/web-*.png.
+# is installed, bench/results/web-*.png. Progress (one line per run, and the
+# pass number at the start of each pass) goes to stderr.
 #
 # Placement: 1-worker rows run the server on CPU 1 and the client on CPU 0;
 # 2-worker rows let the server and the client share CPUs 0 and 1 (the servers
 # pin their two workers to CPU 0 and CPU 1). Server CPU per request is the
 # utime+stime the server's processes (nginx: master and workers) gained over
 # the run, from /proc/PID/stat, divided by the requests the client completed.
-# Exit status: 0, 1 if a run failed (its row says so), 2 if a tool is missing.
+# Exit status: 0, 1 if a run failed (its row says so), 2 if a tool is missing
+# or an option is wrong.
 set -u
 
+usage="usage: bench/run-web.sh [--seconds S] [--quick] [--repeat N] [--only KINDS]
+       [--workers LIST] [--files LIST] [--modes LIST] [--install] [--no-png]"
+all_kinds="nginx sws sws-steal legacy legacy-steal evhttp"
+all_workers="1 2"
+all_files="1k 100k"
+all_modes="wrk:keepalive injector:keepalive injector:close injector:reset"
+
+# pick OPTION LIST ALLOWED: LIST is comma-separated; prints the allowed values
+# it names, in the order of ALLOWED (space-separated). Exits 2 on an unknown
+# or missing value.
+pick() {
+    local opt=$1 list=$2 allowed=$3 v a ok out=
+    local -a vals
+    IFS=, read -ra vals <<<"$list"
+    if [ "${#vals[@]}" = 0 ]; then
+        echo "run-web.sh: $opt expects a comma-separated list out of: ${allowed// /,}" >&2
+        exit 2
+    fi
+    for v in "${vals[@]}"; do
+        ok=
+        for a in $allowed; do [ "$v" = "$a" ] && ok=yes; done
+        if [ -z "$ok" ]; then
+            echo "run-web.sh: $opt: unknown value '$v' (expected one of: ${allowed// /,})" >&2
+            exit 2
+        fi
+    done
+    for a in $allowed; do
+        for v in "${vals[@]}"; do
+            if [ "$v" = "$a" ]; then
+                out="$out $a"
+                break
+            fi
+        done
+    done
+    echo "${out# }"
+}
+
 seconds=5
+repeat=1
 install=
 png=yes
+kinds_sel=$all_kinds
+workers_sel=$all_workers
+files_sel=$all_files
+modes_sel=$all_modes
 while [ $# -gt 0 ]; do
     case "$1" in
     --seconds)
@@ -37,14 +106,36 @@ while [ $# -gt 0 ]; do
         shift
         ;;
     --quick) seconds=1 ;;
+    --repeat)
+        repeat="${2:-}"
+        shift
+        ;;
+    --only)
+        kinds_sel=$(pick --only "${2:-}" "$all_kinds") || exit 2
+        shift
+        ;;
+    --workers)
+        workers_sel=$(pick --workers "${2:-}" "$all_workers") || exit 2
+        shift
+        ;;
+    --files)
+        files_sel=$(pick --files "${2:-}" "$all_files") || exit 2
+        shift
+        ;;
+    --modes)
+        modes_sel=$(pick --modes "${2:-}" "$all_modes") || exit 2
+        shift
+        ;;
     --install) install=yes ;;
     --no-png) png= ;;
     -h | --help)
-        sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
+        # the header comment: line 2 up to the first line that is not a comment
+        awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"
         exit 0
         ;;
     *)
-        echo "usage: bench/run-web.sh [--seconds S] [--quick] [--install] [--no-png]" >&2
+        echo "run-web.sh: unknown option '$1'" >&2
+        echo "$usage" >&2
         exit 2
         ;;
     esac
@@ -60,6 +151,41 @@ if [ "$seconds" -lt 1 ] || [ "$seconds" -gt 600 ]; then
     echo "run-web.sh: --seconds must be 1..600" >&2
     exit 2
 fi
+case "$repeat" in
+'' | *[!0-9]*)
+    echo "run-web.sh: --repeat expects a whole number of passes" >&2
+    exit 2
+    ;;
+esac
+if [ "$repeat" -lt 1 ] || [ "$repeat" -gt 20 ]; then
+    echo "run-web.sh: --repeat must be 1..20" >&2
+    exit 2
+fi
+
+# kinds_for WORKERS: the selected server kinds run with that many workers
+kinds_for() {
+    local k out=
+    for k in $kinds_sel; do
+        case "$k" in
+        sws-steal | legacy | legacy-steal) [ "$1" = 2 ] || continue ;;
+        esac
+        out="$out $k"
+    done
+    echo "${out# }"
+}
+nconfigs=0
+for w in $workers_sel; do
+    for k in $(kinds_for "$w"); do nconfigs=$((nconfigs + 1)); done
+done
+if [ "$nconfigs" = 0 ]; then
+    echo "run-web.sh: nothing to run: sws-steal, legacy and legacy-steal run with 2 workers only" >&2
+    exit 2
+fi
+nruns=$((nconfigs * $(echo "$files_sel" | wc -w) * $(echo "$modes_sel" | wc -w)))
+case " $kinds_sel " in
+*" nginx "*) ;;
+*) echo "run-web.sh: nginx left out (--only): ratios to nginx will be \"-\"" >&2 ;;
+esac
 
 # ---- tools -----------------------------------------------------------------
 NGINX=$(command -v nginx || { [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx; })
@@ -117,6 +243,8 @@ model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 echo "machine: ${model}, ${ncpu} CPUs online, $(uname -sr)"
 echo "servers: $("$NGINX" -v 2>&1 | sed 's/.*: //'), sws ($SWS), web_evhttp ($EVH, libevent $(pkg-config --modversion libevent 2>/dev/null || echo '?'))"
 echo "clients: $("$WRK" -v 2>&1 | head -1 | awk '{print $1" "$2}'), bench/injector; ${seconds} s per run"
+echo "runs: ${repeat} pass(es) of ${nruns} runs (servers: ${kinds_sel// /,}; workers: ${workers_sel// /,};" \
+    "files: ${files_sel// /,}; modes: ${modes_sel// /,})"
 echo
 
 # ---- document root ---------------------------------------------------------
@@ -280,8 +408,12 @@ run_client() {
         err=$(echo "$out" | awk '/Non-2xx|Socket errors/ { n++ } END { print n + 0 }')
         echo "${req:-0} ${rps:-0} $cpus $err"
     else
-        local m=--keepalive
-        [ "$mode" = close ] && m=--close
+        local m
+        case "$mode" in
+        close) m=--close ;;
+        reset) m=--reset ;;
+        *) m=--keepalive ;;
+        esac
         timeout $((seconds + 15)) $pin "$INJ" --port "$port" --url "/$file" --clients 50 \
             --requests-per-conn 150 $m --duration "$seconds" --workers "$w" --quiet \
             --csv "$tmp/inj.csv" >"$tmp/inj.out" 2>&1
@@ -295,18 +427,20 @@ run_client() {
 mkdir -p bench/results
 csv=bench/results/web.csv
 raw="$tmp/raw.csv"
-echo "server,workers,file,client,mode,requests,req_per_s,server_cpu_us_per_req,client_cpus,server_cpus,errors" >"$raw"
+# one line per run; the pass number comes last
+echo "server,workers,file,client,mode,requests,req_per_s,server_cpu_us_per_req,client_cpus,server_cpus,errors,pass" >"$raw"
 status=0
 
-# One server configuration: every file x client x mode, then stop it.
-bench_server() { # kind workers
-    local kind=$1 w=$2 file client mode
+# One server configuration: every selected file x client:mode, then stop it.
+bench_server() { # kind workers pass
+    local kind=$1 w=$2 pass=$3 f file cm client mode
     if ! start_server "$kind" "$w"; then
         status=1
         return
     fi
-    for file in 1k.txt 100k.txt; do
-        for cm in wrk:keepalive injector:keepalive injector:close; do
+    for f in $files_sel; do
+        file=$f.txt
+        for cm in $modes_sel; do
             client=${cm%%:*}
             mode=${cm#*:}
             local t0 t1 res req rps ccpus err us
@@ -322,7 +456,7 @@ bench_server() { # kind workers
                 status=1
             fi
             [ "$err" -gt 0 ] && status=1
-            echo "$kind,$w,${file%.txt},$client,$mode,$req,$rps,$us,$ccpus,$server_cpus,$err" >>"$raw"
+            echo "$kind,$w,${file%.txt},$client,$mode,$req,$rps,$us,$ccpus,$server_cpus,$err,$pass" >>"$raw"
             printf "  %-12s %d worker(s) %-5s %-8s %-9s %9s req/s %7s us/req\n" \
                 "$kind" "$w" "${file%.txt}" "$client" "$mode" "$rps" "${us:--}" >&2
         done
@@ -330,40 +464,72 @@ bench_server() { # kind workers
     stop_server
 }
 
-for w in 1 2; do
-    if [ "$w" = 1 ]; then
-        kinds="nginx sws evhttp"
-    else
-        kinds="nginx sws sws-steal legacy legacy-steal evhttp"
-    fi
-    for k in $kinds; do
-        bench_server "$k" "$w"
+# Passes, interleaved: each pass runs every selected configuration once.
+for pass in $(seq "$repeat"); do
+    echo "pass $pass/$repeat ($(date +%H:%M:%S))" >&2
+    for w in $workers_sel; do
+        for k in $(kinds_for "$w"); do
+            bench_server "$k" "$w" "$pass"
+        done
     done
 done
 echo >&2
 
-# ---- table and CSV: ratio to nginx with the same workers/file/client/mode ---
-awk -F, 'NR == 1 { next }
-    { key = $2 SUBSEP $3 SUBSEP $4 SUBSEP $5; row[NR] = $0
-      if ($1 == "nginx") ng[key] = $7 }
+# ---- table and CSV: medians over the passes; ratio to nginx with the same
+# workers/file/client/mode (median over median) ----------------------------
+# median: sorts its values (at most 20: insertion sort, mawk has no asort); an
+# even count gives the mean of the two middle values. A failed run counts in
+# req/s (as 0) but has no us/req, so that median is over the runs that have one.
+awk -F, '
+    function median(list,   n, v, i, j, t) {
+        n = split(list, v, " ")
+        if (n == 0) return ""
+        for (i = 2; i <= n; i++) {
+            t = v[i] + 0
+            for (j = i - 1; j >= 1 && v[j] + 0 > t; j--) v[j + 1] = v[j]
+            v[j + 1] = t
+        }
+        if (n % 2) return v[(n + 1) / 2] + 0
+        return (v[n / 2] + v[n / 2 + 1]) / 2
+    }
+    NR == 1 { next }
+    { key = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4 SUBSEP $5
+      if (!(key in passes)) { order[++nk] = key; head[key] = $1 "," $2 "," $3 "," $4 "," $5
+          cpus[key] = $9 "," $10; min[key] = $7 + 0; max[key] = $7 + 0 }
+      passes[key]++
+      req[key] += $6; err[key] += $11
+      rps[key] = rps[key] " " $7
+      if ($8 != "") us[key] = us[key] " " $8
+      if ($7 + 0 < min[key]) min[key] = $7 + 0
+      if ($7 + 0 > max[key]) max[key] = $7 + 0 }
     END {
-        print "server,workers,file,client,mode,requests,req_per_s,ratio_to_nginx,server_cpu_us_per_req,client_cpus,server_cpus,errors"
-        for (i = 2; i <= NR; i++) {
-            split(row[i], f, ",")
-            key = f[2] SUBSEP f[3] SUBSEP f[4] SUBSEP f[5]
-            r = (ng[key] > 0) ? sprintf("%.2f", f[7] / ng[key]) : ""
-            print f[1] "," f[2] "," f[3] "," f[4] "," f[5] "," f[6] "," f[7] "," r "," f[8] "," f[9] "," f[10] "," f[11]
+        for (i = 1; i <= nk; i++) {
+            k = order[i]; split(k, f, SUBSEP)
+            med[k] = median(rps[k])
+            if (f[1] == "nginx") ng[f[2] SUBSEP f[3] SUBSEP f[4] SUBSEP f[5]] = med[k]
+        }
+        print "server,workers,file,client,mode,requests,req_per_s,ratio_to_nginx,server_cpu_us_per_req,client_cpus,server_cpus,errors,req_per_s_min,req_per_s_max,passes"
+        for (i = 1; i <= nk; i++) {
+            k = order[i]; split(k, f, SUBSEP)
+            nk2 = f[2] SUBSEP f[3] SUBSEP f[4] SUBSEP f[5]
+            r = (ng[nk2] > 0) ? sprintf("%.2f", med[k] / ng[nk2]) : ""
+            u = median(us[k]); if (u != "") u = sprintf("%.2f", u)
+            printf "%s,%d,%.0f,%s,%s,%s,%d,%d,%d,%d\n", head[k], req[k], med[k], r, u,
+                cpus[k], err[k], min[k], max[k], passes[k]
         }
     }' "$raw" >"$csv"
 
-printf "%-12s %7s %5s %-8s %-9s %9s %6s %9s %7s %7s\n" server workers file client mode \
-    req/s ratio "us/req" "cl.CPU" "srv.CPU"
-awk -F, 'NR > 1 { printf "%-12s %7s %5s %-8s %-9s %9s %6s %9s %7s %7s%s\n",
-    $1, $2, $3, $4, $5, $7, ($8 == "" ? "-" : $8), ($9 == "" ? "-" : $9), $10, $11,
-    ($12 > 0 ? "  errors: " $12 : "") }' "$csv"
+printf "%-12s %7s %5s %-8s %-9s %9s %9s %9s %6s %9s %7s %7s %6s\n" server workers file client \
+    mode req/s min max ratio "us/req" "cl.CPU" "srv.CPU" passes
+awk -F, 'NR > 1 { printf "%-12s %7s %5s %-8s %-9s %9s %9s %9s %6s %9s %7s %7s %6s%s\n",
+    $1, $2, $3, $4, $5, $7, $13, $14, ($8 == "" ? "-" : $8), ($9 == "" ? "-" : $9), $10, $11,
+    $15, ($12 > 0 ? "  errors: " $12 : "") }' "$csv"
 echo
-echo "ratio: req/s over nginx's with the same workers, file, client and mode;"
-echo "us/req: server CPU (user+system, /proc) per completed request. nginx, sws,"
+echo "req/s: median over the passes (min and max beside it); ratio: median req/s"
+echo "over nginx's median with the same workers, file, client and mode (\"-\" without"
+echo "nginx); us/req: median server CPU (user+system, /proc) per completed request;"
+echo "errors: summed over the passes. mode close: Connection: close, the server"
+echo "closes; reset: connection per request, the client resets. nginx, sws,"
 echo "evhttp: steal off; sws-steal: --engine mely --steal all; legacy: --engine"
 echo "libasync --steal off; legacy-steal: --engine libasync --steal base."
 echo "CSV: $csv"
@@ -374,32 +540,36 @@ if [ -z "$png" ]; then
 elif [ -z "$GNUPLOT" ]; then
     echo "gnuplot not found (Debian package gnuplot-nox): PNG charts skipped"
 else
-    for w in 1 2; do
-        for file in 1k 100k; do
+    for w in $workers_sel; do
+        for file in $files_sel; do
             dat="$tmp/plot-$w-$file.dat"
-            # one line per server, columns: wrk keep-alive, injector keep-alive, injector close
+            # one line per server, columns: wrk keep-alive, injector keep-alive,
+            # injector close, injector reset (median req/s; 0 for a mode not run)
             awk -F, -v w="$w" -v file="$file" 'NR > 1 && $2 == w && $3 == file {
                     if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 }
                     v[$1, $4 "-" $5] = $7 }
                 END { for (i = 1; i <= n; i++) { s = order[i]
-                    printf "%s %s %s %s\n", s, v[s, "wrk-keepalive"] + 0,
-                        v[s, "injector-keepalive"] + 0, v[s, "injector-close"] + 0 } }' \
+                    printf "%s %s %s %s %s\n", s, v[s, "wrk-keepalive"] + 0,
+                        v[s, "injector-keepalive"] + 0, v[s, "injector-close"] + 0,
+                        v[s, "injector-reset"] + 0 } }' \
                 "$csv" >"$dat"
+            [ -s "$dat" ] || continue
             out="bench/results/web-${w}w-${file}.png"
             "$GNUPLOT" <<EOF 2>"$tmp/gnuplot.err" || { echo "gnuplot failed:"; cat "$tmp/gnuplot.err"; }
-set terminal png size 900,500
+set terminal png size 900,560
 set output "$out"
-set title "bench/web: ${file} file, ${w} worker(s), req/s (higher is better)"
+set title "bench/web: ${file} file, ${w} worker(s), median req/s over ${repeat} pass(es) (higher is better)"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set ylabel "requests/s"
 set yrange [0:*]
-set key top right
+set key below
 set grid ytics
 plot "$dat" using 2:xtic(1) title "wrk keep-alive", \
      "" using 3 title "injector keep-alive K=150", \
-     "" using 4 title "injector connection-per-request"
+     "" using 4 title "injector connection-per-request, Connection: close (server closes)", \
+     "" using 5 title "injector connection-per-request, client RST"
 EOF
             [ -s "$out" ] && echo "chart: $out"
         done

@@ -74,7 +74,7 @@ struct conn {
 /* ---- input buffers: a small per-thread cache ---------------------------------
  * A connection holds its input buffer only while a request is in flight, so
  * an idle keep-alive connection costs no buffer; but a malloc and free of
- * 12 KB per request made glibc trim and regrow the heap (brk and page faults
+ * 14 KB per request made glibc trim and regrow the heap (brk and page faults
  * every ~17 requests, measured with strace -c). Each worker thread keeps up
  * to IB_CACHE freed buffers; a key destructor frees them when the thread
  * exits. */

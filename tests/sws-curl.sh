@@ -1,7 +1,7 @@
 #!/bin/sh
 # sws-curl.sh: apps/sws/sws against a real client, curl, on loopback. Builds a
 # document root in a temporary directory (index.html, a .css, a UTF-8 .txt, a
-# subdirectory with its own index.html, a 3 MB random binary, a name with a
+# subdirectory with its own index.html, a 3 MB random binary, names with a
 # space), starts SWS on a free port with 2 workers, and checks with curl:
 # every file byte-exact with its Content-Type, Content-Length, Last-Modified
 # and ETag; / and /sub/ give their index.html, /sub a 301 to /sub/;
@@ -52,6 +52,8 @@ head -c 3145728 /dev/urandom >"$root/blob.bin" || fail "head -c /dev/urandom"
 # A name with a space: SWS loads it as "/with space.txt" and percent-decodes
 # request paths, so it is served as /with%20space.txt.
 printf 'a file whose name has a space\n' >"$root/with space.txt"
+mkdir -p "$root/sub dir" || fail "mkdir"
+printf '<p>a directory whose name has a space</p>\n' >"$root/sub dir/index.html"
 [ "$(wc -c <"$root/blob.bin")" -eq 3145728 ] || fail "blob.bin is not 3 MB"
 
 : >"$tmp/sws.out"
@@ -125,7 +127,8 @@ file /sub/index.html "$root/sub/index.html" "$html"
 file /sub/ "$root/sub/index.html" "$html"
 file /blob.bin "$root/blob.bin" application/octet-stream
 file /with%20space.txt "$root/with space.txt" 'text/plain; charset=utf-8'
-echo "ok: 8 GETs byte-exact with Content-Type, Content-Length, Last-Modified, ETag"
+file /sub%20dir/ "$root/sub dir/index.html" "$html"
+echo "ok: 9 GETs byte-exact with Content-Type, Content-Length, Last-Modified, ETag"
 
 # /sub (no slash): 301 to /sub/, which curl -L follows.
 req redir /sub

@@ -274,8 +274,27 @@ static int walk(struct sws_cache *c, int dirfd, const char *url, int depth, char
     return rc;
 }
 
+/* A decoded path as a URI path (RFC 3986): every byte but the unreserved
+ * ones, "/", sub-delims, ":" and "@" percent-encoded ("?", "#", "%", spaces,
+ * controls, non-ASCII). out has room for 3 * strlen(in) + 1 bytes. */
+static void uri_path_encode(const char *in, char *out)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            strchr("-._~/!$&'()*+,;=:@", *p)) {
+            *out++ = (char)*p;
+        } else {
+            *out++ = '%';
+            *out++ = hex[*p >> 4];
+            *out++ = hex[*p & 15];
+        }
+    }
+    *out = '\0';
+}
+
 /* Adds "/dir/" for every "/dir/index.html" and "/dir" -> 301 "/dir/" ("/" for
- * the root's index). */
+ * the root's index); the Location is percent-encoded. */
 static int add_indexes(struct sws_cache *c)
 {
     size_t n = c->n;
@@ -291,8 +310,9 @@ static int add_indexes(struct sws_cache *c)
             return -1;
         if (l > 11) {
             dir[l - 11] = '\0'; /* "/dir" */
-            char loc[l];
-            snprintf(loc, sizeof(loc), "%s/", dir);
+            char loc[3 * l + 2];
+            uri_path_encode(dir, loc);
+            strcat(loc, "/");
             if (add_alias(c, dir, 0, loc) != 0)
                 return -1;
         }

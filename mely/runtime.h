@@ -141,6 +141,7 @@ struct mely__rt {
     /* Stealing, written by thieves and parking workers, read by posters when
      * a color becomes stealable: on a line of their own. */
     alignas(MELY__CACHELINE) _Atomic uint64_t steal_cost; /* cycles, moving average */
+    _Atomic uint64_t move_cycles; /* fd watch moves since the last steal (watch.c) */
     _Atomic uint32_t nparked;     /* workers parked now */
 
     alignas(MELY__CACHELINE) atomic_bool stopping; /* a stop was requested */

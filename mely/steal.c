@@ -19,6 +19,15 @@
  * time-left heuristic compares colors with (stealq.h). It starts at
  * STEAL_COST_INIT, about what a steal costs on the 2-core guests, and one
  * slow outlier (a thief preempted inside) moves it at most 8x per steal.
+ * A stolen color's fd watches follow it later (watch.c: an epoll_ctl DEL and
+ * ADD at the end of its next run, a DEL if the old poller sees it ready
+ * meanwhile); those cycles are part of the steal's cost too, as the paper's
+ * runtime, with one poller thread, did not have: they are summed in
+ * rt->move_cycles and folded into the average at the next steal, so a server
+ * whose colors carry sockets stops stealing colors worth less than moving
+ * their sockets (SWS under bench/run-web.sh: a stolen ReadRequest is worth
+ * ~4,000 cycles, a move 2 system calls). The statistics (steal log,
+ * steal_cycles) keep the steal alone.
  *
  * Waking thieves: an idle worker steals, spins, steals again, then parks, and a
  * parked worker wakes only for its own work. So that stealable work that
@@ -162,6 +171,7 @@ static void record_steal(struct mely__worker *thief, uint64_t cycles)
     mely__count(&thief->ctr.steal_cycles, cycles);
 
     uint64_t old = atomic_load_explicit(&rt->steal_cost, memory_order_relaxed);
+    cycles += atomic_exchange_explicit(&rt->move_cycles, 0, memory_order_relaxed);
     uint64_t x = cycles < 8 * old ? cycles : 8 * old;
     uint64_t next = old + (uint64_t)((int64_t)(x - old) / 16);
     atomic_store_explicit(&rt->steal_cost, next ? next : 1, memory_order_relaxed);
@@ -192,6 +202,7 @@ bool mely__steal(struct mely__worker *thief)
 void mely__steal_init(struct mely__rt *rt)
 {
     atomic_init(&rt->steal_cost, STEAL_COST_INIT);
+    atomic_init(&rt->move_cycles, 0);
 }
 
 void mely__wake_thief(struct mely__rt *rt, struct mely__worker *victim, struct mely__worker *self)

@@ -54,6 +54,7 @@
 #include <event2/event.h>
 
 #include "mely/colormap.h"
+#include "mely/cycles.h"
 #include "mely/park.h"
 #include "mely/poller.h"
 #include "mely/runtime.h"
@@ -198,6 +199,15 @@ static void disarm(struct mely_watch *wt)
 
 /* ---- the events ------------------------------------------------------------------ */
 
+/* The epoll_ctl calls that follow a color to another worker are part of what
+ * a steal costs: they are added up here, and the steal driver folds them
+ * into its cost estimate at the next steal (steal.c). */
+static void charge_move(struct mely__rt *rt, uint64_t since)
+{
+    atomic_fetch_add_explicit(&rt->move_cycles, mely__cycles_end() - since,
+                              memory_order_relaxed);
+}
+
 /* The colored event of a watch: runs the user's handler unless removed, then
  * makes sure the watch is armed where its color now runs. */
 static void watch_run(void *arg)
@@ -222,10 +232,12 @@ static void watch_run(void *arg)
         pthread_mutex_lock(&wt->mu);
         if (!(atomic_load(&wt->state) & (W_REMOVED | W_PAUSED))) {
             bool moved = atomic_load(&wt->worker) != (int)self->index;
+            uint64_t t0 = mely__cycles_begin();
             /* A failure (the fd closed behind the runtime's back) leaves the
              * watch disarmed: there is nothing left to watch. */
             if (arm_on(wt, self->index) == 0 && moved)
                 mely__count(&self->ctr.watch_moves, 1);
+            charge_move(wt->rt, t0);
         }
         pthread_mutex_unlock(&wt->mu);
     }
@@ -241,8 +253,11 @@ static void disarm_elsewhere(struct mely_watch *wt, struct mely__worker *self)
         return;
     if (pthread_mutex_trylock(&wt->mu) != 0)
         return;
-    if (atomic_load(&wt->worker) == (int)self->index && atomic_load(&wt->armed))
+    if (atomic_load(&wt->worker) == (int)self->index && atomic_load(&wt->armed)) {
+        uint64_t t0 = mely__cycles_begin();
         disarm(wt);
+        charge_move(wt->rt, t0);
+    }
     pthread_mutex_unlock(&wt->mu);
 }
 

@@ -297,15 +297,6 @@ static void stop_server(void)
     ck_assert_int_eq(mely_shutdown(&srv.m), 0);
 }
 
-/* Waits (bounded) until the server closed `n` connections. */
-static bool wait_closed(unsigned n, unsigned ms)
-{
-    uint64_t deadline = now_ns() + (uint64_t)ms * 1000000u;
-    while (atomic_load(&srv.closed) < n && now_ns() < deadline)
-        sleep_us(200);
-    return atomic_load(&srv.closed) >= n;
-}
-
 /* ---- what the clients send ------------------------------------------------------------------ */
 
 /* The byte at position p of connection i's stream: distinct content per
@@ -530,7 +521,7 @@ static void *echo_clients(void *arg)
         for (unsigned i = 0; i < cl.n; i++)
             if (cl.c[i].state == C_ACTIVE || cl.c[i].state == C_CONNECTING)
                 close(cl.c[i].fd);
-    } else if (!wait_closed(cl.n, 10000)) {
+    } else if (!wait_count(&srv.closed, cl.n, 10000)) {
         note("the server closed %u of %u connections within 10 s of the clients' close",
              atomic_load(&srv.closed), cl.n);
     }
@@ -697,7 +688,7 @@ static void *slow_clients(void *arg)
     for (unsigned i = 0; i < SLOW_CONNS; i++)
         if (fds[i] >= 0)
             close(fds[i]);
-    if (!wait_closed(SLOW_CONNS, 10000))
+    if (!wait_count(&srv.closed, SLOW_CONNS, 10000))
         note("the server closed %u of %u connections", atomic_load(&srv.closed), SLOW_CONNS);
     mely_stop(&srv.m);
     return NULL;
@@ -860,7 +851,7 @@ static void *emfile_driver(void *arg)
     unsigned n = 0;
     if (!ping()) /* the server runs, and this thread's descriptors are counted */
         goto out;
-    if (!wait_closed(1, 5000))
+    if (!wait_count(&srv.closed, 1, 5000))
         note("the server did not close the first ping's connection");
     for (; n < EMFILE_CLIENTS; n++) {
         fds[n] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -903,11 +894,11 @@ static void *emfile_driver(void *arg)
     for (unsigned i = 0; i < n; i++)
         close(fds[i]);
     n = 0;
-    if (!wait_closed(1 + EMFILE_CLIENTS, 10000))
+    if (!wait_count(&srv.closed, 1 + EMFILE_CLIENTS, 10000))
         note("%u of %u connections accepted, %u closed 10 s after the clients closed",
              atomic_load(&srv.accepted), 1 + EMFILE_CLIENTS, atomic_load(&srv.closed));
     ping();
-    wait_closed(2 + EMFILE_CLIENTS, 5000);
+    wait_count(&srv.closed, 2 + EMFILE_CLIENTS, 5000);
 out:
     for (unsigned i = 0; i < n; i++)
         close(fds[i]);

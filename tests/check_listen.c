@@ -52,14 +52,6 @@ static struct {
     unsigned expect;          /* the helper stops the runtime at this many accepts */
 } ls;
 
-static bool wait_count(atomic_uint *v, unsigned n, unsigned ms)
-{
-    uint64_t deadline = now_ns() + (uint64_t)ms * 1000000u;
-    while (atomic_load(v) < n && now_ns() < deadline)
-        sleep_us(100);
-    return atomic_load(v) >= n;
-}
-
 /* Checks what mely.h promises about an accepted connection, then closes it. */
 static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, void *arg)
 {

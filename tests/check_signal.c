@@ -42,14 +42,6 @@ static const struct shape sig_shapes[] = {
     {.workers = 8, .pin = 0, .steal = "base"},
 };
 
-static bool wait_count(atomic_uint *v, unsigned n, unsigned ms)
-{
-    uint64_t deadline = now_ns() + (uint64_t)ms * 1000000u;
-    while (atomic_load(v) < n && now_ns() < deadline)
-        sleep_us(100);
-    return atomic_load(v) >= n;
-}
-
 static void set_disposition(int signo, void (*handler)(int))
 {
     struct sigaction sa;

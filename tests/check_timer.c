@@ -42,14 +42,6 @@ static const struct shape timer_shapes[] = {
     {.workers = 8, .pin = 0, .steal = "base"},
 };
 
-static bool wait_count(atomic_uint *v, unsigned n, unsigned ms)
-{
-    uint64_t deadline = now_ns() + (uint64_t)ms * 1000000u;
-    while (atomic_load(v) < n && now_ns() < deadline)
-        sleep_us(100);
-    return atomic_load(v) >= n;
-}
-
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;

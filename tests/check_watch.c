@@ -73,15 +73,6 @@ static mely_stats_t sum_stats(mely_t *m)
     return sum;
 }
 
-/* Waits (bounded) until *v reaches n. */
-static bool wait_count(atomic_uint *v, unsigned n, unsigned ms)
-{
-    uint64_t deadline = now_ns() + (uint64_t)ms * 1000000u;
-    while (atomic_load(v) < n && now_ns() < deadline)
-        sleep_us(100);
-    return atomic_load(v) >= n;
-}
-
 /* ---- a ready watch is queued once ------------------------------------------------------ */
 
 enum { ONCE_PIPES = 4, ONCE_HOLD_MS = 100 };

@@ -69,6 +69,17 @@ void sleep_us(unsigned us)
     }
 }
 
+bool wait_count(atomic_uint *v, unsigned n, unsigned ms)
+{
+    uint64_t deadline = now_ns() + (uint64_t)ms * 1000000u;
+    while (atomic_load(v) < n) {
+        if (now_ns() >= deadline)
+            return false;
+        sleep_us(100);
+    }
+    return true;
+}
+
 bool wait_flag(atomic_bool *flag, unsigned ms)
 {
     uint64_t deadline = now_ns() + (uint64_t)ms * 1000000u;

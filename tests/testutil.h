@@ -65,6 +65,10 @@ void sleep_us(unsigned us);
  * 100 us). Returns whether it was set. */
 bool wait_flag(atomic_bool *flag, unsigned ms);
 
+/* Waits until *v reaches at least n, for at most `ms` milliseconds (polling
+ * every 100 us). Returns whether it did. */
+bool wait_count(atomic_uint *v, unsigned n, unsigned ms);
+
 /* ---- processes and descriptors (the I/O tests) ----------------------------------- */
 
 /* The CPU time (user + system) of the whole process so far, in seconds. */

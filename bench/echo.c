@@ -787,7 +787,7 @@ int main(int argc, char **argv)
     if (getenv("MELY_STEAL"))
         printf("note: MELY_STEAL overrides both mely rows' policy\n");
     fflush(stdout);
-    echo_pin(o.client_cpu);
+    bench_pin_self(o.client_cpu);
 
     static struct run runs[MAX_NCONNS][NKINDS][MAX_PASSES];
     struct bench_probe p0 = bench_probe_now();

@@ -33,9 +33,6 @@
 /* "stat <key> <value>" on stdout. */
 void echo_stat(const char *key, uint64_t value);
 
-/* Pins the calling thread to `cpu` (nothing if cpu < 0). */
-void echo_pin(int cpu);
-
 /* The first two CPUs of this process's affinity mask into cpu[0..1] (-1 if
  * missing). */
 void echo_first_cpus(int cpu[2]);

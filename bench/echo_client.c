@@ -38,16 +38,6 @@ void echo_stat(const char *key, uint64_t value)
     printf("stat %s %llu\n", key, (unsigned long long)value);
 }
 
-void echo_pin(int cpu)
-{
-    if (cpu < 0)
-        return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
 void echo_first_cpus(int cpu[2])
 {
     cpu_set_t allowed;

@@ -21,6 +21,7 @@
 #endif
 
 #include "bench/echo.h"
+#include "bench/harness.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -153,7 +154,7 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 static void *thread_main(void *arg)
 {
     struct le_thread *t = arg;
-    echo_pin(t->cpu);
+    bench_pin_self(t->cpu);
     if (event_base_dispatch(t->base) < 0)
         t->failed = true;
     return NULL;

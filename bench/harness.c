@@ -689,7 +689,7 @@ struct floor {
     int cpu[2];
 };
 
-static void floor_pin(int cpu)
+void bench_pin_self(int cpu)
 {
     if (cpu < 0)
         return;
@@ -703,7 +703,7 @@ static void *floor_ponger(void *arg)
 {
     struct floor *f = arg;
 
-    floor_pin(f->cpu[1]);
+    bench_pin_self(f->cpu[1]);
     for (uint64_t i = 1; i <= f->trips; i++) {
         while (atomic_load_explicit(&f->ping, memory_order_acquire) != i) /* bounded by the pinger */
             ;
@@ -727,7 +727,7 @@ struct bench_sample bench_floor_pingpong(uint64_t trips)
     bool restore = pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) == 0;
     if (pthread_create(&t, NULL, floor_ponger, &f) != 0)
         return out;
-    floor_pin(f.cpu[0]);
+    bench_pin_self(f.cpu[0]);
     uint64_t t0 = bench_now_ns(), c0 = bench_cycles();
     for (uint64_t i = 1; i <= trips; i++) {
         atomic_store_explicit(&f.ping, i, memory_order_release);

@@ -48,6 +48,9 @@ void bench_init(struct bench *b, const char *name);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t bench_now_ns(void);
 
+/* Pins the calling thread to `cpu` (nothing if cpu < 0). */
+void bench_pin_self(int cpu);
+
 /* TSC cycles (rdtsc) on x86-64, constant and invariant on our KVM guests; 0
  * elsewhere. */
 uint64_t bench_cycles(void);

@@ -101,16 +101,6 @@ struct batch {
     bool failed;       /* the wakee could not run */
 };
 
-static void pin_self(int cpu)
-{
-    if (cpu < 0)
-        return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
 /* The wakee has answered sample i (its TSC read is in t1[i]). */
 static void answered(struct batch *bt, unsigned i, uint64_t t)
 {
@@ -143,7 +133,7 @@ static void *wakee_main(void *arg)
 {
     struct batch *bt = arg;
 
-    pin_self(bt->cpu);
+    bench_pin_self(bt->cpu);
     switch (bt->row) {
     case ROW_FUTEX:
         for (unsigned i = 0; i < bt->n; i++) {
@@ -657,7 +647,7 @@ int main(int argc, char **argv)
         have_wd = bench_watchdog_start(&wd, &c.b, &c.ms.m, limit, "wake-up") == 0;
         c.mely_ok = bench_bg_start(&c.b, &bg, &c.ms.m, "wake-up") == 0;
     }
-    pin_self(c.cpu[0]); /* after bench_bg_start: worker 0 pins its own thread */
+    bench_pin_self(c.cpu[0]); /* after bench_bg_start: worker 0 pins its own thread */
 
     static struct row_result res[NROWS];
     for (unsigned r = 0; r < NROWS; r++) {

@@ -13,6 +13,8 @@
 # so that you can browse the site; --no-wait stops SWS at once.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=tests/sws-lib.sh
+. "$top/tests/sws-lib.sh"
 build=${BUILD:-$top/build}
 sws=$build/apps/sws/sws
 inj=$build/bench/injector
@@ -32,6 +34,7 @@ done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sws-demo.XXXXXX") || exit 1
 pid=
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
     [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null
     rm -rf "$tmp"
@@ -41,22 +44,9 @@ trap 'exit 130' INT TERM
 
 "$sws" --port 0 >"$tmp/sws.out" 2>&1 &
 pid=$!
-port=
-i=0
-while [ $i -lt 100 ]; do
-    port=$(sed -n 's|.*on http://127\.0\.0\.1:\([0-9][0-9]*\)/.*|\1|p' "$tmp/sws.out")
-    [ -n "$port" ] && break
-    if ! kill -0 "$pid" 2>/dev/null; then
-        echo "sws-demo: sws did not start:" >&2
-        cat "$tmp/sws.out" >&2
-        pid=
-        exit 1
-    fi
-    sleep 0.1
-    i=$((i + 1))
-done
-if [ -z "$port" ]; then
-    echo "sws-demo: sws did not print its port in 10 s" >&2
+if ! port=$(sws_port "$tmp/sws.out" "$pid" 100); then
+    echo "sws-demo: sws did not start within 10 s:" >&2
+    cat "$tmp/sws.out" >&2
     exit 1
 fi
 url=http://127.0.0.1:$port/
@@ -78,10 +68,9 @@ if [ $wait_enter -eq 1 ]; then
     printf 'SWS still serves %s; press Enter to stop it. ' "$url"
     read -r _ || true
 fi
-kill -TERM "$pid"
-wait "$pid"
+sws_stop "$pid" 300
 src=$?
 pid=
-echo "sws-demo: SWS stopped (exit $src)."
+echo "sws-demo: SWS stopped (exit $src$([ $src -eq 124 ] && echo ': killed after 30 s'))."
 [ $src -eq 0 ] && exit $status
 exit 1

@@ -12,6 +12,8 @@
 # RSS). Run from the top of the source tree after `make bench` in build/.
 # Exit status 0, 1 if a step failed, 2 if a binary is missing.
 set -u
+# shellcheck source=tests/sws-lib.sh
+. "$(dirname "$0")/../tests/sws-lib.sh"
 n=${1:-5000}
 case "$n" in '' | *[!0-9]*) echo "usage: bench/sws-memory.sh [N]" >&2; exit 2 ;; esac
 SWS=${SWS_BIN:-build/apps/sws/sws}
@@ -31,13 +33,7 @@ trap cleanup EXIT
 ulimit -n $((n + 1024)) 2>/dev/null || { echo "sws-memory.sh: cannot raise the descriptor limit to $((n + 1024))" >&2; exit 1; }
 "$SWS" --port 0 --workers 2 --max-clients $((n + 100)) >"$tmp/sws.out" 2>&1 &
 pid=$!
-port=
-for _ in $(seq 100); do
-    port=$(sed -n 's|.*on http://127\.0\.0\.1:\([0-9][0-9]*\)/.*|\1|p' "$tmp/sws.out")
-    [ -n "$port" ] && break
-    sleep 0.1
-done
-[ -n "$port" ] || { echo "sws-memory.sh: sws did not start:"; cat "$tmp/sws.out"; exit 1; }
+port=$(sws_port "$tmp/sws.out" "$pid" 100) || { echo "sws-memory.sh: sws did not start:"; cat "$tmp/sws.out"; exit 1; }
 # the binary may be a libtool wrapper that execs the real one: same pid
 rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status"; }
 
@@ -62,8 +58,7 @@ wait "$idle"
 echo "machine: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) CPUs, $(uname -sr)"
 echo "sws: VmRSS ${before} kB before, ${after} kB with $n idle keep-alive connections${current:+ (server-status: $current current)}"
 awk -v a="$after" -v b="$before" -v n="$n" 'BEGIN { printf "per idle connection: %.0f bytes (target <= 4096)\n", (a - b) * 1024 / n }'
-kill -TERM "$pid"
-wait "$pid"
+sws_stop "$pid" 300
 rc=$?
 pid=
 [ $rc -eq 0 ] || { echo "sws-memory.sh: sws exited $rc"; exit 1; }

@@ -6,6 +6,8 @@
 # it count bad statuses and exit 1. SIGTERM then stops SWS, which must exit 0.
 # Every step is bounded by `timeout`; any failure is a failure (no skip).
 set -u
+# shellcheck source=tests/sws-lib.sh
+. "$(dirname "$0")/sws-lib.sh"
 sws=./apps/sws/sws
 inj=./bench/injector
 for p in "$sws" "$inj"; do
@@ -26,16 +28,8 @@ fail() {
 
 "$sws" --port 0 --workers 2 --no-pin >"$tmp/sws.out" 2>"$tmp/sws.err" &
 pid=$!
-port=
-i=0
-while [ $i -lt 200 ]; do # up to 20 s (sanitizer builds start slowly)
-    port=$(sed -n 's|.*on http://127\.0\.0\.1:\([0-9][0-9]*\)/.*|\1|p' "$tmp/sws.out")
-    [ -n "$port" ] && break
-    kill -0 "$pid" 2>/dev/null || fail "sws exited before it served"
-    sleep 0.1
-    i=$((i + 1))
-done
-[ -n "$port" ] || fail "sws did not print its port"
+# up to 20 s (sanitizer builds start slowly)
+port=$(sws_port "$tmp/sws.out" "$pid" 200) || fail "sws exited, or did not print its port in 20 s"
 echo "sws serves port $port"
 
 # run NAME ARGS...: runs the injector, its output in $tmp/NAME.out, status in $rc.
@@ -53,35 +47,29 @@ field() { # field NAME KEY: the number after KEY in $tmp/NAME.out
 run keepalive --clients 4 --duration 2 --requests-per-conn 20 --url / --url /hello.txt --url /style.css
 [ $rc -eq 0 ] || fail "injector (keep-alive) exited $rc"
 n=$(field keepalive requests)
-[ -n "$n" ] && [ "$n" -gt 0 ] || fail "keep-alive: no requests reported"
+[ "${n:-0}" -gt 0 ] || fail "keep-alive: no requests reported"
 [ "$(field keepalive errors)" = 0 ] || fail "keep-alive: errors reported"
 [ "$(field keepalive 'bytes checked')" -gt 0 ] || fail "keep-alive: no bytes checked"
 
 run close --clients 4 --duration 1 --close --url /about.html --quiet
 [ $rc -eq 0 ] || fail "injector (close) exited $rc"
 n=$(field close requests)
-[ -n "$n" ] && [ "$n" -gt 0 ] || fail "close: no requests reported"
+[ "${n:-0}" -gt 0 ] || fail "close: no requests reported"
 [ "$(field close errors)" = 0 ] || fail "close: errors reported"
 
 run reset --clients 4 --duration 1 --reset --url /hello.txt --quiet
 [ $rc -eq 0 ] || fail "injector (reset) exited $rc"
 n=$(field reset requests)
-[ -n "$n" ] && [ "$n" -gt 0 ] || fail "reset: no requests reported"
+[ "${n:-0}" -gt 0 ] || fail "reset: no requests reported"
 [ "$(field reset errors)" = 0 ] || fail "reset: errors reported"
 
 run missing --clients 2 --duration 0.5 --url /no-such-file --quiet
 [ $rc -eq 1 ] || fail "injector (404) exited $rc, expected 1"
 grep -q 'bad status [1-9]' "$tmp/missing.out" || fail "404: no bad status counted"
 
-kill -TERM "$pid"
-i=0
-while kill -0 "$pid" 2>/dev/null && [ $i -lt 300 ]; do # up to 30 s
-    sleep 0.1
-    i=$((i + 1))
-done
-kill -0 "$pid" 2>/dev/null && fail "sws still runs 30 s after SIGTERM"
-wait "$pid"
+sws_stop "$pid" 300 # up to 30 s
 src=$?
 pid=
+[ $src -eq 124 ] && fail "sws still ran 30 s after SIGTERM"
 [ $src -eq 0 ] || fail "sws exited $src after SIGTERM"
 echo "PASS"

@@ -13,6 +13,8 @@
 # must exit 0 within 30 s. Every curl has --max-time 10 and every wait a
 # bound; without curl the test fails (no skip). Run from the build directory.
 set -u
+# shellcheck source=tests/sws-lib.sh
+. "$(dirname "$0")/sws-lib.sh"
 LC_ALL=C
 export LC_ALL
 sws=./apps/sws/sws
@@ -61,16 +63,8 @@ printf '<p>a directory whose name has a percent sign</p>\n' >"$root/100%/index.h
 : >"$tmp/sws.out"
 "$sws" --root "$root" --port 0 --workers 2 --no-pin >"$tmp/sws.out" 2>"$tmp/sws.err" &
 pid=$!
-port=
-i=0
-while [ $i -lt 200 ]; do # up to 20 s (sanitizer builds start slowly)
-    port=$(sed -n 's|.*on http://127\.0\.0\.1:\([0-9][0-9]*\)/.*|\1|p' "$tmp/sws.out")
-    [ -n "$port" ] && break
-    kill -0 "$pid" 2>/dev/null || fail "sws exited before it served"
-    sleep 0.1
-    i=$((i + 1))
-done
-[ -n "$port" ] || fail "sws did not print its port"
+# up to 20 s (sanitizer builds start slowly)
+port=$(sws_port "$tmp/sws.out" "$pid" 200) || fail "sws exited, or did not print its port in 20 s"
 echo "sws serves $root on port $port"
 base=http://127.0.0.1:$port
 
@@ -286,16 +280,10 @@ ok
 echo "ok: /server-status (text and JSON)"
 
 # ---- SIGTERM ---------------------------------------------------------------------------------
-kill -TERM "$pid"
-i=0
-while kill -0 "$pid" 2>/dev/null && [ $i -lt 300 ]; do # up to 30 s
-    sleep 0.1
-    i=$((i + 1))
-done
-kill -0 "$pid" 2>/dev/null && fail "sws still runs 30 s after SIGTERM"
-wait "$pid"
+sws_stop "$pid" 300 # up to 30 s
 src=$?
 pid=
+[ $src -eq 124 ] && fail "sws still ran 30 s after SIGTERM"
 [ $src -eq 0 ] || fail "sws exited $src after SIGTERM"
 ok
 echo "ok: SIGTERM -> exit 0"

@@ -82,6 +82,7 @@ struct conn {
 
 struct ib_cache {
     unsigned n;
+    bool registered; /* with ib_key, for the thread's exit */
     struct inbuf *b[IB_CACHE];
 };
 
@@ -119,9 +120,9 @@ static void ib_put(struct inbuf *ib)
         free(ib);
         return;
     }
-    if (ib_cache.n == 0) { /* (re)register this thread's cache for its exit */
+    if (!ib_cache.registered) { /* once per thread */
         pthread_once(&ib_once, ib_key_init);
-        pthread_setspecific(ib_key, &ib_cache);
+        ib_cache.registered = pthread_setspecific(ib_key, &ib_cache) == 0;
     }
     ib_cache.b[ib_cache.n++] = ib;
 }

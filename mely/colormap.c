@@ -1,5 +1,7 @@
 /* colormap.c: the color map (see colormap.h), and moving an idle color. */
 #include "mely/colormap.h"
+#include "mely/enqueue.h"
+#include "mely/deliver.h"
 #include "mely/legacy.h"
 
 void mely__colormap_init(struct mely__rt *rt)
@@ -21,7 +23,10 @@ static bool color_busy(const struct mely__rt *rt, const struct mely__worker *own
 
 /* Like a steal (steal.c), the owner changes under both workers' locks, so
  * posters' lock-and-recheck (mely__lock_owner) sees either owner consistently.
- * The color's queue, if it has one, is empty and unlinked: only the map moves. */
+ * Mely engine: events already published to `from`'s inbox count as pending
+ * (drained before the check); posts that race with the move follow it through
+ * the move protocol (deliver.c), their color-queue with them. Legacy engine:
+ * the color has no event anywhere, so only the map moves. */
 int mely_color_move(mely_t *m, mely_color_t color, unsigned worker)
 {
     struct mely__rt *rt = m ? m->rt : NULL;
@@ -46,10 +51,17 @@ int mely_color_move(mely_t *m, mely_color_t color, unsigned worker)
             mely__unlock_pair(from, to);
             continue;
         }
+        unsigned wake = rt->legacy ? 0 : mely__deliver(from, self);
         bool busy = color_busy(rt, from, color);
-        if (!busy)
+        uint32_t moved = 0;
+        if (!busy && !rt->legacy)
+            moved = mely__color_handoff(from, to, color, self, &wake);
+        else if (!busy)
             atomic_store_explicit(&rt->owner[color], (uint8_t)worker, memory_order_release);
         mely__unlock_pair(from, to);
+        mely__enqueue_wake(from, self, wake);
+        if (moved)
+            mely__wake_if_parked(to, self);
         return busy ? MELY_EBUSY : 0;
     }
 }

@@ -41,6 +41,15 @@ static inline unsigned mely__owner(const struct mely__rt *rt, mely_color_t color
     return atomic_load_explicit((_Atomic uint8_t *)&rt->owner[color], memory_order_acquire);
 }
 
+/* The owner, read sequentially consistent: the flush's side of the move
+ * protocol (inbox.c). */
+static inline unsigned mely__owner_sc(const struct mely__rt *rt, mely_color_t color)
+{
+    if (color >= MELY_COLORS)
+        return color - MELY_COLORS;
+    return atomic_load_explicit((_Atomic uint8_t *)&rt->owner[color], memory_order_seq_cst);
+}
+
 /* Locks and returns the worker that owns `color`, charging lock waits to `ctr`
  * (may be NULL). The retry loop runs again only if a steal moved the color
  * between the read and the lock, so it ends as soon as steals pause. Inline:

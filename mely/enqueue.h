@@ -1,8 +1,9 @@
 /*
  * enqueue.h: the step every post ends with, under the owner's lock: the event
  * joins its color-queue, and the color-queue its place in the core-queue.
- * Shared by post.c (immediate posts) and outbox.c (flushed batches); inline
- * because it is on every post's path. The time-left bookkeeping and the
+ * Shared by post.c (local posts, and a color's first event), deliver.c (the
+ * owner draining its inbox) and outbox.c (the legacy engine's flush);
+ * inline because it is on every post's path. The time-left bookkeeping and the
  * thief wake-up stay off the common path: one test of rt->enqueue_special.
  */
 #ifndef MELY_ENQUEUE_H
@@ -21,16 +22,6 @@ static inline void mely__add_pending(struct mely__worker *w, int delta)
     atomic_store_explicit(&w->nevents,
                           atomic_load_explicit(&w->nevents, memory_order_relaxed) + delta,
                           memory_order_relaxed);
-}
-
-static inline void mely__count_post(struct mely__worker *self, struct mely__worker *w)
-{
-    if (!self)
-        mely__count(&w->ctr.posts_foreign, 1); /* under w->lock */
-    else if (self == w)
-        mely__count(&self->ctr.posts_local, 1);
-    else
-        mely__count(&self->ctr.posts_remote, 1);
 }
 
 /* What mely__enqueue() asks its caller to do after unlocking. */
@@ -68,7 +59,6 @@ mely__enqueue_colorq(struct mely__worker *w, struct mely__worker *self, struct m
     struct mely__rt *rt = w->rt;
     unsigned wake = 0;
 
-    mely__count_post(self, w);
     if (ev->head && self == w && w->run_cq == cq) {
         mely__colorq_push(&w->run, ev, true);
         return 0;

@@ -47,13 +47,11 @@ static void list_push(struct mely__legacyq *q, struct mely__event *ev)
     }
 }
 
-unsigned mely__legacy_enqueue(struct mely__worker *w, struct mely__worker *self,
-                              struct mely__event *ev)
+unsigned mely__legacy_enqueue(struct mely__worker *w, struct mely__event *ev)
 {
     struct mely__rt *rt = w->rt;
     unsigned wake = 0;
 
-    mely__count_post(self, w);
     list_push(&w->legacy, ev);
     if (rt->legacy_pending[ev->color]++ == 0 && ++w->legacy.ncolors >= 2 && rt->steal)
         wake |= MELY__WAKE_THIEF;

@@ -10,8 +10,7 @@
 
 /* Under w->lock: queues ev (its fields set) on w's list; returns the
  * MELY__WAKE_* flags of enqueue.h. */
-unsigned mely__legacy_enqueue(struct mely__worker *w, struct mely__worker *self,
-                              struct mely__event *ev);
+unsigned mely__legacy_enqueue(struct mely__worker *w, struct mely__event *ev);
 
 /* The worker's event loop in the legacy engine (worker.c calls it). */
 void mely__legacy_loop(struct mely__worker *w);

@@ -3,27 +3,34 @@
  *
  * The wake protocol, in steps:
  *  1. An idle worker first spins for spin_us, watching its pending-event count
- *     (no lock, no system call) and, every SPIN_POLL_NS, its poller: a post or
- *     readiness that arrives soon is picked up at the cost of a cache miss or
- *     a non-blocking poll instead of a 15-30 us wake-up.
- *  2. Then, under its lock, it checks once more that it has no pending event
- *     and no stop is pending, reads its futex word, sets `parked` (and counts
- *     itself in rt->nparked, for thieves' wake-ups: steal.c), and unlocks.
- *  3. A poster queues under the same lock; seeing `parked`, it clears it and
- *     bumps the wake count (still under the lock), unlocks,
- *     and writes the worker's eventfd. Only a parked worker costs a poster a
- *     system call.
+ *     and its inbox (no lock, no system call) and, every SPIN_POLL_NS, its
+ *     poller: a post or readiness that arrives soon is picked up at the cost
+ *     of a cache miss or a non-blocking poll instead of a 15-30 us wake-up.
+ *  2. Then, under its lock, it drains its inbox, checks once more that it
+ *     has no pending event and no stop is pending, counts itself in
+ *     rt->nparked (for thieves' wake-ups: steal.c), sets `parked`, looks at
+ *     its inbox one last time, and unlocks.
+ *  3. A waker (a flush that published to this worker's inbox, a foreign or
+ *     local post, a thief's wake-up, a timer, a stop) reads `parked` after
+ *     making its work visible; if it is set, one exchange clears it, and the
+ *     waker that cleared it writes the worker's eventfd (park.h's
+ *     mely__wake_if_parked, the one wake-up path). Only a parked worker
+ *     costs a waker a system call.
  *  4. The worker sleeps in its poller (poller.c): a blocking poll of its
  *     event base, until readiness of one of its watches, its next timer, or
  *     the eventfd. A write between steps 2 and 4 leaves the eventfd readable,
  *     so the poll returns at once and no wake-up is lost.
- * mely_stop() wakes every parked worker the same way. A worker posting to
- * itself from its poller (a readiness callback, a timer) while `parked` is
- * still set clears the flag and skips the system call.
+ * Steps 2 and 3 are a store-buffering pair: the worker stores `parked`, then
+ * reads its inbox's head; a flush pushes into the inbox, then reads `parked`; all
+ * sequentially consistent, so at least one of them sees the other. Wakers
+ * that queue under the worker's lock (local posts, and the lock-then-check of
+ * timer.c) are ordered by the lock itself.
  */
 #include <sched.h>
 
 #include "mely/cycles.h"
+#include "mely/enqueue.h"
+#include "mely/deliver.h"
 #include "mely/outbox.h"
 #include "mely/park.h"
 #include "mely/poller.h"
@@ -40,7 +47,7 @@ enum { SPIN_CLOCK_EVERY = 32 };
 static bool has_work(struct mely__worker *w)
 {
     return atomic_load_explicit(&w->nevents, memory_order_relaxed) != 0 ||
-           mely__stopping(w->rt);
+           mely__deliver_ready(w) || mely__stopping(w->rt);
 }
 
 /* Step 1. Returns true if work arrived. With more workers than CPUs the spinner
@@ -78,28 +85,45 @@ static bool spin(struct mely__worker *w)
     }
 }
 
+/* Under w->lock: step 2's last look. True if w parked (it must sleep). */
+static bool set_parked(struct mely__worker *w)
+{
+    atomic_fetch_add_explicit(&w->rt->nparked, 1, memory_order_relaxed);
+    atomic_store_explicit(&w->parked, true, memory_order_seq_cst);
+    /* mely_stop() stores `stopping`, then wakes: the same pair as a flush. */
+    if (!mely__deliver_ready(w) && !atomic_load_explicit(&w->rt->stopping, memory_order_seq_cst))
+        return true;
+    /* A flush published meanwhile. If a waker already cleared the flag, its
+     * eventfd write will end the coming poll at once: sleep anyway. */
+    if (!atomic_exchange_explicit(&w->parked, false, memory_order_seq_cst))
+        return true;
+    atomic_fetch_sub_explicit(&w->rt->nparked, 1, memory_order_relaxed);
+    return false;
+}
+
 /* Steps 2 and 4. */
 static void park(struct mely__worker *w)
 {
     mely__spin_lock(&w->lock, &w->ctr);
+    unsigned wake = mely__deliver(w, w);
     if (atomic_load_explicit(&w->nevents, memory_order_relaxed) != 0 || mely__stopping(w->rt)) {
         mely__spin_unlock(&w->lock);
+        mely__enqueue_wake(w, w, wake);
         return;
     }
     uint32_t seen = atomic_load_explicit(&w->wake_seq, memory_order_relaxed);
-    w->parked = true;
-    atomic_fetch_add_explicit(&w->rt->nparked, 1, memory_order_relaxed);
+    bool sleep = set_parked(w);
     mely__spin_unlock(&w->lock);
+    mely__enqueue_wake(w, w, wake);
+    if (!sleep)
+        return;
 
     mely__count(&w->ctr.parks, 1);
     mely__poller_block(w);
 
-    mely__spin_lock(&w->lock, &w->ctr);
-    if (w->parked) { /* a spurious return: no waker needs to call */
-        w->parked = false;
+    /* A return without a waker (readiness, a timer): no waker will clear it. */
+    if (atomic_exchange_explicit(&w->parked, false, memory_order_seq_cst))
         atomic_fetch_sub_explicit(&w->rt->nparked, 1, memory_order_relaxed);
-    }
-    mely__spin_unlock(&w->lock);
     if (atomic_load_explicit(&w->wake_seq, memory_order_relaxed) != seen)
         mely__count(&w->ctr.wakeups, 1);
 }
@@ -123,14 +147,28 @@ static bool idle_hook(struct mely__worker *w)
     return has_work(w);
 }
 
+/* Staged posts that a full ring held back (inbox.c) must leave before this
+ * worker sleeps: retried, yielding to the owner that drains the ring, for as
+ * long as they stay. Returns true while some remain. */
+static bool outbox_stuck(struct mely__worker *w)
+{
+    if (!mely__outbox_pending(&w->outbox))
+        return false;
+    mely__outbox_flush(w);
+    if (!mely__outbox_pending(&w->outbox))
+        return false;
+    sched_yield();
+    return true;
+}
+
 /* The poller is read when the worker becomes idle and after it spun; the
  * steal driver runs when the worker becomes idle and again just before it
  * parks (work may have piled up elsewhere while it spun); the idle hook runs
  * last. */
 void mely__idle(struct mely__worker *w)
 {
-    if (poll_now(w) || mely__steal(w) || spin(w) || poll_now(w) || mely__steal(w) ||
-        idle_hook(w))
+    if (outbox_stuck(w) || poll_now(w) || mely__steal(w) || spin(w) || poll_now(w) ||
+        mely__steal(w) || idle_hook(w) || outbox_stuck(w))
         return;
     park(w);
 }
@@ -148,12 +186,6 @@ void mely__wake_all(struct mely__rt *rt)
 {
     struct mely__worker *self = mely__self_in(rt);
 
-    for (unsigned i = 0; i < rt->nworkers; i++) {
-        struct mely__worker *w = &rt->workers[i];
-        mely__spin_lock(&w->lock, self ? &self->ctr : NULL);
-        bool wake = mely__mark_woken(w);
-        mely__spin_unlock(&w->lock);
-        if (wake)
-            mely__wake(w, self);
-    }
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        mely__wake_if_parked(&rt->workers[i], self);
 }

@@ -245,9 +245,9 @@ void mely__poller_wake(struct mely__worker *w)
 
 void mely__poller_kick(struct mely__worker *w, struct mely__worker *self)
 {
+    /* The lock orders the caller's new deadline against a worker setting
+     * `parked` under it (timer.c); the wake-up itself needs no lock. */
     mely__spin_lock(&w->lock, self ? &self->ctr : NULL);
-    bool wake = mely__mark_woken(w);
     mely__spin_unlock(&w->lock);
-    if (wake)
-        mely__wake(w, self);
+    mely__wake_if_parked(w, self);
 }

@@ -1,19 +1,27 @@
 /*
- * post.c: queueing an event on the worker that owns its color.
+ * post.c: queueing an event for the worker that owns its color.
  *
  * The path: validate; take a free event (the poster's own cache if it is a
- * worker, else the depot); a worker posting to another worker's color stages
- * the event in its outbox (outbox.h) and is done (only colors whose
- * color-queue exists, so that the flush cannot fail; the legacy engine needs
- * none). Otherwise: lock the owner
- * (colormap.h's protocol); append or prepend to the color-queue, creating it on
- * the color's first event; link the color-queue into the core-queue or move it
- * if its priority rose; then, still under the lock, see whether the owner is
- * parked. The wake-up system call, if any, is made after unlocking.
+ * worker, else the depot); then one of three ways (Mely engine):
+ *  - a worker posting to another worker's color stages the event in its
+ *    outbox (outbox.h), which publishes it into the owner's inbox at the end
+ *    of the handler (deliver.c);
+ *  - a thread that is not a worker pushes it into the owner's inbox, under
+ *    the owner's foreign_lock (deliver.c's move protocol), and wakes the
+ *    owner if it is parked;
+ *  - otherwise (a worker's post to its own color, or a color's very first
+ *    event, whose color-queue must be created) it locks the owner
+ *    (colormap.h's protocol), queues (enqueue.h) and, after unlocking, wakes
+ *    the owner if it was parked.
+ * Only colors whose color-queue exists take the first two ways, so that
+ * queueing an event that left its poster can never fail for memory. The
+ * legacy engine has no inboxes: a worker stages remote posts and the flush
+ * queues them under each owner's lock, and other threads lock the owner.
  */
 #include "mely/colormap.h"
 #include "mely/cost.h"
 #include "mely/enqueue.h"
+#include "mely/deliver.h"
 #include "mely/park.h"
 
 static struct mely__event *event_alloc(struct mely__rt *rt, struct mely__worker *self)
@@ -49,26 +57,68 @@ unsigned mely__enqueue_special(struct mely__worker *w, struct mely__worker *self
                                struct mely__colorq *cq, struct mely__event *ev)
 {
     if (w->rt->legacy)
-        return mely__legacy_enqueue(w, self, ev);
+        return mely__legacy_enqueue(w, ev);
     return mely__enqueue_colorq(w, self, cq, ev, true);
 }
 
-/* Queues ev now; on failure (no memory for the color's queue) ev is freed. */
+static void count_post(struct mely__worker *self, struct mely__worker *w)
+{
+    if (!self) /* several threads may post here at once */
+        atomic_fetch_add_explicit(&w->ctr.posts_foreign, 1, memory_order_relaxed);
+    else if (self == w)
+        mely__count(&self->ctr.posts_local, 1);
+    else
+        mely__count(&self->ctr.posts_remote, 1);
+}
+
+/* Queues ev under its owner's lock; on failure (no memory for the color's
+ * queue) ev is freed. A worker queueing on itself first drains its own ring,
+ * so that the post comes after every post published to it before (deliver.c). */
 static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
 {
     struct mely__worker *w = mely__lock_owner(rt, ev->color, self ? &self->ctr : NULL);
     /* The legacy engine keeps no color-queues (legacy.c). */
     struct mely__colorq *cq = rt->legacy ? NULL : colorq_of(rt, w, ev->color);
+    unsigned wake = 0;
 
     if (!cq && !rt->legacy) {
         mely__spin_unlock(&w->lock);
         event_unalloc(rt, self, ev);
         return MELY_ENOMEM;
     }
-    unsigned wake = mely__enqueue(w, self, cq, ev);
+    count_post(self, w);
+    if (w == self && !rt->legacy)
+        wake |= mely__deliver(w, self);
+    wake |= mely__enqueue(w, self, cq, ev);
     mely__spin_unlock(&w->lock);
     mely__enqueue_wake(w, self, wake);
     return 0;
+}
+
+/* A worker's post: staged (see the top of this file), or queued now. */
+static int post_from_worker(struct mely__rt *rt, struct mely__worker *self,
+                            struct mely__event *ev)
+{
+    bool remote = mely__owner(rt, ev->color) != self->index;
+
+    if (!rt->legacy) {
+        bool behind = mely__outbox_pending(&self->outbox) && !ev->head;
+        if ((remote || behind) && mely__cq_of(rt, ev->color)) {
+            if (remote)
+                mely__count(&self->ctr.posts_remote, 1);
+            else
+                mely__count(&self->ctr.posts_local, 1);
+            mely__outbox_stage(self, ev);
+            return 0;
+        }
+    } else if (remote) {
+        mely__count(&self->ctr.posts_remote, 1);
+        mely__outbox_stage(self, ev);
+        return 0;
+    } else if (mely__outbox_pending(&self->outbox)) {
+        mely__outbox_flush(self); /* a color that moved here keeps its order */
+    }
+    return post_now(rt, self, ev);
 }
 
 /* The three public entry points share this body, inlined into each. */
@@ -99,16 +149,13 @@ static inline __attribute__((always_inline)) int post(struct mely__rt *rt, mely_
     ev->head = (flags & MELY_POST_HEAD) != 0;
     ev->units = mely__cost_units(rt, h);
 
-    if (self) {
-        unsigned owner = mely__owner(rt, color);
-        if (owner != self->index && (mely__cq_of(rt, color) || rt->legacy)) {
-            mely__outbox_stage(self, ev);
-            return 0;
-        }
-        if (mely__outbox_pending(&self->outbox))
-            mely__outbox_flush(self);
+    if (self)
+        return post_from_worker(rt, self, ev);
+    if (!rt->legacy && mely__cq_of(rt, color)) {
+        mely__deliver_foreign(rt, ev);
+        return 0;
     }
-    return post_now(rt, self, ev);
+    return post_now(rt, NULL, ev);
 }
 
 int mely_post_ex(mely_t *m, mely_color_t color, int prio, const mely_handler_t *h,

@@ -14,6 +14,7 @@
 #include "mely/colormap.h"
 #include "mely/config.h"
 #include "mely/cost.h"
+#include "mely/deliver.h"
 #include "mely/legacy.h"
 #include "mely/park.h"
 #include "mely/poller.h"
@@ -26,6 +27,10 @@ static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned in
     memset(w, 0, sizeof(*w));
     w->io.wake_fd = w->io.timer_fd = -1;
     mely__spin_init(&w->lock);
+    mely__spin_init(&w->foreign_lock);
+    atomic_init(&w->inbox.head, NULL);
+    atomic_init(&w->parked, false);
+    atomic_init(&w->post_seq, 0);
     mely__coreq_init(&w->coreq);
     atomic_init(&w->nevents, 0);
     atomic_init(&w->wake_seq, 0);
@@ -185,7 +190,7 @@ int mely_stop(mely_t *m)
 /* Events still queued; called when no worker runs. */
 static int count_pending(const struct mely__rt *rt)
 {
-    size_t n = rt->legacy ? mely__legacy_pending(rt) : 0;
+    size_t n = rt->legacy ? mely__legacy_pending(rt) : mely__deliver_pending(rt);
     for (size_t c = 0; c < MELY_COLORS + rt->nworkers; c++)
         if (mely__cq_of(rt, (mely_color_t)c))
             n += mely__cq_of(rt, (mely_color_t)c)->count;

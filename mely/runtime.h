@@ -39,6 +39,7 @@
 #include "mely/mely.h"
 #include "mely/outbox.h"
 #include "mely/poller.h"
+#include "mely/inbox.h"
 #include "mely/spinlock.h"
 #include "mely/stealops.h"
 #include "mely/stealq.h"
@@ -66,15 +67,23 @@ struct mely__worker {
      * lock, the pending count an idle worker watches, and the head of the
      * core-queue travel between cores in one cache line. */
     alignas(MELY__CACHELINE) mely__spinlock_t lock;
-    bool parked;                  /* sleeping, or about to: a post must wake it */
     _Atomic uint32_t nevents;     /* pending events: written under lock, read anywhere */
     struct mely__cqslab cqslab;   /* color-queues for colors this worker owns */
     struct mely__coreq coreq;
     struct mely__stealq stealq;   /* worthy color-queues (timeleft, penalty) */
     struct mely__legacyq legacy;  /* the legacy engine's queue */
 
-    /* wake: bumped by a waker under `lock` (counts wake-ups) */
-    alignas(MELY__CACHELINE) _Atomic uint32_t wake_seq;
+    /* wake: `parked` is set by the worker under `lock` and cleared by
+     * whoever wakes it, with one exchange (park.c); wake_seq counts wake-ups.
+     * Read by every flush that publishes to this worker, written rarely. */
+    alignas(MELY__CACHELINE) atomic_bool parked; /* sleeping, or about to */
+    _Atomic uint32_t wake_seq;
+
+    /* remote posts to this worker (inbox.h; deliver.c) */
+    struct mely__inbox inbox;
+    /* held by a thread that is not a worker while it posts here, and by a
+     * color's mover: the foreign half of the move protocol (deliver.c) */
+    alignas(MELY__CACHELINE) mely__spinlock_t foreign_lock;
 
     /* timers homed on this worker (timer.c), under their own lock */
     alignas(MELY__CACHELINE) struct mely__timers timers;
@@ -85,6 +94,7 @@ struct mely__worker {
     struct mely__colorq run;      /* the events detached from run_cq (only their
                                      event fields are used) */
     struct mely__outbox outbox;   /* staged posts to other workers (outbox.h) */
+    _Atomic uint32_t post_seq;    /* odd while a flush publishes (deliver.c) */
     struct mely__poller io;       /* the poller (poller.c); nwatches is shared */
     unsigned *steal_order;        /* the steal driver's core set (nworkers - 1) */
     struct mely__rt *rt;

@@ -48,6 +48,7 @@
 #include "mely/cost.h"
 #include "mely/cycles.h"
 #include "mely/enqueue.h"
+#include "mely/deliver.h"
 #include "mely/legacy.h"
 #include "mely/steal.h"
 
@@ -119,29 +120,25 @@ int mely__steal_compose(const char *spec, struct mely__steal_ops *ops, char *nam
     return 1;
 }
 
-/* Under both locks: construct_event_set and migrate in one O(1) step. */
+/* Under both locks: construct_event_set and migrate in one step, O(1) but
+ * for the events in flight to the victim that the move protocol drains
+ * first (deliver.c). */
 static void migrate(struct mely__worker *thief, struct mely__worker *victim,
-                    struct mely__colorq *cq)
+                    struct mely__colorq *cq, unsigned *wake)
 {
-    int n = (int)cq->count;
+    uint32_t n = mely__color_handoff(victim, thief, (mely_color_t)cq->color, thief, wake);
 
-    mely__coreq_remove(&victim->coreq, cq);
-    mely__stealq_remove(&victim->stealq, cq);
-    mely__add_pending(victim, -n);
-    atomic_store_explicit(&thief->rt->owner[cq->color], (uint8_t)thief->index,
-                          memory_order_release);
-    mely__coreq_insert(&thief->coreq, cq);
-    mely__stealq_refile(thief, cq);
-    mely__add_pending(thief, n);
-    mely__count(&thief->ctr.stolen_events, (uint64_t)n);
+    mely__count(&thief->ctr.stolen_events, n);
     mely__count(&thief->ctr.stolen_cycles, mely__units_to_cycles(cq->units));
 }
 
-/* Tries one victim; true if a color moved. */
+/* Tries one victim; true if a color moved. Its inbox is drained first, so
+ * that posts it has not had the time to take are stealable too. */
 static bool try_victim(struct mely__worker *thief, struct mely__worker *victim,
                        const struct mely__steal_ops *ops)
 {
     struct mely__colorq *cq = NULL;
+    unsigned wake = 0;
 
     mely__lock_pair(thief, victim, &thief->ctr);
     if (thief->rt->legacy) {
@@ -149,13 +146,18 @@ static bool try_victim(struct mely__worker *thief, struct mely__worker *victim,
         mely__unlock_pair(thief, victim);
         return moved;
     }
+    wake = mely__deliver(victim, thief);
     if (ops->can_be_stolen(victim))
         cq = ops->choose_color(victim);
     if (cq && mely__colorq_stealable(victim, cq))
-        migrate(thief, victim, cq);
+        migrate(thief, victim, cq, &wake);
     else
         cq = NULL;
     mely__unlock_pair(thief, victim);
+    /* Only the victim can need waking (it was parked with events in flight);
+     * the thief is awake and about to run what it took. */
+    if (wake & MELY__WAKE_OWNER)
+        mely__wake(victim, thief);
     return cq != NULL;
 }
 
@@ -190,7 +192,8 @@ bool mely__steal(struct mely__worker *thief)
 
     for (unsigned i = 0; i < n && !stolen; i++) { /* bounded: n < workers */
         struct mely__worker *victim = &rt->workers[thief->steal_order[i]];
-        if (atomic_load_explicit(&victim->nevents, memory_order_relaxed) != 0)
+        if (atomic_load_explicit(&victim->nevents, memory_order_relaxed) != 0 ||
+            mely__deliver_ready(victim))
             stolen = try_victim(thief, victim, ops);
     }
     mely__count(&thief->ctr.steal_attempts, 1);
@@ -211,10 +214,7 @@ void mely__wake_thief(struct mely__rt *rt, struct mely__worker *victim, struct m
         return;
     for (unsigned i = 1; i < rt->nworkers; i++) { /* bounded: one pass over the workers */
         struct mely__worker *w = &rt->workers[(victim->index + i) % rt->nworkers];
-        mely__spin_lock(&w->lock, self ? &self->ctr : NULL);
-        bool wake = mely__mark_woken(w);
-        mely__spin_unlock(&w->lock);
-        if (wake) {
+        if (mely__mark_woken(w)) {
             mely__wake(w, self);
             return;
         }

@@ -32,6 +32,7 @@
 #include "mely/cost.h"
 #include "mely/cycles.h"
 #include "mely/enqueue.h"
+#include "mely/deliver.h"
 #include "mely/legacy.h"
 #include "mely/park.h"
 #include "mely/runtime.h"
@@ -96,7 +97,8 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
     mely__count(&w->ctr.events_run, ran);
 }
 
-/* One lock hold per batch: ending a batch and taking the next share it. */
+/* One lock hold per batch: ending a batch, draining the inbox (deliver.c)
+ * and taking the next batch share it. */
 static void loop(struct mely__worker *w)
 {
     struct mely__colorq *cq = NULL;
@@ -105,14 +107,16 @@ static void loop(struct mely__worker *w)
     while (!mely__stopping(w->rt)) {
         if (cq)
             end_batch(w, cq);
+        unsigned wake = mely__deliver(w, w);
         cq = mely__coreq_first(&w->coreq);
-        if (cq) {
+        if (cq)
             take_batch(w, cq);
-            mely__spin_unlock(&w->lock);
+        mely__spin_unlock(&w->lock);
+        mely__enqueue_wake(w, w, wake);
+        if (cq) {
             run_detached(w, cq);
             mely__poller_tick(w);
         } else {
-            mely__spin_unlock(&w->lock);
             mely__idle(w);
         }
         mely__spin_lock(&w->lock, &w->ctr);

@@ -1,0 +1,47 @@
+/*
+ * deliver.h: the owner's side of remote posts, and the move protocol (the
+ * essay is at the top of deliver.c).
+ *
+ * Every worker has one inbox (inbox.h). Other workers publish their staged
+ * posts into it (outbox.c), and so do threads that are not workers
+ * (post.c); the worker drains it into its color-queues under its own lock,
+ * at batch boundaries, before a local post, before it parks, and a thief
+ * drains a victim's. The Mely engine only: the legacy engine queues under
+ * the owner's lock, as libasync-smp does (legacy.c).
+ */
+#ifndef MELY_DELIVER_H
+#define MELY_DELIVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "mely/runtime.h"
+
+/* Posts published to w and not yet drained (a hint; sequentially consistent). */
+static inline bool mely__deliver_ready(const struct mely__worker *w)
+{
+    return mely__inbox_ready(&w->inbox);
+}
+
+/* Under w->lock: queues every event of w's inbox on its color's queue, in
+ * publication order. Returns MELY__WAKE_* flags (enqueue.h) for after
+ * unlocking. `self` is the calling worker, or NULL. */
+unsigned mely__deliver(struct mely__worker *w, struct mely__worker *self);
+
+/* A post from a thread that is not a worker (post.c): pushes ev (its fields
+ * set, its color-queue existing) into its owner's inbox, under the owner's
+ * foreign_lock (the move protocol), and wakes the owner if it is parked. */
+void mely__deliver_foreign(struct mely__rt *rt, struct mely__event *ev);
+
+/* Under both locks: makes `to` the owner of `color` (owned by `from`), with
+ * every event already posted to it: those in flight to `from` are drained
+ * into its color-queue first, and a non-empty color-queue moves to `to`.
+ * Returns the events moved and ORs MELY__WAKE_* flags for `from` into *wake.
+ * The caller checked that the color is not running. Any thread. */
+uint32_t mely__color_handoff(struct mely__worker *from, struct mely__worker *to,
+                             mely_color_t color, struct mely__worker *self, unsigned *wake);
+
+/* Events still in inboxes and outboxes (shutdown: no worker runs). */
+size_t mely__deliver_pending(const struct mely__rt *rt);
+
+#endif

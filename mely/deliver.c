@@ -72,18 +72,21 @@
 unsigned mely__deliver(struct mely__worker *w, struct mely__worker *self)
 {
     struct mely__rt *rt = w->rt;
-    struct mely__event *ev = mely__inbox_take(&w->inbox);
+    struct mely__inbox *q = &w->inbox;
+    uint32_t h = atomic_load_explicit(&q->head, memory_order_relaxed), start = h;
     unsigned wake = 0;
+    struct mely__event *ev;
 
-    while (ev) { /* bounded: what was taken */
-        struct mely__event *next = ev->next;
+    while (h - start < MELY__INBOX_CAP && (ev = mely__inbox_peek(q, h)) != NULL) { /* bounded */
         wake |= mely__enqueue(w, self, mely__cq_of(rt, ev->color), ev);
-        ev = next;
+        h++;
     }
+    if (h != start)
+        atomic_store_explicit(&q->head, h, memory_order_release);
     return wake;
 }
 
-void mely__deliver_foreign(struct mely__rt *rt, struct mely__event *ev)
+bool mely__deliver_foreign(struct mely__rt *rt, struct mely__event *ev)
 {
     struct mely__worker *w;
 
@@ -95,11 +98,16 @@ void mely__deliver_foreign(struct mely__rt *rt, struct mely__event *ev)
             break;
         mely__spin_unlock(&w->foreign_lock);
     }
-    ev->next = NULL;
-    mely__inbox_push(&w->inbox, ev, ev);
-    atomic_fetch_add_explicit(&w->ctr.posts_foreign, 1, memory_order_relaxed);
+    uint32_t pos, head_seen = atomic_load_explicit(&w->inbox.head, memory_order_acquire);
+    bool room = mely__inbox_reserve(&w->inbox, 1, &pos, &head_seen) == 1;
+    if (room) {
+        mely__inbox_put(&w->inbox, pos, ev);
+        atomic_fetch_add_explicit(&w->ctr.posts_foreign, 1, memory_order_relaxed);
+    }
     mely__spin_unlock(&w->foreign_lock);
-    mely__wake_if_parked(w, NULL);
+    if (room)
+        mely__wake_if_parked(w, NULL);
+    return room;
 }
 
 /* Step b: waits until no worker but `self` is inside a flush that began
@@ -154,10 +162,8 @@ size_t mely__deliver_pending(const struct mely__rt *rt)
     size_t n = 0;
 
     for (unsigned o = 0; o < rt->nworkers; o++) {
-        const struct mely__worker *w = &rt->workers[o];
-        for (struct mely__event *ev = atomic_load(&((struct mely__worker *)w)->inbox.head); ev;
-             ev = ev->next) /* bounded: the inbox */
-            n++;
+        struct mely__worker *w = &rt->workers[o];
+        n += atomic_load(&w->inbox.tail) - atomic_load(&w->inbox.head);
         n += w->outbox.n;
     }
     return n;

@@ -17,7 +17,8 @@
 
 #include "mely/runtime.h"
 
-/* Posts published to w and not yet drained (a hint; sequentially consistent). */
+/* Posts reserved in w's inbox and not yet drained (a hint; sequentially
+ * consistent). */
 static inline bool mely__deliver_ready(const struct mely__worker *w)
 {
     return mely__inbox_ready(&w->inbox);
@@ -28,10 +29,12 @@ static inline bool mely__deliver_ready(const struct mely__worker *w)
  * unlocking. `self` is the calling worker, or NULL. */
 unsigned mely__deliver(struct mely__worker *w, struct mely__worker *self);
 
-/* A post from a thread that is not a worker (post.c): pushes ev (its fields
- * set, its color-queue existing) into its owner's inbox, under the owner's
- * foreign_lock (the move protocol), and wakes the owner if it is parked. */
-void mely__deliver_foreign(struct mely__rt *rt, struct mely__event *ev);
+/* A post from a thread that is not a worker (post.c): puts ev (its fields
+ * set, its color-queue existing) in its owner's inbox, under the owner's
+ * foreign_lock (the move protocol), and wakes the owner if it is parked.
+ * False if the inbox is full: nothing was done (the caller queues ev under
+ * the owner's lock, after draining the inbox, so that order holds). */
+bool mely__deliver_foreign(struct mely__rt *rt, struct mely__event *ev);
 
 /* Under both locks: makes `to` the owner of `color` (owned by `from`), with
  * every event already posted to it: those in flight to `from` are drained

@@ -2,17 +2,24 @@
  * inbox.h: a worker's inbox of remote posts (queue layer: no scheduler
  * knowledge; deliver.c fills and drains it).
  *
- * A multi-producer, single-consumer list: posters push whole chains with one
- * compare-and-swap on `head` (a LIFO of chains); the consumer takes the whole
- * list with one exchange and reverses it, so it comes out in push order.
- * Every push is one atomic step on one word, so the pushes of all posters
- * have one total order that respects causality: a post that happens before
- * another (through a handler, a lock, a steal of the poster's color) comes
- * out first. Per-(poster, owner) rings, tried first, lose that (deliver.c).
+ * A bounded multi-producer, single-consumer ring of event pointers. A poster
+ * reserves a run of slots with one compare-and-swap of `tail`, writes the
+ * events and marks each slot ready (its `seq` becomes its position + 1, a
+ * release store); the consumer reads ready slots in position order and hands
+ * them back with one store of `head` per drain. Reservations have one total
+ * order, which respects causality: a post that happens before another
+ * (through a handler, a lock, a steal of the poster's color) gets an earlier
+ * slot, and the consumer never reads past a reserved slot that is not yet
+ * ready. (Per-(poster, owner) rings lose that: deliver.c.) The consumer never
+ * writes a slot: slot lines move one way, and the events they point to can
+ * be read in parallel (a linked list was tried: the consumer's walk was one
+ * serialized cache miss per event).
  *
- * Who may call: push, any thread; take, only whoever holds the owning
- * worker's lock; ready, anyone (a hint, or, sequentially consistent, the
- * parking owner's last look: park.c).
+ * Who may call: reserve and put, any thread (the ring is full: reserve
+ * returns fewer slots than asked, maybe none); take, only whoever holds the
+ * owning worker's lock; ready, anyone (a hint, or, sequentially consistent,
+ * the parking owner's last look: park.c). Positions are free-running 32-bit
+ * counters; MELY__INBOX_CAP is a power of two.
  */
 #ifndef MELY_INBOX_H
 #define MELY_INBOX_H
@@ -20,59 +27,82 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "mely/event.h"
 
-struct mely__inbox {
-    alignas(64) struct mely__event *_Atomic head; /* newest chain first */
+#define MELY__INBOX_CAP 1024u
+
+struct mely__inbox_slot {
+    _Atomic uint32_t seq;    /* position + 1 once `ev` is written */
+    struct mely__event *ev;
 };
 
-/* Pushes the chain first..last (linked by next, in post order), so that it
- * comes out after everything pushed before. Sequentially consistent: the
- * poster reads the owner's `parked` flag next (park.c). */
-static inline void mely__inbox_push(struct mely__inbox *q, struct mely__event *first,
-                                    struct mely__event *last)
+struct mely__inbox {
+    alignas(64) _Atomic uint32_t tail; /* next position to reserve (posters) */
+    alignas(64) _Atomic uint32_t head; /* next position to read (the consumer) */
+    alignas(64) struct mely__inbox_slot slot[MELY__INBOX_CAP];
+};
+
+/* Free slots if `head` is at least head_seen (an older reading may even be
+ * a lap behind: then it says none). */
+static inline uint32_t inbox_room(uint32_t tail, uint32_t head_seen)
 {
-    /* The list is newest first: reverse the chain as it goes in. */
-    struct mely__event *newest = last, *oldest = first;
-    if (first != last) {
-        struct mely__event *prev = NULL, *ev = first;
-        while (ev) { /* bounded: the chain */
-            struct mely__event *next = ev->next;
-            ev->next = prev;
-            prev = ev;
-            ev = next;
-        }
-        newest = prev;
-        oldest = first;
-    }
-    struct mely__event *old = atomic_load_explicit(&q->head, memory_order_relaxed);
-    do { /* retried only when another poster pushed in between */
-        oldest->next = old;
-    } while (!atomic_compare_exchange_weak_explicit(&q->head, &old, newest, memory_order_seq_cst,
-                                                    memory_order_relaxed));
+    uint32_t used = tail - head_seen;
+    return used >= MELY__INBOX_CAP ? 0 : MELY__INBOX_CAP - used;
 }
 
+/* Reserves up to `want` consecutive slots; returns how many (0: full) and
+ * their first position in *pos. *head_seen is the caller's last reading of
+ * `head` (any older value is safe: it only under-counts the room), refreshed
+ * when the ring looks full. Sequentially consistent: the move protocol and
+ * the parking owner's last look order themselves against it (deliver.c). */
+static inline uint32_t mely__inbox_reserve(struct mely__inbox *q, uint32_t want, uint32_t *pos,
+                                           uint32_t *head_seen)
+{
+    uint32_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
+
+    for (;;) { /* retried only when another poster reserved in between */
+        uint32_t room = inbox_room(t, *head_seen);
+        if (room < want) {
+            *head_seen = atomic_load_explicit(&q->head, memory_order_acquire);
+            room = inbox_room(t, *head_seen);
+        }
+        uint32_t n = room < want ? room : want;
+        if (n == 0)
+            return 0;
+        if (atomic_compare_exchange_weak_explicit(&q->tail, &t, t + n, memory_order_seq_cst,
+                                                  memory_order_relaxed)) {
+            *pos = t;
+            return n;
+        }
+    }
+}
+
+/* Fills the reserved slot at `pos` and marks it ready. */
+static inline void mely__inbox_put(struct mely__inbox *q, uint32_t pos, struct mely__event *ev)
+{
+    struct mely__inbox_slot *s = &q->slot[pos & (MELY__INBOX_CAP - 1)];
+    s->ev = ev;
+    atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+}
+
+/* Whether a post was reserved and not yet taken (it may still be being
+ * written: the owner must not sleep on it). */
 static inline bool mely__inbox_ready(const struct mely__inbox *q)
 {
-    return atomic_load_explicit((struct mely__event *_Atomic *)&q->head, memory_order_seq_cst) !=
-           NULL;
+    struct mely__inbox *m = (struct mely__inbox *)q;
+    return atomic_load_explicit(&m->tail, memory_order_seq_cst) !=
+           atomic_load_explicit(&m->head, memory_order_relaxed);
 }
 
-/* Takes everything, oldest first, as a chain linked by next; NULL if empty. */
-static inline struct mely__event *mely__inbox_take(struct mely__inbox *q)
+/* Consumer: the event at the next position if it is ready, else NULL. */
+static inline struct mely__event *mely__inbox_peek(struct mely__inbox *q, uint32_t pos)
 {
-    if (!atomic_load_explicit(&q->head, memory_order_relaxed))
+    struct mely__inbox_slot *s = &q->slot[pos & (MELY__INBOX_CAP - 1)];
+    if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
         return NULL;
-    struct mely__event *ev = atomic_exchange_explicit(&q->head, NULL, memory_order_acquire);
-    struct mely__event *prev = NULL;
-    while (ev) { /* bounded: what was taken */
-        struct mely__event *next = ev->next;
-        ev->next = prev;
-        prev = ev;
-        ev = next;
-    }
-    return prev;
+    return s->ev;
 }
 
 #endif

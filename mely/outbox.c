@@ -32,11 +32,29 @@ static void flush_locked(struct mely__worker *self, struct mely__event *ev)
     }
 }
 
-/* The Mely engine: steps 1-4 of the move protocol (deliver.c). Pushes each
- * run of consecutive events for one owner into that owner's inbox, the owner
- * read once per event, in post order; wakes the owners after step 4, so that
- * a mover never waits for a system call. */
-static void flush_inboxes(struct mely__worker *self, struct mely__event *ev)
+/* Puts the run of k events from *ev in o's inbox, as many as fit; advances
+ * *ev past those (an event put may run and be freed at once: it is not read
+ * again) and counts them in the outbox. Returns false if some did not fit. */
+static bool put_run(struct mely__worker *self, unsigned o, struct mely__event **ev, uint32_t k)
+{
+    struct mely__inbox *q = &self->rt->workers[o].inbox;
+    uint32_t pos, n = mely__inbox_reserve(q, k, &pos, &self->head_seen[o]);
+
+    for (uint32_t i = 0; i < n; i++) { /* bounded: the run */
+        struct mely__event *next = (*ev)->next;
+        mely__inbox_put(q, pos + i, *ev);
+        *ev = next;
+    }
+    self->outbox.n -= n;
+    return n == k;
+}
+
+/* The Mely engine: steps 1-4 of the move protocol (deliver.c). Puts each run
+ * of consecutive events for one owner in that owner's inbox, the owner read
+ * once per event, in post order, up to the first event that finds its inbox
+ * full; wakes the owners after step 4, so that a mover never waits for a
+ * system call. Returns the first event left staged (NULL: all went). */
+static struct mely__event *flush_inboxes(struct mely__worker *self, struct mely__event *ev)
 {
     struct mely__rt *rt = self->rt;
     uint64_t touched[MELY_MAX_WORKERS / 64] = {0};
@@ -46,17 +64,17 @@ static void flush_inboxes(struct mely__worker *self, struct mely__event *ev)
     while (ev) { /* bounded: the staged events */
         struct mely__event *last = ev;
         unsigned next_o = o;
+        uint32_t k = 1;
         while (last->next) { /* bounded: the staged events */
             next_o = mely__owner_sc(rt, last->next->color);
             if (next_o != o)
                 break;
             last = last->next;
+            k++;
         }
-        struct mely__event *next = last->next;
-        last->next = NULL;
-        mely__inbox_push(&rt->workers[o].inbox, ev, last);
         touched[o / 64] |= 1ull << (o % 64);
-        ev = next;
+        if (!put_run(self, o, &ev, k))
+            break;
         o = next_o;
     }
     atomic_fetch_add_explicit(&self->post_seq, 1, memory_order_release);
@@ -64,6 +82,7 @@ static void flush_inboxes(struct mely__worker *self, struct mely__event *ev)
     for (unsigned i = 0; i < MELY_MAX_WORKERS / 64; i++)
         for (uint64_t b = touched[i]; b; b &= b - 1) /* bounded: 64 bits */
             mely__wake_if_parked(&rt->workers[i * 64 + (unsigned)__builtin_ctzll(b)], self);
+    return ev;
 }
 
 void mely__outbox_flush(struct mely__worker *self)
@@ -71,12 +90,17 @@ void mely__outbox_flush(struct mely__worker *self)
     struct mely__outbox *ob = &self->outbox;
     struct mely__event *chain = ob->head;
 
-    ob->head = ob->tail = NULL;
-    ob->n = 0;
-    if (self->rt->legacy)
+    ob->fresh = 0;
+    if (self->rt->legacy) {
+        ob->head = ob->tail = NULL;
+        ob->n = 0;
         flush_locked(self, chain);
-    else
-        flush_inboxes(self, chain);
+        return;
+    }
+    struct mely__event *left = flush_inboxes(self, chain);
+    ob->head = left;
+    if (!left)
+        ob->tail = NULL;
 }
 
 void mely__outbox_stage(struct mely__worker *self, struct mely__event *ev)
@@ -89,6 +113,7 @@ void mely__outbox_stage(struct mely__worker *self, struct mely__event *ev)
     else
         ob->head = ev;
     ob->tail = ev;
-    if (++ob->n >= MELY__OUTBOX_MAX)
+    ob->n++;
+    if (++ob->fresh >= MELY__OUTBOX_MAX)
         mely__outbox_flush(self);
 }

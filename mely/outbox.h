@@ -34,7 +34,8 @@
 
 struct mely__outbox {
     struct mely__event *head, *tail; /* staged events, in post order */
-    uint32_t n;
+    uint32_t n;     /* staged events */
+    uint32_t fresh; /* staged since the last flush */
 };
 
 struct mely__worker;

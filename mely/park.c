@@ -21,7 +21,7 @@
  *     the eventfd. A write between steps 2 and 4 leaves the eventfd readable,
  *     so the poll returns at once and no wake-up is lost.
  * Steps 2 and 3 are a store-buffering pair: the worker stores `parked`, then
- * reads its inbox's head; a flush pushes into the inbox, then reads `parked`; all
+ * reads its inbox's tail; a flush reserves in the inbox, then reads `parked`; all
  * sequentially consistent, so at least one of them sees the other. Wakers
  * that queue under the worker's lock (local posts, and the lock-then-check of
  * timer.c) are ordered by the lock itself.
@@ -147,7 +147,7 @@ static bool idle_hook(struct mely__worker *w)
     return has_work(w);
 }
 
-/* Staged posts that a full ring held back (inbox.c) must leave before this
+/* Staged posts that a full inbox held back (deliver.c) must leave before this
  * worker sleeps: retried, yielding to the owner that drains the ring, for as
  * long as they stay. Returns true while some remain. */
 static bool outbox_stuck(struct mely__worker *w)

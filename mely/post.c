@@ -72,8 +72,10 @@ static void count_post(struct mely__worker *self, struct mely__worker *w)
 }
 
 /* Queues ev under its owner's lock; on failure (no memory for the color's
- * queue) ev is freed. A worker queueing on itself first drains its own ring,
- * so that the post comes after every post published to it before (deliver.c). */
+ * queue) ev is freed. A worker queueing on itself, or a thread that is not a
+ * worker (its inbox was full, or the color is new), first drains the
+ * owner's inbox, so that the post comes after every post published there
+ * before (deliver.c). */
 static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
 {
     struct mely__worker *w = mely__lock_owner(rt, ev->color, self ? &self->ctr : NULL);
@@ -87,7 +89,7 @@ static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely_
         return MELY_ENOMEM;
     }
     count_post(self, w);
-    if (w == self && !rt->legacy)
+    if ((w == self || !self) && !rt->legacy)
         wake |= mely__deliver(w, self);
     wake |= mely__enqueue(w, self, cq, ev);
     mely__spin_unlock(&w->lock);
@@ -151,10 +153,8 @@ static inline __attribute__((always_inline)) int post(struct mely__rt *rt, mely_
 
     if (self)
         return post_from_worker(rt, self, ev);
-    if (!rt->legacy && mely__cq_of(rt, color)) {
-        mely__deliver_foreign(rt, ev);
+    if (!rt->legacy && mely__cq_of(rt, color) && mely__deliver_foreign(rt, ev))
         return 0;
-    }
     return post_now(rt, NULL, ev);
 }
 

@@ -28,7 +28,6 @@ static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned in
     w->io.wake_fd = w->io.timer_fd = -1;
     mely__spin_init(&w->lock);
     mely__spin_init(&w->foreign_lock);
-    atomic_init(&w->inbox.head, NULL);
     atomic_init(&w->parked, false);
     atomic_init(&w->post_seq, 0);
     mely__coreq_init(&w->coreq);
@@ -49,8 +48,10 @@ static void rt_free(struct mely__rt *rt)
     if (rt->workers)
         mely__pollers_free(rt);
     pthread_mutex_destroy(&rt->listen_mu);
-    for (unsigned i = 0; rt->workers && i < rt->nworkers; i++)
+    for (unsigned i = 0; rt->workers && i < rt->nworkers; i++) {
         free(rt->workers[i].steal_order);
+        free(rt->workers[i].head_seen);
+    }
     mely__depot_destroy(&rt->depot);
     if (rt->topo)
         mely__topo_free(rt->topo);
@@ -119,7 +120,8 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
         worker_init(&rt->workers[i], rt, i, mely__config_cpu(&s, i));
     for (unsigned i = 0; i < s.workers; i++) {
         rt->workers[i].steal_order = calloc(s.workers, sizeof(unsigned));
-        if (!rt->workers[i].steal_order) {
+        rt->workers[i].head_seen = calloc(s.workers, sizeof(uint32_t));
+        if (!rt->workers[i].steal_order || !rt->workers[i].head_seen) {
             rt_free(rt);
             return MELY_ENOMEM;
         }

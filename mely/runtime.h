@@ -95,6 +95,7 @@ struct mely__worker {
                                      event fields are used) */
     struct mely__outbox outbox;   /* staged posts to other workers (outbox.h) */
     _Atomic uint32_t post_seq;    /* odd while a flush publishes (deliver.c) */
+    uint32_t *head_seen;          /* per owner: its inbox's head, as last read */
     struct mely__poller io;       /* the poller (poller.c); nwatches is shared */
     unsigned *steal_order;        /* the steal driver's core set (nworkers - 1) */
     struct mely__rt *rt;

@@ -17,8 +17,7 @@
 
 #include "mely/runtime.h"
 
-/* Posts reserved in w's inbox and not yet drained (a hint; sequentially
- * consistent). */
+/* A post waits in w's inbox, ready to take (a hint). */
 static inline bool mely__deliver_ready(const struct mely__worker *w)
 {
     return mely__inbox_ready(&w->inbox);

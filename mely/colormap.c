@@ -53,15 +53,15 @@ int mely_color_move(mely_t *m, mely_color_t color, unsigned worker)
         }
         unsigned wake = rt->legacy ? 0 : mely__deliver(from, self);
         bool busy = color_busy(rt, from, color);
-        uint32_t moved = 0;
+        int moved = 0;
         if (!busy && !rt->legacy)
             moved = mely__color_handoff(from, to, color, self, &wake);
         else if (!busy)
             atomic_store_explicit(&rt->owner[color], (uint8_t)worker, memory_order_release);
         mely__unlock_pair(from, to);
         mely__enqueue_wake(from, self, wake);
-        if (moved)
+        if (moved > 0)
             mely__wake_if_parked(to, self);
-        return busy ? MELY_EBUSY : 0;
+        return busy ? MELY_EBUSY : moved < 0 ? MELY_ENOMEM : 0;
     }
 }

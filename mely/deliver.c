@@ -52,9 +52,21 @@
  * its step 1 follows the even value M read, which follows M's store. Threads
  * that are not workers read the owner under the owner's foreign_lock and
  * re-check it, so step b's lock orders them the same way. The wait in step
- * b is short (a flush pushes at most the staged events, without locks or
+ * b is short (a flush puts at most the staged events, without locks or
  * system calls): M spins a little, then yields. No flush takes a worker
- * lock, so M never waits for a flush that waits for M.
+ * lock, so M never waits for a flush that waits for M. Step c reads every
+ * position reserved before it starts, waiting for any still being written:
+ * a later flush (to another color) may have reserved a slot before one of
+ * the flushes step b waited for, and the drain must not stop short of the
+ * latter.
+ *
+ * Memory. A drained post needs an event of the drainer's; if there is none
+ * (malloc failed), an ordinary drain stops and leaves the rest in the inbox
+ * for the next one, but step c must finish. So each worker keeps a reserve
+ * of MELY__INBOX_CAP events, topped up by its own drains, that only step c
+ * uses, and a move starts only with a full reserve: step c never takes more
+ * than the inbox holds. A steal then simply fails; mely_color_move() says
+ * MELY_ENOMEM.
  *
  * Self-owned colors. A staged event whose color has moved to the poster
  * itself goes through the poster's own inbox, not straight into its queue:
@@ -63,30 +75,82 @@
  * first, so it never overtakes a post published before it (post.c).
  */
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "mely/colormap.h"
 #include "mely/cycles.h"
 #include "mely/deliver.h"
 #include "mely/enqueue.h"
 
-unsigned mely__deliver(struct mely__worker *w, struct mely__worker *self)
+/* An event for a drained post: the drainer's own, or, for step c only, one
+ * of w's reserve. Under w->lock. */
+static struct mely__event *event_for(struct mely__worker *w, struct mely__worker *self,
+                                     bool reserve)
 {
     struct mely__rt *rt = w->rt;
-    struct mely__inbox *q = &w->inbox;
+    struct mely__event *ev = self ? mely__evcache_alloc(rt, &self->evcache)
+                                  : mely__depot_alloc_one(rt);
+    if (!ev && reserve && w->nreserve) {
+        ev = w->reserve;
+        w->reserve = ev->next;
+        w->nreserve--;
+    }
+    return ev;
+}
+
+/* Under w->lock, on w's thread: refills the reserve after a move used it. */
+static void top_up(struct mely__worker *w)
+{
+    while (w->nreserve < MELY__INBOX_CAP) { /* bounded: the reserve's size */
+        struct mely__event *ev = mely__evcache_alloc(w->rt, &w->evcache);
+        if (!ev)
+            return;
+        ev->next = w->reserve;
+        w->reserve = ev;
+        w->nreserve++;
+    }
+}
+
+/* Under w->lock: queues the posts of positions head..`until` (stopping at the
+ * first one not ready, or, with `until` set, waiting for it), each in an event
+ * of the drainer's. */
+static unsigned drain(struct mely__worker *w, struct mely__worker *self, bool step_c,
+                      uint32_t until)
+{
+    struct mely__rt *rt = w->rt;
+    struct mely__inbox *q = w->inbox;
     uint32_t h = atomic_load_explicit(&q->head, memory_order_relaxed), start = h;
     unsigned wake = 0;
-    struct mely__event *ev;
 
-    while (h - start < MELY__INBOX_CAP && (ev = mely__inbox_peek(q, h)) != NULL) { /* bounded */
-        wake |= mely__enqueue(w, self, mely__cq_of(rt, ev->color), ev);
+    while (h - start < MELY__INBOX_CAP) { /* bounded: one lap of the ring */
+        const struct mely__event *post = mely__inbox_peek(q, h);
+        if (!post) {
+            if (!step_c || (int32_t)(until - h) <= 0)
+                break;
+            mely__cpu_relax(); /* a flush that reserved before step c writes it */
+            continue;
+        }
+        struct mely__event *ev = event_for(w, self, step_c);
+        if (!ev)
+            break; /* out of memory: the rest waits in the inbox */
+        *ev = *post;
         h++;
+        wake |= mely__enqueue(w, self, mely__cq_of(rt, ev->color), ev);
     }
     if (h != start)
         atomic_store_explicit(&q->head, h, memory_order_release);
     return wake;
 }
 
-bool mely__deliver_foreign(struct mely__rt *rt, struct mely__event *ev)
+unsigned mely__deliver_slow(struct mely__worker *w, struct mely__worker *self)
+{
+    if (self == w && __builtin_expect(w->nreserve < MELY__INBOX_CAP, 0))
+        top_up(w);
+    return drain(w, self, false, 0);
+}
+
+bool mely__deliver_foreign(struct mely__rt *rt, const struct mely__event *ev)
 {
     struct mely__worker *w;
 
@@ -98,10 +162,10 @@ bool mely__deliver_foreign(struct mely__rt *rt, struct mely__event *ev)
             break;
         mely__spin_unlock(&w->foreign_lock);
     }
-    uint32_t pos, head_seen = atomic_load_explicit(&w->inbox.head, memory_order_acquire);
-    bool room = mely__inbox_reserve(&w->inbox, 1, &pos, &head_seen) == 1;
+    uint32_t pos, head_seen = atomic_load_explicit(&w->inbox->head, memory_order_acquire);
+    bool room = mely__inbox_reserve(w->inbox, 1, &pos, &head_seen) == 1;
     if (room) {
-        mely__inbox_put(&w->inbox, pos, ev);
+        mely__inbox_put(w->inbox, pos, ev);
         atomic_fetch_add_explicit(&w->ctr.posts_foreign, 1, memory_order_relaxed);
     }
     mely__spin_unlock(&w->foreign_lock);
@@ -134,36 +198,60 @@ static void wait_posters(struct mely__worker *from, const struct mely__worker *s
     mely__spin_unlock(&from->foreign_lock);
 }
 
-uint32_t mely__color_handoff(struct mely__worker *from, struct mely__worker *to,
-                             mely_color_t color, struct mely__worker *self, unsigned *wake)
+int mely__color_handoff(struct mely__worker *from, struct mely__worker *to, mely_color_t color,
+                        struct mely__worker *self, unsigned *wake)
 {
     struct mely__rt *rt = from->rt;
 
+    if (from->nreserve < MELY__INBOX_CAP)
+        return -1;
     atomic_store_explicit(&rt->owner[color], (uint8_t)to->index, memory_order_seq_cst);
     wait_posters(from, self);
-    *wake |= mely__deliver(from, self);
+    uint32_t until = atomic_load_explicit(&from->inbox->tail, memory_order_acquire);
+    *wake |= drain(from, self, true, until);
 
     struct mely__colorq *cq = mely__cq_of(rt, color);
     if (!cq || cq->count == 0)
         return 0;
-    uint32_t n = cq->count;
+    int n = (int)cq->count;
     if (cq->queued)
         mely__coreq_remove(&from->coreq, cq);
     mely__stealq_remove(&from->stealq, cq);
-    mely__add_pending(from, -(int)n);
+    mely__add_pending(from, -n);
     mely__coreq_insert(&to->coreq, cq);
     mely__stealq_refile(to, cq);
-    mely__add_pending(to, (int)n);
+    mely__add_pending(to, n);
     return n;
+}
+
+int mely__deliver_init(struct mely__rt *rt)
+{
+    rt->inboxes = aligned_alloc(MELY__CACHELINE, rt->nworkers * sizeof(struct mely__inbox));
+    if (!rt->inboxes)
+        return MELY_ENOMEM;
+    memset(rt->inboxes, 0, rt->nworkers * sizeof(struct mely__inbox));
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        struct mely__worker *w = &rt->workers[i];
+        w->inbox = &rt->inboxes[i];
+        while (w->nreserve < MELY__INBOX_CAP) { /* bounded: the reserve's size */
+            struct mely__event *ev = mely__depot_alloc_one(rt);
+            if (!ev)
+                return MELY_ENOMEM;
+            ev->next = w->reserve;
+            w->reserve = ev;
+            w->nreserve++;
+        }
+    }
+    return 0;
 }
 
 size_t mely__deliver_pending(const struct mely__rt *rt)
 {
     size_t n = 0;
 
-    for (unsigned o = 0; o < rt->nworkers; o++) {
+    for (unsigned o = 0; rt->inboxes && o < rt->nworkers; o++) {
         struct mely__worker *w = &rt->workers[o];
-        n += atomic_load(&w->inbox.tail) - atomic_load(&w->inbox.head);
+        n += atomic_load(&w->inbox->tail) - atomic_load(&w->inbox->head);
         n += w->outbox.n;
     }
     return n;

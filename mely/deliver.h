@@ -7,7 +7,8 @@
  * (post.c); the worker drains it into its color-queues under its own lock,
  * at batch boundaries, before a local post, before it parks, and a thief
  * drains a victim's. The Mely engine only: the legacy engine queues under
- * the owner's lock, as libasync-smp does (legacy.c).
+ * the owner's lock, as libasync-smp does (legacy.c), and its workers' inboxes
+ * stay empty.
  */
 #ifndef MELY_DELIVER_H
 #define MELY_DELIVER_H
@@ -20,28 +21,42 @@
 /* A post waits in w's inbox, ready to take (a hint). */
 static inline bool mely__deliver_ready(const struct mely__worker *w)
 {
-    return mely__inbox_ready(&w->inbox);
+    return mely__inbox_ready(w->inbox);
 }
 
-/* Under w->lock: queues every event of w's inbox on its color's queue, in
- * publication order. Returns MELY__WAKE_* flags (enqueue.h) for after
- * unlocking. `self` is the calling worker, or NULL. */
-unsigned mely__deliver(struct mely__worker *w, struct mely__worker *self);
+unsigned mely__deliver_slow(struct mely__worker *w, struct mely__worker *self);
+
+/* Under w->lock: queues every ready post of w's inbox on its color's queue,
+ * in reservation order. Returns MELY__WAKE_* flags (enqueue.h) for after
+ * unlocking. `self` is the calling worker, or NULL. Inline: every local post
+ * and every batch look; an empty inbox costs two loads. */
+static inline unsigned mely__deliver(struct mely__worker *w, struct mely__worker *self)
+{
+    if (__builtin_expect(!mely__inbox_ready(w->inbox), 1) &&
+        __builtin_expect(self != w || w->nreserve == MELY__INBOX_CAP, 1))
+        return 0;
+    return mely__deliver_slow(w, self);
+}
 
 /* A post from a thread that is not a worker (post.c): puts ev (its fields
  * set, its color-queue existing) in its owner's inbox, under the owner's
  * foreign_lock (the move protocol), and wakes the owner if it is parked.
  * False if the inbox is full: nothing was done (the caller queues ev under
  * the owner's lock, after draining the inbox, so that order holds). */
-bool mely__deliver_foreign(struct mely__rt *rt, struct mely__event *ev);
+bool mely__deliver_foreign(struct mely__rt *rt, const struct mely__event *ev);
 
 /* Under both locks: makes `to` the owner of `color` (owned by `from`), with
  * every event already posted to it: those in flight to `from` are drained
  * into its color-queue first, and a non-empty color-queue moves to `to`.
- * Returns the events moved and ORs MELY__WAKE_* flags for `from` into *wake.
- * The caller checked that the color is not running. Any thread. */
-uint32_t mely__color_handoff(struct mely__worker *from, struct mely__worker *to,
-                             mely_color_t color, struct mely__worker *self, unsigned *wake);
+ * Returns the events moved, or -1 without changing anything when `from`'s
+ * reserve of events is not full (out of memory: deliver.c), and ORs
+ * MELY__WAKE_* flags for `from` into *wake. The caller checked that the
+ * color is not running. Any thread. */
+int mely__color_handoff(struct mely__worker *from, struct mely__worker *to, mely_color_t color,
+                        struct mely__worker *self, unsigned *wake);
+
+/* Fills every worker's reserve (mely_init); MELY_ENOMEM. */
+int mely__deliver_init(struct mely__rt *rt);
 
 /* Events still in inboxes and outboxes (shutdown: no worker runs). */
 size_t mely__deliver_pending(const struct mely__rt *rt);

@@ -2,18 +2,22 @@
  * inbox.h: a worker's inbox of remote posts (queue layer: no scheduler
  * knowledge; deliver.c fills and drains it).
  *
- * A bounded multi-producer, single-consumer ring of event pointers. A poster
- * reserves a run of slots with one compare-and-swap of `tail`, writes the
- * events and marks each slot ready (its `seq` becomes its position + 1, a
- * release store); the consumer reads ready slots in position order and hands
- * them back with one store of `head` per drain. Reservations have one total
+ * A bounded multi-producer, single-consumer ring of posts, each a copy of
+ * the event's queued fields in a cache line of its own. A poster reserves a
+ * run of slots with one compare-and-swap of `tail`, copies the events in and
+ * marks each slot ready (its `seq` becomes its position + 1, a release
+ * store); the consumer copies ready slots, in position order, into events of
+ * its own and hands the slots back with one store of `head` per drain. So a
+ * post crosses cores as one cache line, and events never do: each side
+ * allocates and frees its own (an earlier version passed event pointers: the
+ * event's line crossed too, a second miss per post). Reservations have one total
  * order, which respects causality: a post that happens before another
  * (through a handler, a lock, a steal of the poster's color) gets an earlier
  * slot, and the consumer never reads past a reserved slot that is not yet
  * ready. (Per-(poster, owner) rings lose that: deliver.c.) The consumer never
- * writes a slot: slot lines move one way, and the events they point to can
- * be read in parallel (a linked list was tried: the consumer's walk was one
- * serialized cache miss per event).
+ * writes a slot: slot lines move one way, and can be read in parallel (a
+ * linked list was tried: the consumer's walk was one serialized cache miss
+ * per event).
  *
  * Who may call: reserve and put, any thread (the ring is full: reserve
  * returns fewer slots than asked, maybe none); take, only whoever holds the
@@ -31,11 +35,11 @@
 
 #include "mely/event.h"
 
-#define MELY__INBOX_CAP 1024u
+#define MELY__INBOX_CAP 512u
 
 struct mely__inbox_slot {
-    _Atomic uint32_t seq;    /* position + 1 once `ev` is written */
-    struct mely__event *ev;
+    alignas(64) _Atomic uint32_t seq; /* position + 1 once `ev` is written */
+    struct mely__event ev;            /* a copy (its `next` unused) */
 };
 
 struct mely__inbox {
@@ -79,11 +83,13 @@ static inline uint32_t mely__inbox_reserve(struct mely__inbox *q, uint32_t want,
     }
 }
 
-/* Fills the reserved slot at `pos` and marks it ready. */
-static inline void mely__inbox_put(struct mely__inbox *q, uint32_t pos, struct mely__event *ev)
+/* Copies ev into the reserved slot at `pos` and marks it ready; ev is the
+ * caller's again. */
+static inline void mely__inbox_put(struct mely__inbox *q, uint32_t pos,
+                                   const struct mely__event *ev)
 {
     struct mely__inbox_slot *s = &q->slot[pos & (MELY__INBOX_CAP - 1)];
-    s->ev = ev;
+    s->ev = *ev;
     atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
 }
 
@@ -97,13 +103,14 @@ static inline bool mely__inbox_reserved(const struct mely__inbox *q)
            atomic_load_explicit(&m->head, memory_order_relaxed);
 }
 
-/* Consumer: the event at position pos if it is ready, else NULL. */
-static inline struct mely__event *mely__inbox_peek(struct mely__inbox *q, uint32_t pos)
+/* Consumer: the post at position pos if it is ready (a copy to read, valid
+ * until `head` passes it), else NULL. */
+static inline const struct mely__event *mely__inbox_peek(struct mely__inbox *q, uint32_t pos)
 {
     struct mely__inbox_slot *s = &q->slot[pos & (MELY__INBOX_CAP - 1)];
     if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
         return NULL;
-    return s->ev;
+    return &s->ev;
 }
 
 /* Whether the next post to take is ready: reads only the slot it will be

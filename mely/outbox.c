@@ -32,17 +32,18 @@ static void flush_locked(struct mely__worker *self, struct mely__event *ev)
     }
 }
 
-/* Puts the run of k events from *ev in o's inbox, as many as fit; advances
- * *ev past those (an event put may run and be freed at once: it is not read
- * again) and counts them in the outbox. Returns false if some did not fit. */
+/* Copies the run of k events from *ev into o's inbox, as many as fit, and
+ * frees them; advances *ev past those and counts them out of the outbox.
+ * Returns false if some did not fit. */
 static bool put_run(struct mely__worker *self, unsigned o, struct mely__event **ev, uint32_t k)
 {
-    struct mely__inbox *q = &self->rt->workers[o].inbox;
+    struct mely__inbox *q = self->rt->workers[o].inbox;
     uint32_t pos, n = mely__inbox_reserve(q, k, &pos, &self->head_seen[o]);
 
     for (uint32_t i = 0; i < n; i++) { /* bounded: the run */
         struct mely__event *next = (*ev)->next;
         mely__inbox_put(q, pos + i, *ev);
+        mely__evcache_free(self->rt, &self->evcache, *ev);
         *ev = next;
     }
     self->outbox.n -= n;

@@ -91,7 +91,7 @@ static bool set_parked(struct mely__worker *w)
     atomic_fetch_add_explicit(&w->rt->nparked, 1, memory_order_relaxed);
     atomic_store_explicit(&w->parked, true, memory_order_seq_cst);
     /* mely_stop() stores `stopping`, then wakes: the same pair as a flush. */
-    if (!mely__inbox_reserved(&w->inbox) &&
+    if (!mely__inbox_reserved(w->inbox) &&
         !atomic_load_explicit(&w->rt->stopping, memory_order_seq_cst))
         return true;
     /* A flush published meanwhile. If a waker already cleared the flag, its

@@ -98,8 +98,8 @@ static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely_
 }
 
 /* A worker's post: staged (see the top of this file), or queued now. */
-static int post_from_worker(struct mely__rt *rt, struct mely__worker *self,
-                            struct mely__event *ev)
+static inline __attribute__((always_inline)) int
+post_from_worker(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
 {
     bool remote = mely__owner(rt, ev->color) != self->index;
 
@@ -140,8 +140,13 @@ static inline __attribute__((always_inline)) int post(struct mely__rt *rt, mely_
         return MELY_ECOLOR;
 
     struct mely__worker *self = mely__self_in(rt);
-    struct mely__event *ev = event_alloc(rt, self);
-    if (!ev)
+    struct mely__event rec, *ev;
+    /* A thread that is not a worker copies the post into the owner's inbox,
+     * with no event of its own (Mely engine, existing color-queue). */
+    bool copy = !self && !rt->legacy && mely__cq_of(rt, color);
+    if (copy)
+        ev = &rec;
+    else if (!(ev = event_alloc(rt, self)))
         return MELY_ENOMEM;
     ev->fn = fn;
     ev->arg = arg;
@@ -150,11 +155,15 @@ static inline __attribute__((always_inline)) int post(struct mely__rt *rt, mely_
     ev->prio = (uint8_t)prio;
     ev->head = (flags & MELY_POST_HEAD) != 0;
     ev->units = mely__cost_units(rt, h);
-
     if (self)
         return post_from_worker(rt, self, ev);
-    if (!rt->legacy && mely__cq_of(rt, color) && mely__deliver_foreign(rt, ev))
+    if (copy && mely__deliver_foreign(rt, &rec))
         return 0;
+    if (copy) { /* the inbox was full */
+        if (!(ev = event_alloc(rt, NULL)))
+            return MELY_ENOMEM;
+        *ev = rec;
+    }
     return post_now(rt, NULL, ev);
 }
 

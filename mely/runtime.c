@@ -53,6 +53,7 @@ static void rt_free(struct mely__rt *rt)
         free(rt->workers[i].head_seen);
     }
     mely__depot_destroy(&rt->depot);
+    free(rt->inboxes);
     if (rt->topo)
         mely__topo_free(rt->topo);
     free(rt->cq_of);
@@ -134,7 +135,8 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
         rt_free(rt);
         return MELY_ENOMEM;
     }
-    if ((err = mely__pollers_init(rt)) != 0 || (err = mely__watchtab_init(rt)) != 0) {
+    if ((err = mely__deliver_init(rt)) != 0 ||
+        (err = mely__pollers_init(rt)) != 0 || (err = mely__watchtab_init(rt)) != 0) {
         rt_free(rt);
         return err;
     }

@@ -72,6 +72,10 @@ struct mely__worker {
     struct mely__coreq coreq;
     struct mely__stealq stealq;   /* worthy color-queues (timeleft, penalty) */
     struct mely__legacyq legacy;  /* the legacy engine's queue */
+    struct mely__inbox *inbox;    /* remote posts to this worker (inbox.h;
+                                     deliver.c): rt->inboxes[index] */
+    struct mely__event *reserve;  /* events only a move's drain uses (deliver.c) */
+    uint32_t nreserve;
 
     /* wake: `parked` is set by the worker under `lock` and cleared by
      * whoever wakes it, with one exchange (park.c); wake_seq counts wake-ups.
@@ -79,8 +83,6 @@ struct mely__worker {
     alignas(MELY__CACHELINE) atomic_bool parked; /* sleeping, or about to */
     _Atomic uint32_t wake_seq;
 
-    /* remote posts to this worker (inbox.h; deliver.c) */
-    struct mely__inbox inbox;
     /* held by a thread that is not a worker while it posts here, and by a
      * color's mover: the foreign half of the move protocol (deliver.c) */
     alignas(MELY__CACHELINE) mely__spinlock_t foreign_lock;
@@ -145,6 +147,7 @@ struct mely__rt {
     struct mely__colorq *_Atomic *cq_of; /* MELY_COLORS + nworkers entries */
 
     struct mely__depot depot;
+    struct mely__inbox *inboxes;  /* one per worker (Mely engine), 64-byte aligned */
 
     /* Legacy engine: pending events per color, under the owner's lock. */
     uint32_t *legacy_pending;     /* MELY_COLORS + nworkers entries */

@@ -123,13 +123,16 @@ int mely__steal_compose(const char *spec, struct mely__steal_ops *ops, char *nam
 /* Under both locks: construct_event_set and migrate in one step, O(1) but
  * for the events in flight to the victim that the move protocol drains
  * first (deliver.c). */
-static void migrate(struct mely__worker *thief, struct mely__worker *victim,
+static bool migrate(struct mely__worker *thief, struct mely__worker *victim,
                     struct mely__colorq *cq, unsigned *wake)
 {
-    uint32_t n = mely__color_handoff(victim, thief, (mely_color_t)cq->color, thief, wake);
+    int n = mely__color_handoff(victim, thief, (mely_color_t)cq->color, thief, wake);
 
-    mely__count(&thief->ctr.stolen_events, n);
+    if (n < 0)
+        return false;
+    mely__count(&thief->ctr.stolen_events, (uint64_t)n);
     mely__count(&thief->ctr.stolen_cycles, mely__units_to_cycles(cq->units));
+    return true;
 }
 
 /* Tries one victim; true if a color moved. Its inbox is drained first, so
@@ -149,9 +152,7 @@ static bool try_victim(struct mely__worker *thief, struct mely__worker *victim,
     wake = mely__deliver(victim, thief);
     if (ops->can_be_stolen(victim))
         cq = ops->choose_color(victim);
-    if (cq && mely__colorq_stealable(victim, cq))
-        migrate(thief, victim, cq, &wake);
-    else
+    if (!cq || !mely__colorq_stealable(victim, cq) || !migrate(thief, victim, cq, &wake))
         cq = NULL;
     mely__unlock_pair(thief, victim);
     /* Only the victim can need waking (it was parked with events in flight);

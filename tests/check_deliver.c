@@ -1,0 +1,310 @@
+/*
+ * check_deliver.c: stress tests of the cross-core post path (mely/deliver.c):
+ * posts go through the owner's inbox, a full inbox keeps the rest staged,
+ * foreign threads fall back to the owner's lock when it is full, and colors
+ * move while posts to them are in flight.
+ *
+ * Every test checks, for each (poster, target color) pair, that the events
+ * run exactly once and in post order, and that two events of one color never
+ * run at once; each runs in every shape of testutil.c (both engines, with and
+ * without stealing, 2 pinned and 8 unpinned workers).
+ *  - flood: handlers on every worker post bursts of three inboxes' worth to
+ *    colors of the other workers, which post back (a full inbox, both ways:
+ *    nothing lost, reordered or deadlocked);
+ *  - foreign_flood: two threads that are not workers post to colors of a
+ *    worker held busy, past its inbox's capacity (the locked fallback);
+ *  - causal: A posts to C, then to B, whose handler posts to C: A's event
+ *    runs first, though the two travel from different workers;
+ *  - moves_race_flushes: a thread moves the target colors around while
+ *    handlers post to them (the move protocol).
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/testutil.h"
+
+enum {
+    NPOSTERS = 8,      /* poster colors 200.. */
+    NTARGETS = 16,     /* target colors 100.. */
+    BURST = 3 * 512,   /* per poster run: three inboxes' worth (MELY__INBOX_CAP) */
+    POSTER0 = 200,
+    TARGET0 = 100,
+};
+
+/* The posts of one (poster, target) pair are numbered 1, 2, ... */
+struct post {
+    uint16_t poster, target;
+    uint32_t seq;
+};
+
+static struct {
+    mely_t m;
+    struct watchdog wd;
+    unsigned quota;                        /* posts per poster */
+    unsigned posted[NPOSTERS];             /* the poster color's (serialized) */
+    uint32_t next_seq[NPOSTERS][NTARGETS]; /* the poster's */
+    uint32_t last_seq[NPOSTERS][NTARGETS]; /* the target color's: not atomic on
+                                              purpose (TSan checks the order) */
+    atomic_int inflight[NTARGETS];
+    atomic_uint ran, posters_done;
+    struct post *posts;                    /* NPOSTERS * quota */
+    atomic_bool stop_moving;
+} st;
+
+static void reset(unsigned quota)
+{
+    free(st.posts);
+    memset(&st, 0, sizeof(st));
+    st.quota = quota;
+    st.posts = calloc((size_t)NPOSTERS * quota, sizeof(*st.posts));
+    ck_assert_ptr_nonnull(st.posts);
+}
+
+static void consume(void *arg)
+{
+    struct post *p = arg;
+
+    if (atomic_fetch_add(&st.inflight[p->target], 1) != 0)
+        note("target %u: two events at once", p->target);
+    if (st.last_seq[p->poster][p->target] + 1 != p->seq)
+        note("poster %u -> target %u: event #%u ran after #%u", p->poster, p->target, p->seq,
+             st.last_seq[p->poster][p->target]);
+    st.last_seq[p->poster][p->target] = p->seq;
+    atomic_fetch_sub(&st.inflight[p->target], 1);
+    if (atomic_fetch_add(&st.ran, 1) + 1 == NPOSTERS * st.quota)
+        mely_stop(&st.m);
+}
+
+/* Posts the next event of poster p to target t. */
+static int post_next(unsigned p, unsigned t)
+{
+    struct post *e = &st.posts[(size_t)p * st.quota + st.posted[p]++];
+    *e = (struct post){.poster = (uint16_t)p, .target = (uint16_t)t, .seq = ++st.next_seq[p][t]};
+    return mely_post(&st.m, TARGET0 + t, consume, e);
+}
+
+static void poster(void *arg)
+{
+    unsigned p = (unsigned)(uintptr_t)arg;
+
+    for (unsigned k = 0; k < BURST && st.posted[p] < st.quota; k++) { /* bounded: BURST */
+        if (post_next(p, (p + st.posted[p]) % NTARGETS) != 0) {
+            note("poster %u: a post failed", p);
+            mely_stop(&st.m);
+            return;
+        }
+    }
+    if (st.posted[p] < st.quota && mely_post(&st.m, POSTER0 + p, poster, arg) != 0)
+        note("poster %u: re-post failed", p);
+}
+
+static void check_all_ran(const struct shape *sh, bool fired)
+{
+    ck_assert_msg(!fired, "%s: not done in time: %u of %u events ran", shape_name(sh),
+                  atomic_load(&st.ran), NPOSTERS * st.quota);
+    ck_assert_uint_eq(atomic_load(&st.ran), NPOSTERS * st.quota);
+    for (unsigned p = 0; p < NPOSTERS; p++)
+        for (unsigned t = 0; t < NTARGETS; t++)
+            ck_assert_uint_eq(st.last_seq[p][t], st.next_seq[p][t]);
+}
+
+START_TEST(flood)
+{
+    const struct shape *sh = &shapes[_i];
+
+    reset(scaled(20000, 2 * BURST, SCALED_MAX));
+    init_runtime_shape(&st.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    for (unsigned p = 0; p < NPOSTERS; p++)
+        ck_assert_int_eq(mely_post(&st.m, POSTER0 + p, poster, (void *)(uintptr_t)p), 0);
+    watchdog_start(&st.wd, &st.m, 60);
+    ck_assert_int_eq(mely_run(&st.m), 0);
+    bool fired = watchdog_end(&st.wd);
+    assert_no_notes();
+    check_all_ran(sh, fired);
+    ck_assert_int_eq(mely_shutdown(&st.m), 0);
+}
+END_TEST
+
+/* ---- foreign threads past a full inbox ------------------------------------------- */
+
+static atomic_bool blocker_go;
+
+/* Holds worker 0 until the foreign threads have posted well past an inbox. */
+static void blocker(void *arg)
+{
+    (void)arg;
+    wait_flag(&blocker_go, 20000);
+}
+
+static void *foreign_poster(void *arg)
+{
+    unsigned p = (unsigned)(uintptr_t)arg;
+
+    for (unsigned k = 0; k < st.quota; k++) { /* bounded: the quota */
+        if (post_next(p, (p + k) % NTARGETS) != 0) {
+            note("foreign poster %u: a post failed", p);
+            break;
+        }
+        if (k == 4 * BURST && atomic_fetch_add(&st.posters_done, 1) == 1)
+            atomic_store(&blocker_go, true);
+    }
+    return NULL;
+}
+
+START_TEST(foreign_flood)
+{
+    const struct shape *sh = &shapes[_i];
+
+    reset(scaled(50000, 5 * BURST, SCALED_MAX));
+    atomic_store(&blocker_go, false);
+    init_runtime_shape(&st.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    /* Every target on worker 0, each with its color-queue made (an empty
+     * post), behind the blocker. */
+    for (unsigned t = 0; t < NTARGETS; t++) {
+        ck_assert_int_eq(mely_color_move(&st.m, TARGET0 + t, 0), 0);
+        ck_assert_int_eq(mely_post(&st.m, TARGET0 + t, nop, NULL), 0);
+    }
+    ck_assert_int_eq(mely_post(&st.m, MELY_COLOR_PINNED(0), blocker, NULL), 0);
+    /* Only the two foreign posters post: the others' quota counts as done. */
+    atomic_store(&st.ran, (NPOSTERS - 2) * st.quota);
+    pthread_t t[2];
+    for (unsigned p = 0; p < 2; p++)
+        ck_assert_int_eq(pthread_create(&t[p], NULL, foreign_poster, (void *)(uintptr_t)p), 0);
+    watchdog_start(&st.wd, &st.m, 60);
+    ck_assert_int_eq(mely_run(&st.m), 0);
+    bool fired = watchdog_end(&st.wd);
+    for (unsigned p = 0; p < 2; p++)
+        pthread_join(t[p], NULL);
+    assert_no_notes();
+    check_all_ran(sh, fired);
+    ck_assert_int_eq(mely_shutdown(&st.m), 0);
+}
+END_TEST
+
+/* ---- a post caused by a post, through another worker --------------------------------- */
+
+enum { COLOR_A = 300, COLOR_B = 301, COLOR_C = 302, CAUSAL_CHUNK = 64 };
+
+static struct {
+    mely_t m;
+    unsigned rounds, sent;  /* A's */
+    uint8_t *first;         /* per round: 1 once A's event ran (C's handler only) */
+    atomic_uint checked;
+} cs;
+
+static void c_from_a(void *arg)
+{
+    cs.first[(uintptr_t)arg] = 1;
+}
+
+static void c_from_b(void *arg)
+{
+    if (!cs.first[(uintptr_t)arg])
+        note("round %u: B's event reached C before A's", (unsigned)(uintptr_t)arg);
+    if (atomic_fetch_add(&cs.checked, 1) + 1 == cs.rounds)
+        mely_stop(&cs.m);
+}
+
+static void b_relay(void *arg)
+{
+    if (mely_post(&cs.m, COLOR_C, c_from_b, arg) != 0)
+        note("B: post failed");
+}
+
+static void a_source(void *arg)
+{
+    (void)arg;
+    for (unsigned k = 0; k < CAUSAL_CHUNK && cs.sent < cs.rounds; k++, cs.sent++) {
+        void *round = (void *)(uintptr_t)cs.sent;
+        if (mely_post(&cs.m, COLOR_C, c_from_a, round) != 0 ||
+            mely_post(&cs.m, COLOR_B, b_relay, round) != 0)
+            note("A: post failed");
+    }
+    if (cs.sent < cs.rounds && mely_post(&cs.m, COLOR_A, a_source, NULL) != 0)
+        note("A: re-post failed");
+}
+
+START_TEST(causal)
+{
+    const struct shape *sh = &shapes[_i];
+    unsigned n = sh->workers;
+
+    memset(&cs, 0, sizeof(cs));
+    cs.rounds = scaled(100000, 1000, SCALED_MAX);
+    cs.first = calloc(cs.rounds, 1);
+    ck_assert_ptr_nonnull(cs.first);
+    init_runtime_shape(&cs.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    /* A, B and C on three different workers where there are three. */
+    ck_assert_int_eq(mely_color_move(&cs.m, COLOR_A, 0), 0);
+    ck_assert_int_eq(mely_color_move(&cs.m, COLOR_B, 1 % n), 0);
+    ck_assert_int_eq(mely_color_move(&cs.m, COLOR_C, 2 % n), 0);
+    ck_assert_int_eq(mely_post(&cs.m, COLOR_A, a_source, NULL), 0);
+    run_bounded(&cs.m, 60, "causal");
+    assert_no_notes();
+    ck_assert_uint_eq(atomic_load(&cs.checked), cs.rounds);
+    ck_assert_int_eq(mely_shutdown(&cs.m), 0);
+    free(cs.first);
+}
+END_TEST
+
+/* ---- moves while handlers post ------------------------------------------------------ */
+
+static atomic_uint moves_ok;
+
+static void *mover(void *arg)
+{
+    unsigned n = (unsigned)(uintptr_t)arg, i = 0;
+
+    while (!atomic_load(&st.stop_moving)) { /* bounded: until the runtime stops */
+        unsigned t = i % NTARGETS, to = (i / NTARGETS) % n;
+        int err = mely_color_move(&st.m, TARGET0 + t, to);
+        if (err == 0)
+            atomic_fetch_add(&moves_ok, 1);
+        else if (err != MELY_EBUSY)
+            note("mely_color_move: %s", mely_strerror(err));
+        i++;
+        if (i % 64 == 0)
+            sleep_us(10);
+    }
+    return NULL;
+}
+
+START_TEST(moves_race_flushes)
+{
+    const struct shape *sh = &shapes[_i];
+
+    reset(scaled(20000, 2 * BURST, SCALED_MAX));
+    atomic_store(&moves_ok, 0);
+    init_runtime_shape(&st.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    for (unsigned p = 0; p < NPOSTERS; p++)
+        ck_assert_int_eq(mely_post(&st.m, POSTER0 + p, poster, (void *)(uintptr_t)p), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, mover, (void *)(uintptr_t)sh->workers), 0);
+    watchdog_start(&st.wd, &st.m, 60);
+    ck_assert_int_eq(mely_run(&st.m), 0);
+    bool fired = watchdog_end(&st.wd);
+    atomic_store(&st.stop_moving, true);
+    pthread_join(t, NULL);
+    assert_no_notes();
+    check_all_ran(sh, fired);
+    /* The targets were idle at times (between bursts): some moves went through. */
+    ck_assert_msg(atomic_load(&moves_ok) > 0, "%s: no move succeeded", shape_name(sh));
+    ck_assert_int_eq(mely_shutdown(&st.m), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("deliver");
+
+    TCase *tc = new_tcase(s, "inbox", 240);
+    tcase_add_loop_test(tc, flood, 0, NSHAPES);
+    tcase_add_loop_test(tc, foreign_flood, 0, NSHAPES);
+    tcase_add_loop_test(tc, causal, 0, NSHAPES);
+    tcase_add_loop_test(tc, moves_race_flushes, 0, NSHAPES);
+    int rc = mely_test_main(s);
+    free(st.posts);
+    return rc;
+}

@@ -51,7 +51,7 @@ int mely_color_move(mely_t *m, mely_color_t color, unsigned worker)
             mely__unlock_pair(from, to);
             continue;
         }
-        unsigned wake = rt->legacy ? 0 : mely__deliver(from, self);
+        unsigned wake = rt->legacy ? 0 : mely__deliver_all(from, self);
         bool busy = color_busy(rt, from, color);
         int moved = 0;
         if (!busy && !rt->legacy)

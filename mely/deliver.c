@@ -5,14 +5,15 @@
  * The path (Mely engine). A worker's posts to colors of other workers are
  * staged in its outbox (outbox.h) and published once per handler (or per
  * MELY__OUTBOX_MAX events): each run of consecutive events for one owner is
- * pushed into that owner's inbox (inbox.h) with one compare-and-swap. The
- * owner, under its own lock (which only thieves contend), drains its inbox
- * into its color-queues at batch boundaries, before a local post, before it
- * parks, and a thief drains a victim's before it looks for a color. Threads
- * that are not workers push single events into the same inbox. So the
+ * copied into that owner's inbox (inbox.h: a bounded ring of one-line slots)
+ * after one compare-and-swap that reserves the slots. The owner, under its
+ * own lock (which only thieves contend), drains its inbox into events of its
+ * own and its color-queues at batch boundaries, before a local post, before
+ * it parks, and a thief drains a victim's before it looks for a color.
+ * Threads that are not workers put single posts into the same inbox. So the
  * owner's color-queues and core-queue are touched only by the owner and,
- * under its lock, by a thief: no poster writes them, and a poster never
- * waits for the owner.
+ * under its lock, by a thief or by the overflow path below: a post crosses
+ * cores as one cache line, and a poster never waits for the owner.
  *
  * Why one inbox per owner and not one SPSC ring per (poster, owner) pair:
  * rings were built first, and the stress test caught what they lose. A
@@ -21,11 +22,20 @@
  * and runs #2 first. Any post that causes another on a different worker
  * (a steal, a handler posting to a color whose handler posts on) can be
  * overtaken that way, since drains read the rings one after the other. One
- * inbox per owner gives every push one place in one total order, which
- * respects causality, for the price of a contended line when many workers
- * post to one owner at the same time. The inbox is unbounded (its memory is
- * the events, which posts allocate anyway), so a post never waits for room
- * and two workers flooding each other cannot deadlock.
+ * inbox per owner gives every post one place in one total order (the order
+ * of reservations), which respects causality, for the price of a contended
+ * line when many workers post to one owner at the same time.
+ *
+ * A full inbox. What does not fit is queued at once by the poster, as the
+ * legacy engine queues: under the owner's lock, after draining the owner's
+ * inbox (whoever holds the owner's lock may drain it), so it still comes
+ * after every post that reserved a slot before it. Nothing waits for room,
+ * so two workers flooding each other cannot deadlock (each takes one lock
+ * at a time), and nothing stays behind in an outbox: a staged event left
+ * there while its poster's color was stolen would be overtaken by that
+ * color's next posts from its new worker (check_deliver's flood caught
+ * exactly that under stealing). A thread that is not a worker does the same.
+ * Memory: MELY__INBOX_CAP slots of 64 bytes per worker, whatever the load.
  *
  * Order across moves. A flush resolves each staged event's owner when it
  * publishes, in post order. What must not happen is a color moving (a steal,
@@ -37,9 +47,9 @@
  *   poster P (a flush)                    mover M, holding from's and to's locks
  *   1. seq[P]++ (odd; seq_cst RMW)        a. owner[c] = to (seq_cst store)
  *   2. for each event: read owner[c]      b. for every worker P != M: if seq[P]
- *      (seq_cst), push runs of events        is odd, wait until it changes;
- *      into their owner's inbox              then take and drop from's
- *   4. seq[P]++ (even; release)              foreign_lock
+ *      (seq_cst); reserve slots in that      is odd, wait until it changes;
+ *      owner's inbox, copy the run in        then take and drop from's
+ *   3. seq[P]++ (even; release)              foreign_lock
  *                                         c. drain from's inbox
  *                                         d. move c's color-queue, with what
  *                                            step c added, to `to`
@@ -47,9 +57,12 @@
  * 1-2 and a-b are a store-buffering pair, all sequentially consistent: either
  * P's read in step 2 sees `to` (the event goes to `to`'s inbox, which `to`
  * drains only after step d, behind the queue it receives), or M's read in
- * step b sees P's odd count and waits for step 4, after which step c finds
+ * step b sees P's odd count and waits for step 3, after which step c finds
  * P's event in from's inbox. A flush that starts after M's read sees `to`:
- * its step 1 follows the even value M read, which follows M's store. Threads
+ * its step 1 follows the even value M read, which follows M's store. What a
+ * full inbox left is queued after step 3 under the owner's lock, which M
+ * holds from step a to d: before the move (and moved with the queue) or
+ * after it, on `to`. Threads
  * that are not workers read the owner under the owner's foreign_lock and
  * re-check it, so step b's lock orders them the same way. The wait in step
  * b is short (a flush puts at most the staged events, without locks or
@@ -112,11 +125,11 @@ static void top_up(struct mely__worker *w)
     }
 }
 
-/* Under w->lock: queues the posts of positions head..`until` (stopping at the
- * first one not ready, or, with `until` set, waiting for it), each in an event
- * of the drainer's. */
-static unsigned drain(struct mely__worker *w, struct mely__worker *self, bool step_c,
-                      uint32_t until)
+/* Under w->lock: queues the ready posts from head on, each in an event of the
+ * drainer's; with `whole`, every post reserved before `until`, waiting for
+ * any still being written (step c may also use the reserve). */
+static unsigned drain(struct mely__worker *w, struct mely__worker *self, bool whole,
+                      bool step_c, uint32_t until)
 {
     struct mely__rt *rt = w->rt;
     struct mely__inbox *q = w->inbox;
@@ -126,9 +139,10 @@ static unsigned drain(struct mely__worker *w, struct mely__worker *self, bool st
     while (h - start < MELY__INBOX_CAP) { /* bounded: one lap of the ring */
         const struct mely__event *post = mely__inbox_peek(q, h);
         if (!post) {
-            if (!step_c || (int32_t)(until - h) <= 0)
+            if (!whole || (int32_t)(until - h) <= 0)
                 break;
-            mely__cpu_relax(); /* a flush that reserved before step c writes it */
+            mely__cpu_relax(); /* bounded: the poster that reserved it writes it
+                                  without locks or waits */
             continue;
         }
         struct mely__event *ev = event_for(w, self, step_c);
@@ -143,11 +157,12 @@ static unsigned drain(struct mely__worker *w, struct mely__worker *self, bool st
     return wake;
 }
 
-unsigned mely__deliver_slow(struct mely__worker *w, struct mely__worker *self)
+unsigned mely__deliver_slow(struct mely__worker *w, struct mely__worker *self, bool whole)
 {
     if (self == w && __builtin_expect(w->nreserve < MELY__INBOX_CAP, 0))
         top_up(w);
-    return drain(w, self, false, 0);
+    return drain(w, self, whole, false,
+                 whole ? atomic_load_explicit(&w->inbox->tail, memory_order_acquire) : 0);
 }
 
 bool mely__deliver_foreign(struct mely__rt *rt, const struct mely__event *ev)
@@ -208,7 +223,7 @@ int mely__color_handoff(struct mely__worker *from, struct mely__worker *to, mely
     atomic_store_explicit(&rt->owner[color], (uint8_t)to->index, memory_order_seq_cst);
     wait_posters(from, self);
     uint32_t until = atomic_load_explicit(&from->inbox->tail, memory_order_acquire);
-    *wake |= drain(from, self, true, until);
+    *wake |= drain(from, self, true, true, until);
 
     struct mely__colorq *cq = mely__cq_of(rt, color);
     if (!cq || cq->count == 0)
@@ -252,7 +267,6 @@ size_t mely__deliver_pending(const struct mely__rt *rt)
     for (unsigned o = 0; rt->inboxes && o < rt->nworkers; o++) {
         struct mely__worker *w = &rt->workers[o];
         n += atomic_load(&w->inbox->tail) - atomic_load(&w->inbox->head);
-        n += w->outbox.n;
     }
     return n;
 }

@@ -24,18 +24,33 @@ static inline bool mely__deliver_ready(const struct mely__worker *w)
     return mely__inbox_ready(w->inbox);
 }
 
-unsigned mely__deliver_slow(struct mely__worker *w, struct mely__worker *self);
+unsigned mely__deliver_slow(struct mely__worker *w, struct mely__worker *self, bool whole);
 
-/* Under w->lock: queues every ready post of w's inbox on its color's queue,
- * in reservation order. Returns MELY__WAKE_* flags (enqueue.h) for after
- * unlocking. `self` is the calling worker, or NULL. Inline: every local post
- * and every batch look; an empty inbox costs two loads. */
+/* Under w->lock: queues the ready posts of w's inbox on their colors'
+ * queues, in reservation order, up to the first one still being written.
+ * Returns MELY__WAKE_* flags (enqueue.h) for after unlocking. `self` is the
+ * calling worker, or NULL. Inline: every batch look; an empty inbox costs
+ * two loads of the owner's own lines. */
 static inline unsigned mely__deliver(struct mely__worker *w, struct mely__worker *self)
 {
     if (__builtin_expect(!mely__inbox_ready(w->inbox), 1) &&
         __builtin_expect(self != w || w->nreserve == MELY__INBOX_CAP, 1))
         return 0;
-    return mely__deliver_slow(w, self);
+    return mely__deliver_slow(w, self, false);
+}
+
+/* mely__deliver(), but every post reserved before the call, waiting for any
+ * still being written: for whoever queues an event directly on w next (a
+ * local post, an overflow, a foreign fallback), so that it comes after them
+ * all. (A drain that stopped at a slot still being written left later,
+ * written posts behind it, and a direct post overtook them: check_deliver's
+ * moves_race_flushes caught it.) */
+static inline unsigned mely__deliver_all(struct mely__worker *w, struct mely__worker *self)
+{
+    if (__builtin_expect(!mely__inbox_reserved(w->inbox), 1) &&
+        __builtin_expect(self != w || w->nreserve == MELY__INBOX_CAP, 1))
+        return 0;
+    return mely__deliver_slow(w, self, true);
 }
 
 /* A post from a thread that is not a worker (post.c): puts ev (its fields

@@ -5,8 +5,11 @@
 #include "mely/deliver.h"
 #include "mely/park.h"
 
-/* The legacy engine, as libasync-smp: each run of consecutive events for one
- * worker is queued under that worker's lock, where its color lives now. */
+/* Queues a chain of events in order, each under the lock of its color's
+ * owner of the moment (one lock hold per run of events for one worker),
+ * after draining that owner's inbox, which may hold earlier posts of the
+ * same colors. The legacy engine's flush (libasync-smp's way), and the Mely
+ * engine's for what a full inbox did not take. */
 static void flush_locked(struct mely__worker *self, struct mely__event *ev)
 {
     struct mely__rt *rt = self->rt;
@@ -21,9 +24,9 @@ static void flush_locked(struct mely__worker *self, struct mely__event *ev)
                 mely__enqueue_wake(w, self, wake);
             }
             w = mely__lock_owner(rt, ev->color, &self->ctr);
-            wake = 0;
+            wake = rt->legacy ? 0 : mely__deliver_all(w, self);
         }
-        wake |= mely__enqueue(w, self, NULL, ev);
+        wake |= mely__enqueue(w, self, rt->legacy ? NULL : mely__cq_of(rt, ev->color), ev);
         ev = next;
     }
     if (w) {
@@ -33,8 +36,7 @@ static void flush_locked(struct mely__worker *self, struct mely__event *ev)
 }
 
 /* Copies the run of k events from *ev into o's inbox, as many as fit, and
- * frees them; advances *ev past those and counts them out of the outbox.
- * Returns false if some did not fit. */
+ * frees them; advances *ev past those. Returns false if some did not fit. */
 static bool put_run(struct mely__worker *self, unsigned o, struct mely__event **ev, uint32_t k)
 {
     struct mely__inbox *q = self->rt->workers[o].inbox;
@@ -46,15 +48,14 @@ static bool put_run(struct mely__worker *self, unsigned o, struct mely__event **
         mely__evcache_free(self->rt, &self->evcache, *ev);
         *ev = next;
     }
-    self->outbox.n -= n;
     return n == k;
 }
 
-/* The Mely engine: steps 1-4 of the move protocol (deliver.c). Puts each run
+/* The Mely engine: steps 1-3 of the move protocol (deliver.c). Puts each run
  * of consecutive events for one owner in that owner's inbox, the owner read
  * once per event, in post order, up to the first event that finds its inbox
- * full; wakes the owners after step 4, so that a mover never waits for a
- * system call. Returns the first event left staged (NULL: all went). */
+ * full; wakes the owners after step 3, so that a mover never waits for a
+ * system call. Returns the first event left (NULL: all went). */
 static struct mely__event *flush_inboxes(struct mely__worker *self, struct mely__event *ev)
 {
     struct mely__rt *rt = self->rt;
@@ -91,17 +92,14 @@ void mely__outbox_flush(struct mely__worker *self)
     struct mely__outbox *ob = &self->outbox;
     struct mely__event *chain = ob->head;
 
-    ob->fresh = 0;
-    if (self->rt->legacy) {
-        ob->head = ob->tail = NULL;
-        ob->n = 0;
-        flush_locked(self, chain);
-        return;
-    }
-    struct mely__event *left = flush_inboxes(self, chain);
-    ob->head = left;
-    if (!left)
-        ob->tail = NULL;
+    ob->head = ob->tail = NULL;
+    ob->n = 0;
+    /* What a full inbox leaves goes now, under the owners' locks: a staged
+     * event must not stay behind while its poster's color moves on, to post
+     * later events from another worker. */
+    if (!self->rt->legacy)
+        chain = flush_inboxes(self, chain);
+    flush_locked(self, chain);
 }
 
 void mely__outbox_stage(struct mely__worker *self, struct mely__event *ev)
@@ -114,7 +112,6 @@ void mely__outbox_stage(struct mely__worker *self, struct mely__event *ev)
     else
         ob->head = ev;
     ob->tail = ev;
-    ob->n++;
-    if (++ob->fresh >= MELY__OUTBOX_MAX)
+    if (++ob->n >= MELY__OUTBOX_MAX)
         mely__outbox_flush(self);
 }

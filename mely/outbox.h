@@ -34,8 +34,7 @@
 
 struct mely__outbox {
     struct mely__event *head, *tail; /* staged events, in post order */
-    uint32_t n;     /* staged events */
-    uint32_t fresh; /* staged since the last flush */
+    uint32_t n;
 };
 
 struct mely__worker;

@@ -148,28 +148,14 @@ static bool idle_hook(struct mely__worker *w)
     return has_work(w);
 }
 
-/* Staged posts that a full inbox held back (deliver.c) must leave before this
- * worker sleeps: retried, yielding to the owner that drains the ring, for as
- * long as they stay. Returns true while some remain. */
-static bool outbox_stuck(struct mely__worker *w)
-{
-    if (!mely__outbox_pending(&w->outbox))
-        return false;
-    mely__outbox_flush(w);
-    if (!mely__outbox_pending(&w->outbox))
-        return false;
-    sched_yield();
-    return true;
-}
-
 /* The poller is read when the worker becomes idle and after it spun; the
  * steal driver runs when the worker becomes idle and again just before it
  * parks (work may have piled up elsewhere while it spun); the idle hook runs
  * last. */
 void mely__idle(struct mely__worker *w)
 {
-    if (outbox_stuck(w) || poll_now(w) || mely__steal(w) || spin(w) || poll_now(w) ||
-        mely__steal(w) || idle_hook(w) || outbox_stuck(w))
+    if (poll_now(w) || mely__steal(w) || spin(w) || poll_now(w) || mely__steal(w) ||
+        idle_hook(w))
         return;
     park(w);
 }

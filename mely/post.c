@@ -5,7 +5,8 @@
  * worker, else the depot); then one of three ways (Mely engine):
  *  - a worker posting to another worker's color stages the event in its
  *    outbox (outbox.h), which publishes it into the owner's inbox at the end
- *    of the handler (deliver.c);
+ *    of the handler (deliver.c), or, if the inbox is full, queues it under
+ *    the owner's lock after draining the inbox;
  *  - a thread that is not a worker pushes it into the owner's inbox, under
  *    the owner's foreign_lock (deliver.c's move protocol), and wakes the
  *    owner if it is parked;
@@ -90,7 +91,7 @@ static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely_
     }
     count_post(self, w);
     if ((w == self || !self) && !rt->legacy)
-        wake |= mely__deliver(w, self);
+        wake |= mely__deliver_all(w, self);
     wake |= mely__enqueue(w, self, cq, ev);
     mely__spin_unlock(&w->lock);
     mely__enqueue_wake(w, self, wake);
@@ -101,25 +102,13 @@ static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely_
 static inline __attribute__((always_inline)) int
 post_from_worker(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
 {
-    bool remote = mely__owner(rt, ev->color) != self->index;
-
-    if (!rt->legacy) {
-        bool behind = mely__outbox_pending(&self->outbox) && !ev->head;
-        if ((remote || behind) && mely__cq_of(rt, ev->color)) {
-            if (remote)
-                mely__count(&self->ctr.posts_remote, 1);
-            else
-                mely__count(&self->ctr.posts_local, 1);
-            mely__outbox_stage(self, ev);
-            return 0;
-        }
-    } else if (remote) {
+    if (mely__owner(rt, ev->color) != self->index && (rt->legacy || mely__cq_of(rt, ev->color))) {
         mely__count(&self->ctr.posts_remote, 1);
         mely__outbox_stage(self, ev);
         return 0;
-    } else if (mely__outbox_pending(&self->outbox)) {
-        mely__outbox_flush(self); /* a color that moved here keeps its order */
     }
+    if (mely__outbox_pending(&self->outbox))
+        mely__outbox_flush(self); /* a color that moved here keeps its order */
     return post_now(rt, self, ev);
 }
 

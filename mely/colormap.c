@@ -2,7 +2,6 @@
 #include "mely/colormap.h"
 #include "mely/enqueue.h"
 #include "mely/deliver.h"
-#include "mely/legacy.h"
 
 void mely__colormap_init(struct mely__rt *rt)
 {
@@ -10,14 +9,9 @@ void mely__colormap_init(struct mely__rt *rt)
         atomic_init(&rt->owner[c], (uint8_t)(c % rt->nworkers));
 }
 
-/* Under the owner's lock: whether the color has pending events or is running
- * (a running color-queue stays linked in its core-queue, see worker.c). */
-static bool color_busy(const struct mely__rt *rt, const struct mely__worker *owner,
-                       mely_color_t color)
+bool mely__colorq_busy(const struct mely__worker *owner, mely_color_t color)
 {
-    if (rt->legacy)
-        return mely__legacy_color_busy(owner, color);
-    const struct mely__colorq *cq = mely__cq_of(rt, color);
+    const struct mely__colorq *cq = mely__cq_of(owner->rt, color);
     return cq && (cq->queued || cq->count != 0);
 }
 
@@ -51,10 +45,10 @@ int mely_color_move(mely_t *m, mely_color_t color, unsigned worker)
             mely__unlock_pair(from, to);
             continue;
         }
-        unsigned wake = rt->legacy ? 0 : mely__deliver_all(from, self);
-        bool busy = color_busy(rt, from, color);
+        unsigned wake = rt->engine->inboxes ? mely__deliver_all(from, self) : 0;
+        bool busy = rt->engine->color_busy(from, color);
         int moved = 0;
-        if (!busy && !rt->legacy)
+        if (!busy && rt->engine->inboxes)
             moved = mely__color_handoff(from, to, color, self, &wake);
         else if (!busy)
             atomic_store_explicit(&rt->owner[color], (uint8_t)worker, memory_order_release);

@@ -264,6 +264,9 @@ size_t mely__deliver_pending(const struct mely__rt *rt)
 {
     size_t n = 0;
 
+    for (size_t c = 0; c < MELY_COLORS + rt->nworkers; c++)
+        if (mely__cq_of(rt, (mely_color_t)c))
+            n += mely__cq_of(rt, (mely_color_t)c)->count;
     for (unsigned o = 0; rt->inboxes && o < rt->nworkers; o++) {
         struct mely__worker *w = &rt->workers[o];
         n += atomic_load(&w->inbox->tail) - atomic_load(&w->inbox->head);

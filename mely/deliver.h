@@ -73,7 +73,8 @@ int mely__color_handoff(struct mely__worker *from, struct mely__worker *to, mely
 /* Fills every worker's reserve (mely_init); MELY_ENOMEM. */
 int mely__deliver_init(struct mely__rt *rt);
 
-/* Events still in inboxes and outboxes (shutdown: no worker runs). */
+/* The Mely engine's pending (engine.h): events still in color-queues and
+ * inboxes (shutdown: no worker runs). */
 size_t mely__deliver_pending(const struct mely__rt *rt);
 
 #endif

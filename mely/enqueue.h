@@ -10,7 +10,6 @@
 #define MELY_ENQUEUE_H
 
 #include "mely/cost.h"
-#include "mely/legacy.h"
 #include "mely/park.h"
 #include "mely/runtime.h"
 #include "mely/steal.h"
@@ -83,11 +82,6 @@ mely__enqueue_colorq(struct mely__worker *w, struct mely__worker *self, struct m
     return wake;
 }
 
-/* mely__enqueue() for runtimes with rt->enqueue_special (post.c): the legacy
- * engine, or a policy that keeps the stealing-queue. */
-unsigned mely__enqueue_special(struct mely__worker *w, struct mely__worker *self,
-                               struct mely__colorq *cq, struct mely__event *ev);
-
 /* Called with w->lock held: queues ev (its fields set) on its color's queue cq,
  * keeping the core-queue (and, for time-left policies, the stealing-queue) in
  * order; returns the MELY__WAKE_* flags for after unlocking. A head post by a
@@ -98,7 +92,7 @@ static inline unsigned mely__enqueue(struct mely__worker *w, struct mely__worker
                                      struct mely__colorq *cq, struct mely__event *ev)
 {
     if (w->rt->enqueue_special)
-        return mely__enqueue_special(w, self, cq, ev);
+        return w->rt->engine->enqueue(w, self, cq, ev);
     return mely__enqueue_colorq(w, self, cq, ev, false);
 }
 

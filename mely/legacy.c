@@ -22,12 +22,12 @@
  * events sit in one list), in post order (the stolen events keep their order
  * and later posts follow them to the thief).
  *
- * Who may call: each function here with the lock(s) it names held, except
- * mely__legacy_loop (the worker's own thread) and mely__legacy_pending.
+ * It plugs in as mely__engine_legacy (engine.h). Who may call: each function
+ * here with the lock(s) it names held, except legacy_loop (the worker's own
+ * thread) and legacy_pending (shutdown).
  */
 #include "mely/cost.h"
 #include "mely/enqueue.h"
-#include "mely/legacy.h"
 #include "mely/park.h"
 
 #define NOT_RUNNING UINT32_MAX
@@ -47,8 +47,11 @@ static void list_push(struct mely__legacyq *q, struct mely__event *ev)
     }
 }
 
-unsigned mely__legacy_enqueue(struct mely__worker *w, struct mely__event *ev)
+static unsigned legacy_enqueue(struct mely__worker *w, struct mely__worker *self,
+                               struct mely__colorq *cq, struct mely__event *ev)
 {
+    (void)self;
+    (void)cq;
     struct mely__rt *rt = w->rt;
     unsigned wake = 0;
 
@@ -76,7 +79,7 @@ static struct mely__event *pop(struct mely__worker *w)
     return ev;
 }
 
-void mely__legacy_loop(struct mely__worker *w)
+static void legacy_loop(struct mely__worker *w)
 {
     struct mely__rt *rt = w->rt;
 
@@ -148,8 +151,11 @@ static uint32_t take_color(struct mely__worker *victim, uint32_t color, struct m
     return got;
 }
 
-bool mely__legacy_steal(struct mely__worker *thief, struct mely__worker *victim)
+static bool legacy_steal(struct mely__worker *thief, struct mely__worker *victim,
+                         const struct mely__steal_ops *ops, unsigned *wake)
 {
+    (void)ops;
+    (void)wake;
     if (victim->legacy.ncolors < 2)
         return false;
     uint32_t color = choose_color(victim);
@@ -175,12 +181,12 @@ bool mely__legacy_steal(struct mely__worker *thief, struct mely__worker *victim)
     return true;
 }
 
-bool mely__legacy_color_busy(const struct mely__worker *owner, mely_color_t color)
+static bool legacy_color_busy(const struct mely__worker *owner, mely_color_t color)
 {
     return owner->rt->legacy_pending[color] != 0 || owner->legacy.running == color;
 }
 
-size_t mely__legacy_pending(const struct mely__rt *rt)
+static size_t legacy_pending(const struct mely__rt *rt)
 {
     size_t n = 0;
     for (unsigned i = 0; i < rt->nworkers; i++)
@@ -188,3 +194,13 @@ size_t mely__legacy_pending(const struct mely__rt *rt)
             n++;
     return n;
 }
+
+const struct mely__engine mely__engine_legacy = {
+    .name = "legacy",
+    .inboxes = false,
+    .loop = legacy_loop,
+    .steal_from = legacy_steal,
+    .enqueue = legacy_enqueue,
+    .color_busy = legacy_color_busy,
+    .pending = legacy_pending,
+};

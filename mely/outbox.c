@@ -24,9 +24,9 @@ static void flush_locked(struct mely__worker *self, struct mely__event *ev)
                 mely__enqueue_wake(w, self, wake);
             }
             w = mely__lock_owner(rt, ev->color, &self->ctr);
-            wake = rt->legacy ? 0 : mely__deliver_all(w, self);
+            wake = rt->engine->inboxes ? mely__deliver_all(w, self) : 0;
         }
-        wake |= mely__enqueue(w, self, rt->legacy ? NULL : mely__cq_of(rt, ev->color), ev);
+        wake |= mely__enqueue(w, self, rt->engine->inboxes ? mely__cq_of(rt, ev->color) : NULL, ev);
         ev = next;
     }
     if (w) {
@@ -97,7 +97,7 @@ void mely__outbox_flush(struct mely__worker *self)
     /* What a full inbox leaves goes now, under the owners' locks: a staged
      * event must not stay behind while its poster's color moves on, to post
      * later events from another worker. */
-    if (!self->rt->legacy)
+    if (self->rt->engine->inboxes)
         chain = flush_inboxes(self, chain);
     flush_locked(self, chain);
 }

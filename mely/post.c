@@ -54,14 +54,6 @@ static struct mely__colorq *colorq_of(struct mely__rt *rt, struct mely__worker *
     return cq;
 }
 
-unsigned mely__enqueue_special(struct mely__worker *w, struct mely__worker *self,
-                               struct mely__colorq *cq, struct mely__event *ev)
-{
-    if (w->rt->legacy)
-        return mely__legacy_enqueue(w, ev);
-    return mely__enqueue_colorq(w, self, cq, ev, true);
-}
-
 static void count_post(struct mely__worker *self, struct mely__worker *w)
 {
     if (!self) /* several threads may post here at once */
@@ -81,16 +73,16 @@ static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely_
 {
     struct mely__worker *w = mely__lock_owner(rt, ev->color, self ? &self->ctr : NULL);
     /* The legacy engine keeps no color-queues (legacy.c). */
-    struct mely__colorq *cq = rt->legacy ? NULL : colorq_of(rt, w, ev->color);
+    struct mely__colorq *cq = rt->engine->inboxes ? colorq_of(rt, w, ev->color) : NULL;
     unsigned wake = 0;
 
-    if (!cq && !rt->legacy) {
+    if (!cq && rt->engine->inboxes) {
         mely__spin_unlock(&w->lock);
         event_unalloc(rt, self, ev);
         return MELY_ENOMEM;
     }
     count_post(self, w);
-    if ((w == self || !self) && !rt->legacy)
+    if ((w == self || !self) && rt->engine->inboxes)
         wake |= mely__deliver_all(w, self);
     wake |= mely__enqueue(w, self, cq, ev);
     mely__spin_unlock(&w->lock);
@@ -102,7 +94,8 @@ static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely_
 static inline __attribute__((always_inline)) int
 post_from_worker(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
 {
-    if (mely__owner(rt, ev->color) != self->index && (rt->legacy || mely__cq_of(rt, ev->color))) {
+    if (mely__owner(rt, ev->color) != self->index &&
+        (!rt->engine->inboxes || mely__cq_of(rt, ev->color))) {
         mely__count(&self->ctr.posts_remote, 1);
         mely__outbox_stage(self, ev);
         return 0;
@@ -132,7 +125,7 @@ static inline __attribute__((always_inline)) int post(struct mely__rt *rt, mely_
     struct mely__event rec, *ev;
     /* A thread that is not a worker copies the post into the owner's inbox,
      * with no event of its own (Mely engine, existing color-queue). */
-    bool copy = !self && !rt->legacy && mely__cq_of(rt, color);
+    bool copy = !self && rt->engine->inboxes && mely__cq_of(rt, color);
     if (copy)
         ev = &rec;
     else if (!(ev = event_alloc(rt, self)))

@@ -15,7 +15,6 @@
 #include "mely/config.h"
 #include "mely/cost.h"
 #include "mely/deliver.h"
-#include "mely/legacy.h"
 #include "mely/park.h"
 #include "mely/poller.h"
 #include "mely/steal.h"
@@ -85,7 +84,7 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
     rt->nworkers = s.workers;
     rt->batch = s.batch;
     rt->spin_us = s.spin_us;
-    rt->legacy = s.legacy;
+    rt->engine = s.legacy ? &mely__engine_legacy : &mely__engine_mely;
     if (s.stealing) {
         rt->steal_ops = s.steal;
         memcpy(rt->steal_name, s.steal_name, sizeof(rt->steal_name));
@@ -95,7 +94,7 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
         rt->cost.penalty = s.steal.penalty;
         rt->cost.measure = s.steal.measure;
     }
-    rt->enqueue_special = rt->legacy || rt->steal_ops.stealq;
+    rt->enqueue_special = rt->engine != &mely__engine_mely || rt->steal_ops.stealq;
     mely__steal_init(rt);
     atomic_init(&rt->nparked, 0);
     rt->oversubscribed = !s.pin || s.workers > s.ncpus;
@@ -108,11 +107,11 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
             rt->workers[i].io.wake_fd = rt->workers[i].io.timer_fd = -1; /* no poller yet */
     }
     rt->cq_of = calloc(MELY_COLORS + s.workers, sizeof(*rt->cq_of));
-    if (rt->legacy)
+    if (s.legacy)
         rt->legacy_pending = calloc(MELY_COLORS + s.workers, sizeof(*rt->legacy_pending));
     if (rt->cost.measure)
         rt->costtab = calloc(1, sizeof(*rt->costtab));
-    if (!rt->workers || !rt->cq_of || (rt->legacy && !rt->legacy_pending) ||
+    if (!rt->workers || !rt->cq_of || (s.legacy && !rt->legacy_pending) ||
         (rt->cost.measure && !rt->costtab)) {
         rt_free(rt);
         return MELY_ENOMEM;
@@ -194,10 +193,7 @@ int mely_stop(mely_t *m)
 /* Events still queued; called when no worker runs. */
 static int count_pending(const struct mely__rt *rt)
 {
-    size_t n = rt->legacy ? mely__legacy_pending(rt) : mely__deliver_pending(rt);
-    for (size_t c = 0; c < MELY_COLORS + rt->nworkers; c++)
-        if (mely__cq_of(rt, (mely_color_t)c))
-            n += mely__cq_of(rt, (mely_color_t)c)->count;
+    size_t n = rt->engine->pending(rt);
     return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 

@@ -35,6 +35,7 @@
 #include "mely/colorq.h"
 #include "mely/coreq.h"
 #include "mely/counters.h"
+#include "mely/engine.h"
 #include "mely/freelist.h"
 #include "mely/mely.h"
 #include "mely/outbox.h"
@@ -129,9 +130,9 @@ struct mely__rt {
     void *idle_arg;
     pthread_mutex_t listen_mu;    /* guards `listeners` (listen.c) */
     struct mely_listener *listeners; /* not yet closed, for shutdown */
-    bool legacy;                  /* the legacy engine (legacy.c) */
+    const struct mely__engine *engine; /* the queueing engine (engine.h) */
     bool enqueue_special;         /* legacy, or steal_ops.stealq: posts take
-                                     mely__enqueue_special() (enqueue.h) */
+                                     engine->enqueue (enqueue.h) */
     struct mely__topo *topo;      /* the cache map (topology.h) */
     bool oversubscribed;          /* more workers than allowed CPUs, or no pinning */
 

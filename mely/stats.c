@@ -101,7 +101,7 @@ void mely__stats_print(const mely_t *m, FILE *f)
     const struct mely__rt *rt = m->rt;
 
     fprintf(f, "mely statistics (%u workers, engine %s, steal %s)\n", mely_workers(m),
-            rt->legacy ? "legacy" : "mely", rt->steal ? rt->steal->name : "off");
+            rt->engine->name, rt->steal ? rt->steal->name : "off");
     fprintf(f, "%6s %12s %12s %12s %12s %8s %8s %10s %12s %10s %8s %10s %10s %14s %14s %10s %10s %8s %8s\n",
             "worker", "events_run", "posts_local", "posts_remote", "posts_foreign", "parks",
             "wakeups", "contended", "lock_cycles", "steal_try", "steals", "steal_med",

@@ -49,7 +49,6 @@
 #include "mely/cycles.h"
 #include "mely/enqueue.h"
 #include "mely/deliver.h"
-#include "mely/legacy.h"
 #include "mely/steal.h"
 
 enum { STEAL_COST_INIT = 1500 };
@@ -135,31 +134,31 @@ static bool migrate(struct mely__worker *thief, struct mely__worker *victim,
     return true;
 }
 
-/* Tries one victim; true if a color moved. Its inbox is drained first, so
- * that posts it has not had the time to take are stealable too. */
+bool mely__steal_colorq(struct mely__worker *thief, struct mely__worker *victim,
+                        const struct mely__steal_ops *ops, unsigned *wake)
+{
+    struct mely__colorq *cq = NULL;
+
+    *wake |= mely__deliver(victim, thief);
+    if (ops->can_be_stolen(victim))
+        cq = ops->choose_color(victim);
+    return cq && mely__colorq_stealable(victim, cq) && migrate(thief, victim, cq, wake);
+}
+
+/* Tries one victim, with the engine's rules; true if a color moved. */
 static bool try_victim(struct mely__worker *thief, struct mely__worker *victim,
                        const struct mely__steal_ops *ops)
 {
-    struct mely__colorq *cq = NULL;
     unsigned wake = 0;
 
     mely__lock_pair(thief, victim, &thief->ctr);
-    if (thief->rt->legacy) {
-        bool moved = mely__legacy_steal(thief, victim);
-        mely__unlock_pair(thief, victim);
-        return moved;
-    }
-    wake = mely__deliver(victim, thief);
-    if (ops->can_be_stolen(victim))
-        cq = ops->choose_color(victim);
-    if (!cq || !mely__colorq_stealable(victim, cq) || !migrate(thief, victim, cq, &wake))
-        cq = NULL;
+    bool moved = thief->rt->engine->steal_from(thief, victim, ops, &wake);
     mely__unlock_pair(thief, victim);
     /* Only the victim can need waking (it was parked with events in flight);
      * the thief is awake and about to run what it took. */
     if (wake & MELY__WAKE_OWNER)
         mely__wake(victim, thief);
-    return cq != NULL;
+    return moved;
 }
 
 /* A successful steal took `cycles`: log it and update the runtime's estimate. */

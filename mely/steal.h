@@ -37,6 +37,13 @@ extern const char mely__steal_names[];
 /* Sets the steal-cost estimate to its initial value (mely_init). */
 void mely__steal_init(struct mely__rt *rt);
 
+/* The Mely engine's steal_from (engine.h): under both locks, drains the
+ * victim's inbox (posts it has not had the time to take are stealable too),
+ * lets the policy choose a color and moves it with the move protocol
+ * (deliver.c). */
+bool mely__steal_colorq(struct mely__worker *thief, struct mely__worker *victim,
+                        const struct mely__steal_ops *ops, unsigned *wake);
+
 /* Runs the driver once for the idle worker `thief`; true if it took a color. */
 bool mely__steal(struct mely__worker *thief);
 

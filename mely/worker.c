@@ -33,7 +33,8 @@
 #include "mely/cycles.h"
 #include "mely/enqueue.h"
 #include "mely/deliver.h"
-#include "mely/legacy.h"
+#include "mely/steal.h"
+#include "mely/colormap.h"
 #include "mely/park.h"
 #include "mely/runtime.h"
 
@@ -126,6 +127,22 @@ static void loop(struct mely__worker *w)
     mely__spin_unlock(&w->lock);
 }
 
+static unsigned enqueue_stealq(struct mely__worker *w, struct mely__worker *self,
+                               struct mely__colorq *cq, struct mely__event *ev)
+{
+    return mely__enqueue_colorq(w, self, cq, ev, true);
+}
+
+const struct mely__engine mely__engine_mely = {
+    .name = "mely",
+    .inboxes = true,
+    .loop = loop,
+    .steal_from = mely__steal_colorq,
+    .enqueue = enqueue_stealq,
+    .color_busy = mely__colorq_busy,
+    .pending = mely__deliver_pending,
+};
+
 static void pin(struct mely__worker *w)
 {
     if (w->cpu < 0)
@@ -144,10 +161,7 @@ static void *worker_main(void *arg)
 
     pin(w);
     mely__self = w;
-    if (w->rt->legacy)
-        mely__legacy_loop(w);
-    else
-        loop(w);
+    w->rt->engine->loop(w);
     mely__self = NULL;
     return NULL;
 }

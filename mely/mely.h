@@ -207,11 +207,17 @@ uint64_t mely_handler_measured(const mely_t *m, const mely_handler_t *h);
  * Queues fn(arg) as an event of `color` at priority `prio`, described by h
  * (may be NULL), at the tail of the color's queue (flags 0: libasync-smp's
  * cpucb_tail) or at its head (MELY_POST_HEAD: cpucb; it runs before the color's
- * other pending events). Events of one color run one at a time, in post order.
+ * other pending events). Events of one color run one at a time, in post order:
+ * of two posts to one color where the first happens before the second (made
+ * by the same thread or handler, or by a handler that the first post's
+ * thread caused to run, through posts, steals or locks), the first runs
+ * first; concurrent posts run in some order.
  * Posting works before mely_run(), between runs, and while running.
- * A handler's posts to colors of other workers are queued there in batches, at
- * the latest when the handler returns: a handler that posts and then computes
- * for long delays them (post last, or split the handler).
+ * A handler's posts to colors of other workers reach them in batches, at the
+ * latest when the handler returns: a handler that posts and then computes
+ * for long delays them (post last, or split the handler). They travel
+ * through the owner's inbox (a bounded ring) and never wait: a full inbox
+ * makes the post take the owner's lock instead.
  * @return 0; MELY_ESHUTDOWN; MELY_ECOLOR (color >= MELY_COLORS and not a valid
  *         MELY_COLOR_PINNED); MELY_EPRIO (prio outside 0..MELY_PRIO_MAX);
  *         MELY_ENOFN (fn NULL); MELY_EINVAL (unknown flag); MELY_ENOMEM.
@@ -253,8 +259,11 @@ int mely_color_owner(const mely_t *m, mely_color_t color);
  * other than the hash (color % workers), or to gather colors before a phase.
  * @return 0 (also when it already lives there); MELY_ESHUTDOWN; MELY_ECOLOR
  *         (out of range, or a pinned color); MELY_EINVAL (worker out of range);
- *         MELY_EBUSY (the color has pending events or is running).
- * Threads: any thread. Cost: two worker locks.
+ *         MELY_EBUSY (the color has pending events, posted ones still on their
+ *         way included, or is running); MELY_ENOMEM (the current owner's
+ *         reserve of events is not full: out of memory; nothing changed).
+ * Threads: any thread. Cost: two worker locks, and a short wait for the
+ * other workers' posts in flight.
  */
 int mely_color_move(mely_t *m, mely_color_t color, unsigned worker);
 

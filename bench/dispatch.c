@@ -394,9 +394,45 @@ static bool measure_floor(unsigned runs, uint64_t trips, double *value)
     return true;
 }
 
+/* The machine's floor for the cross-core post path, measured right after
+ * mely's cross-core runs: a plain SPSC ring of 40-byte records between the
+ * same two CPUs. */
+static bool measure_spsc(unsigned runs, uint64_t records, double *value)
+{
+    struct bench_sample s[runs ? runs : 1];
+    double cyc;
+
+    for (unsigned r = 0; r < runs; r++) {
+        s[r] = bench_floor_spsc(records);
+        if (s[r].ok)
+            printf("  %-22s run %u: %9.2f Mrecords/s  %7.1f cycles\n", "SPSC ring floor", r + 1,
+                   s[r].value, s[r].cycles);
+    }
+    if (!bench_sample_medians(s, runs, value, &cyc))
+        return false;
+    printf("  %-22s median: %.2f Mrecords/s (%.1f cycles)\n", "SPSC ring floor", *value, cyc);
+    return true;
+}
+
 /* ---- The results ----------------------------------------------------------------- */
 
-enum { ROW_LOCAL, ROW_CROSS, ROW_PINGPONG, ROW_FLOOR, ROW_IDLE, NROWS };
+enum {
+    ROW_LOCAL,
+    ROW_CROSS,
+    ROW_SPSC,
+    ROW_PINGPONG,
+    ROW_FLOOR,
+    ROW_IDLE,
+    ROW_CROSS_LOCAL, /* the ratios of this run's medians, with the targets */
+    ROW_CROSS_SPSC,
+    ROW_PP_FLOOR,
+    NROWS
+};
+
+/* The cross-core targets, as ratios within one run. */
+#define TARGET_CROSS_VS_LOCAL 0.5
+#define TARGET_CROSS_VS_SPSC 0.2
+#define TARGET_PP_VS_FLOOR 1.5
 
 /* The table's rows; mely's figures and the peer's are filled in later. */
 static void rows_init(struct bench_row rows[NROWS], const char *idle_name)
@@ -418,8 +454,29 @@ static void rows_init(struct bench_row rows[NROWS], const char *idle_name)
                        .unit = "ns/round trip", .lower_is_better = true, .target = ""},
         [ROW_IDLE] = {.workload = idle_name, .key = "idle_pct_core_per_worker",
                       .unit = "% core/worker", .lower_is_better = true, .target = "<2%"},
+        [ROW_SPSC] = {.workload = "cross-core floor (SPSC ring)", .key = "spsc_floor_mrecords_per_s",
+                      .unit = "Mrecords/s", .target = ""},
+        [ROW_CROSS_LOCAL] = {.workload = "cross-core / local rate", .key = "cross_vs_local",
+                             .unit = "x", .target = ">=0.5"},
+        [ROW_CROSS_SPSC] = {.workload = "cross-core / SPSC floor", .key = "cross_vs_spsc_floor",
+                            .unit = "x", .target = ">=0.2"},
+        [ROW_PP_FLOOR] = {.workload = "ping-pong / its floor", .key = "pingpong_vs_floor",
+                          .unit = "x", .lower_is_better = true, .target = "<=1.5"},
     };
     memcpy(rows, init, sizeof(init));
+}
+
+/* r = num / den of this run's medians (den_is_ns: den is ns per event, turned
+ * into M events/s first), judged against `target`: at least it, or at most
+ * it for a row whose lower figures are better. */
+static void set_ratio(struct bench_row *r, const struct bench_row *num, const struct bench_row *den,
+                      bool den_is_ns, double target)
+{
+    double d = den_is_ns && den->mely > 0 ? 1e3 / den->mely : den->mely;
+
+    r->have_mely = num->have_mely && den->have_mely && d > 0;
+    r->mely = r->have_mely ? num->mely / d : 0;
+    bench_judge(r, true, r->lower_is_better ? r->mely <= target : r->mely >= target);
 }
 
 /* ---- The Boost.Asio peer --------------------------------------------------------- */
@@ -604,6 +661,7 @@ int main(int argc, char **argv)
     rows[ROW_CROSS].have_mely =
         bench_measure(&b, "cross-core throughput", "Mevents/s", run_cross, o.workers, o.runs,
                       o.events, 1e-6, &rows[ROW_CROSS].mely);
+    rows[ROW_SPSC].have_mely = measure_spsc(o.runs, 4 * o.events, &rows[ROW_SPSC].mely);
     rows[ROW_FLOOR].have_mely = measure_floor(o.runs, trips, &rows[ROW_FLOOR].mely);
     rows[ROW_PINGPONG].have_mely =
         bench_measure(&b, "ping-pong", "ns/round trip", run_pingpong, o.workers, o.runs, trips,
@@ -633,6 +691,13 @@ int main(int argc, char **argv)
     bench_judge(&rows[ROW_PINGPONG], false, true);
     bench_judge(&rows[ROW_FLOOR], false, true);
     bench_judge(&rows[ROW_IDLE], true, rows[ROW_IDLE].mely < TARGET_IDLE_PCT);
+    bench_judge(&rows[ROW_SPSC], false, true);
+    set_ratio(&rows[ROW_CROSS_LOCAL], &rows[ROW_CROSS], &rows[ROW_LOCAL], true,
+              TARGET_CROSS_VS_LOCAL);
+    set_ratio(&rows[ROW_CROSS_SPSC], &rows[ROW_CROSS], &rows[ROW_SPSC], false,
+              TARGET_CROSS_VS_SPSC);
+    set_ratio(&rows[ROW_PP_FLOOR], &rows[ROW_PINGPONG], &rows[ROW_FLOOR], false,
+              TARGET_PP_VS_FLOOR);
     printf("\n");
     bench_print_rows(stdout, "asio strand", rows, NROWS);
     bench_load_warn(&b);

@@ -477,6 +477,85 @@ bool bench_measure(struct bench *b, const char *name, const char *unit, bench_wo
     return true;
 }
 
+/* The SPSC floor's ring: indices on lines of their own, a record of 40 bytes
+ * per slot (the size of an event). */
+enum { SPSC_SLOTS = 1024, SPSC_BATCH = 32 };
+
+struct spsc_record {
+    uint64_t w[5];
+};
+
+struct spsc {
+    alignas(64) _Atomic uint64_t tail; /* the producer's */
+    alignas(64) _Atomic uint64_t head; /* the consumer's */
+    alignas(64) struct spsc_record slot[SPSC_SLOTS];
+    uint64_t records;
+    uint64_t sum; /* the consumer's, so that its reads are not dropped */
+    int cpu[2];
+};
+
+static void *spsc_consumer(void *arg)
+{
+    struct spsc *q = arg;
+    uint64_t h = 0, sum = 0;
+
+    bench_pin_self(q->cpu[1]);
+    while (h < q->records) { /* bounded: the producer sends exactly q->records */
+        uint64_t t = atomic_load_explicit(&q->tail, memory_order_acquire);
+        for (; h < t; h++) /* bounded: what was published */
+            sum += q->slot[h % SPSC_SLOTS].w[h % 5];
+        atomic_store_explicit(&q->head, h, memory_order_release);
+    }
+    q->sum = sum;
+    return NULL;
+}
+
+struct bench_sample bench_floor_spsc(uint64_t records)
+{
+    struct bench_sample out = {.ok = false};
+    cpu_set_t allowed, saved;
+    pthread_t t;
+    struct spsc *q = aligned_alloc(64, sizeof(*q));
+
+    if (!q)
+        return out;
+    memset(q, 0, sizeof(*q));
+    q->records = records;
+    q->cpu[0] = q->cpu[1] = -1;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
+        for (int c = 0, k = 0; c < CPU_SETSIZE && k < 2; c++)
+            if (CPU_ISSET(c, &allowed))
+                q->cpu[k++] = c;
+    bool restore = pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) == 0;
+    if (pthread_create(&t, NULL, spsc_consumer, q) != 0) {
+        free(q);
+        return out;
+    }
+    bench_pin_self(q->cpu[0]);
+    uint64_t t0 = bench_now_ns(), c0 = bench_cycles(), tail = 0, head = 0;
+    while (tail < records) { /* bounded: `records` records */
+        uint64_t n = records - tail < SPSC_BATCH ? records - tail : SPSC_BATCH;
+        while (tail + n - head > SPSC_SLOTS) /* bounded by the consumer */
+            head = atomic_load_explicit(&q->head, memory_order_acquire);
+        for (uint64_t i = 0; i < n; i++) {
+            struct spsc_record *r = &q->slot[(tail + i) % SPSC_SLOTS];
+            for (int k = 0; k < 5; k++)
+                r->w[k] = tail + i + (uint64_t)k;
+        }
+        tail += n;
+        atomic_store_explicit(&q->tail, tail, memory_order_release);
+    }
+    pthread_join(t, NULL);
+    uint64_t t1 = bench_now_ns(), c1 = bench_cycles();
+    if (restore)
+        (void)pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+    out.ok = records > 0 && q->sum != 0;
+    out.value = records && t1 > t0 ? (double)records * 1e3 / (double)(t1 - t0) : 0;
+    out.cycles = records ? (double)(c1 - c0) / (double)records : 0;
+    free(q);
+    return out;
+}
+
 /* ---- The machine ----------------------------------------------------------------- */
 
 size_t bench_cache_bytes(unsigned level)

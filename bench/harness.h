@@ -271,6 +271,15 @@ bool bench_measure(struct bench *b, const char *name, const char *unit, bench_wo
  * @return a sample in ns per round trip (ok false if a thread failed to start). */
 struct bench_sample bench_floor_pingpong(uint64_t trips);
 
+/* The same two pinned threads stream `records` 40-byte records through a
+ * plain bounded single-producer/single-consumer ring (1024 slots; the
+ * producer publishes its tail once per batch of up to 32, the consumer
+ * hands slots back once per drain): the most a cross-core post path can
+ * carry on this machine right now.
+ * @return a sample in M records/s, with cycles per record (ok false if a
+ * thread failed to start). */
+struct bench_sample bench_floor_spsc(uint64_t records);
+
 /* ---- The machine ----------------------------------------------------------------- */
 
 struct bench_machine {

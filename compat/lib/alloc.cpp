@@ -2,8 +2,13 @@
  * alloc.cpp: callback memory. wrap() allocates a small callback per call and
  * the runtime frees it after the run, often on another worker: per-thread
  * caches of blocks in 16-byte size classes (up to 256 bytes) keep both off
- * malloc's slow path. A thread caches at most kMax blocks per class (more go
- * back to malloc), and returns its cache to malloc when it exits.
+ * malloc's slow path. A thread caches at most kMax blocks per class; beyond
+ * that it hands a magazine of kMag blocks to a shared depot, where a thread
+ * whose cache is empty takes one (a producer posting to other workers frees
+ * nothing, its consumers allocate nothing: without the depot, every one of
+ * the producer's callbacks came from malloc and every consumer's free went
+ * to malloc, ~12% of a cross-core run in glibc's malloc). A thread returns
+ * its cache to malloc when it exits; the depot lives as long as the process.
  * Sanitizer builds use malloc directly, so that they see every use.
  */
 #include <cstddef>
@@ -26,11 +31,28 @@
 #ifndef MELY_COMPAT_NO_CACHE
 namespace {
 
-const std::size_t kClass = 16, kClasses = 16, kMax = 4096;
+const std::size_t kClass = 16, kClasses = 16, kMax = 4096, kMag = 64;
 
+/* Every block is at least 16 bytes: a free one links the next block of its
+ * chain, and the first block of a magazine in the depot the next magazine. */
 struct block {
     block *next;
+    block *next_mag;
 };
+
+/* Full magazines (chains of kMag blocks), per class. */
+struct depot {
+    pthread_mutex_t mu;
+    block *mags;
+};
+depot g_depot[kClasses] = {};
+pthread_once_t g_depot_once = PTHREAD_ONCE_INIT;
+
+void depot_init()
+{
+    for (depot &d : g_depot)
+        pthread_mutex_init(&d.mu, nullptr);
+}
 
 /* Plain data, so that a thread reaches its cache with one TLS access (no
  * guard, no wrapper); a pthread key drains it when the thread exits. */
@@ -78,6 +100,40 @@ inline std::size_t size_class(std::size_t size)
     return (size + kClass - 1) / kClass - 1;
 }
 
+/* The cache of class c is full: kMag of its blocks go to the depot. */
+__attribute__((noinline)) void give_magazine(sizeclass &k, std::size_t c)
+{
+    block *first = k.head, *last = first;
+    for (std::size_t i = 1; i < kMag; i++) /* bounded: kMag */
+        last = last->next;
+    k.head = last->next;
+    k.count -= kMag;
+    last->next = nullptr;
+    pthread_once(&g_depot_once, depot_init);
+    depot &d = g_depot[c];
+    pthread_mutex_lock(&d.mu);
+    first->next_mag = d.mags;
+    d.mags = first;
+    pthread_mutex_unlock(&d.mu);
+}
+
+/* The cache of class c is empty: a magazine from the depot, if any. */
+__attribute__((noinline)) block *take_magazine(sizeclass &k, std::size_t c)
+{
+    pthread_once(&g_depot_once, depot_init);
+    depot &d = g_depot[c];
+    pthread_mutex_lock(&d.mu);
+    block *first = d.mags;
+    if (first)
+        d.mags = first->next_mag;
+    pthread_mutex_unlock(&d.mu);
+    if (!first)
+        return nullptr;
+    k.head = first->next;
+    k.count = kMag - 1;
+    return first;
+}
+
 } // namespace
 #endif
 
@@ -92,6 +148,8 @@ void *mely_compat_cb_alloc(std::size_t size)
             k.count--;
             return b;
         }
+        if (block *b = take_magazine(k, c))
+            return b;
         size = (c + 1) * kClass;
     }
 #endif
@@ -108,7 +166,9 @@ void mely_compat_cb_free(void *p, std::size_t size) noexcept
     if (c < kClasses) {
         cache &t = t_cache;
         sizeclass &k = t.cls[c];
-        if (__builtin_expect(k.count < kMax && t.registered, 1)) {
+        if (__builtin_expect(t.registered, 1)) {
+            if (__builtin_expect(k.count >= kMax, 0))
+                give_magazine(k, c);
             block *b = static_cast<block *>(p);
             b->next = k.head;
             k.head = b;

@@ -47,7 +47,7 @@ static inline unsigned mely__owner(const struct mely__rt *rt, mely_color_t color
 }
 
 /* The owner, read sequentially consistent: the flush's side of the move
- * protocol (inbox.c). */
+ * protocol (deliver.c). */
 static inline unsigned mely__owner_sc(const struct mely__rt *rt, mely_color_t color)
 {
     if (color >= MELY_COLORS)

@@ -134,15 +134,20 @@ static unsigned drain(struct mely__worker *w, struct mely__worker *self, bool wh
     struct mely__rt *rt = w->rt;
     struct mely__inbox *q = w->inbox;
     uint32_t h = atomic_load_explicit(&q->head, memory_order_relaxed), start = h;
-    unsigned wake = 0;
+    unsigned wake = 0, waits = 0;
 
     while (h - start < MELY__INBOX_CAP) { /* bounded: one lap of the ring */
         const struct mely__event *post = mely__inbox_peek(q, h);
         if (!post) {
             if (!whole || (int32_t)(until - h) <= 0)
                 break;
-            mely__cpu_relax(); /* bounded: the poster that reserved it writes it
-                                  without locks or waits */
+            /* Bounded: the poster that reserved it writes it without locks
+             * or waits; yield in case it was preempted (more workers than
+             * CPUs). */
+            if (++waits % 64 == 0)
+                sched_yield();
+            else
+                mely__cpu_relax();
             continue;
         }
         struct mely__event *ev = event_for(w, self, step_c);

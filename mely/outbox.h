@@ -1,11 +1,10 @@
 /*
  * outbox.h: remote posts staged by a worker, flushed in batches.
  *
- * A post to another worker's color must take that worker's lock, and the
- * lock's cache line then moves between the two cores: on the 2-core KVM
- * guests we measure on, that transfer, once per event, caps cross-core posting
- * near 7 M events/s. So a handler's posts to other workers' colors are staged
- * and queued in one lock hold per run of consecutive posts to one worker:
+ * A handler's posts to other workers' colors are staged and published
+ * together, each run of consecutive posts to one worker with one
+ * reservation in that worker's inbox (deliver.c; the legacy engine: one hold
+ * of its lock), so that the lines that cross cores are shared by a batch:
  *  - when MELY__OUTBOX_MAX events are staged,
  *  - when the handler that posted returns (before the worker runs anything
  *    else or goes idle), so a staged event waits at most for the rest of the
@@ -13,13 +12,16 @@
  *  - before the worker makes a post to one of its own colors, so that a color
  *    that moved to this worker keeps its post order.
  * The staged events form one FIFO, in post order, whatever their destination.
- * The flush re-resolves each color's owner under the lock (colormap.h) and
- * queues the events in that order, so a color's events keep their order even
- * when the color moved between two of its posts (a steal, mely_color_move()):
+ * The flush resolves each color's owner as it publishes (deliver.c's move
+ * protocol) and publishes the events in that order, so a color's events keep
+ * their order even when the color moved between two of its posts (a steal,
+ * mely_color_move()):
  * per-destination lists, flushed one after the other, would have queued the
  * later post first (check_order tests it).
  * Only colors whose color-queue already exists are staged: a flush must not
- * fail for memory after mely_post_ex() returned 0.
+ * fail for memory after mely_post_ex() returned 0. A flush always empties
+ * the outbox (what a full inbox does not take is queued under the owner's
+ * lock).
  *
  * Who may call: the owning worker's thread only.
  */

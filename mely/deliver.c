@@ -26,16 +26,22 @@
  * of reservations), which respects causality, for the price of a contended
  * line when many workers post to one owner at the same time.
  *
- * A full inbox. What does not fit is queued at once by the poster, as the
- * legacy engine queues: under the owner's lock, after draining the owner's
- * inbox (whoever holds the owner's lock may drain it), so it still comes
- * after every post that reserved a slot before it. Nothing waits for room,
- * so two workers flooding each other cannot deadlock (each takes one lock
- * at a time), and nothing stays behind in an outbox: a staged event left
- * there while its poster's color was stolen would be overtaken by that
- * color's next posts from its new worker (check_deliver's flood caught
- * exactly that under stealing). A thread that is not a worker does the same.
- * Memory: MELY__INBOX_CAP slots of 64 bytes per worker, whatever the load.
+ * A full inbox. The flush waits a little (about 10-50 us, outside the
+ * protocol's window) for the owner to drain, retrying; what still does not
+ * fit is then queued by the poster itself, as the legacy engine queues:
+ * under the owner's lock, after draining the owner's inbox (whoever holds
+ * the owner's lock may drain it), so it still comes after every post that
+ * reserved a slot before it. The wait lets a producer run at its consumer's
+ * pace without taking the consumer's lock and queues (queueing at once
+ * made a fast producer do its consumer's work under its lock: contended,
+ * and bench/dispatch's cross-core rate halved); the bound keeps a stopped
+ * or long-busy owner from holding the poster, and two workers flooding each
+ * other from deadlocking (each takes one lock at a time). Nothing stays
+ * behind in an outbox: a staged event left there while its poster's color
+ * was stolen would be overtaken by that color's next posts from its new
+ * worker (check_deliver's flood caught exactly that under stealing). A
+ * thread that is not a worker takes the locked way at once. Memory:
+ * MELY__INBOX_CAP slots of 64 bytes per worker, whatever the load.
  *
  * Order across moves. A flush resolves each staged event's owner when it
  * publishes, in post order. What must not happen is a color moving (a steal,

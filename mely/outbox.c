@@ -1,6 +1,9 @@
 /* outbox.c: staging and flushing remote posts (see outbox.h; the inboxes and
  * the move protocol are in deliver.c). */
+#include <sched.h>
+
 #include "mely/colormap.h"
+#include "mely/cycles.h"
 #include "mely/enqueue.h"
 #include "mely/deliver.h"
 #include "mely/park.h"
@@ -87,6 +90,21 @@ static struct mely__event *flush_inboxes(struct mely__worker *self, struct mely_
     return ev;
 }
 
+/* A full inbox: how long a flush waits for its owner to drain, in tries of
+ * ~32 pauses (a yield every 8th, for workers sharing a CPU), before it queues
+ * the rest itself (about 10-50 us). */
+enum { FULL_TRIES = 128 };
+
+static void pause_a_little(unsigned tries)
+{
+    if (tries % 8 == 7) {
+        sched_yield();
+        return;
+    }
+    for (int i = 0; i < 32; i++)
+        mely__cpu_relax();
+}
+
 void mely__outbox_flush(struct mely__worker *self)
 {
     struct mely__outbox *ob = &self->outbox;
@@ -94,11 +112,21 @@ void mely__outbox_flush(struct mely__worker *self)
 
     ob->head = ob->tail = NULL;
     ob->n = 0;
-    /* What a full inbox leaves goes now, under the owners' locks: a staged
-     * event must not stay behind while its poster's color moves on, to post
-     * later events from another worker. */
-    if (self->rt->engine->inboxes)
+    if (!self->rt->engine->inboxes) {
+        flush_locked(self, chain);
+        return;
+    }
+    /* What a full inbox does not take waits a little for its owner to drain
+     * it (the producer then runs at the consumer's pace, and the consumer's
+     * lock and queues stay its own), then goes under the owners' locks: a
+     * staged event must never stay behind after the flush, or its poster's
+     * color, stolen, could post later events from another worker ahead of
+     * it; and a stopped or busy owner must not hold the poster up for long. */
+    chain = flush_inboxes(self, chain);
+    for (unsigned tries = 0; chain && tries < FULL_TRIES && !mely__stopping(self->rt); tries++) {
+        pause_a_little(tries);
         chain = flush_inboxes(self, chain);
+    }
     flush_locked(self, chain);
 }
 

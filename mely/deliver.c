@@ -161,7 +161,10 @@ static unsigned drain(struct mely__worker *w, struct mely__worker *self, bool wh
             break; /* out of memory: the rest waits in the inbox */
         *ev = *post;
         h++;
-        wake |= mely__enqueue(w, self, mely__cq_of(rt, ev->color), ev);
+        /* As another poster's (NULL): a head post drained while a batch of
+         * its color runs goes to the color-queue's head, behind the batch,
+         * as it would have with no inbox. */
+        wake |= mely__enqueue(w, NULL, mely__cq_of(rt, ev->color), ev);
     }
     if (h != start)
         atomic_store_explicit(&q->head, h, memory_order_release);

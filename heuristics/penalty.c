@@ -12,7 +12,7 @@
 
 static struct mely__colorq *penalty_choose_color(const struct mely__worker *victim)
 {
-    return mely__stealq_pick(victim, true);
+    return mely__stealq_pick_worthy(victim, true);
 }
 
 const struct mely__steal_ops mely__steal_penalty = {

@@ -1,12 +1,13 @@
 /* colormap.c: the color map (see colormap.h), and moving an idle color. */
 #include "mely/colormap.h"
-#include "mely/enqueue.h"
 #include "mely/deliver.h"
+#include "mely/enqueue.h"
+#include "mely/park.h"
 
 void mely__colormap_init(struct mely__rt *rt)
 {
     for (unsigned c = 0; c < MELY_COLORS; c++)
-        atomic_init(&rt->owner[c], (uint8_t)(c % rt->nworkers));
+        atomic_init(&rt->owner[c], (uint8_t)mely__color_home(rt, (mely_color_t)c));
 }
 
 bool mely__colorq_busy(const struct mely__worker *owner, mely_color_t color)

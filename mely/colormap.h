@@ -6,7 +6,7 @@
  * Accept color, starts on the second worker). Pinned colors MELY_COLORS + w
  * belong to worker w forever.
  *
- * Ownership protocol (DESIGN.md): a producer reads the owner, takes that
+ * Ownership protocol: a producer reads the owner, takes that
  * worker's lock, re-reads the owner; if it changed (a steal moved the color in
  * between), it unlocks and retries. A thief changes an owner only while holding
  * both its lock and the victim's, so the owner read under a lock is stable until
@@ -18,6 +18,13 @@
 #include "mely/runtime.h"
 
 void mely__colormap_init(struct mely__rt *rt);
+
+/* A valid color's home: the worker the map starts it on, fixed for the
+ * color's life whatever steals do (io/timer.c keeps its timers there). */
+static inline unsigned mely__color_home(const struct mely__rt *rt, mely_color_t color)
+{
+    return color >= MELY_COLORS ? color - MELY_COLORS : color % rt->nworkers;
+}
 
 /* The Mely engine's color_busy (engine.h): under the owner's lock, whether
  * the color has pending events or is running (a running color-queue stays

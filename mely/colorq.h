@@ -130,4 +130,12 @@ static inline void mely__colorq_prepend(struct mely__colorq *cq, struct mely__co
     memset(front->prio_count, 0, sizeof(front->prio_count));
 }
 
+/* Whether cq may move to another worker: linked in a core-queue, with
+ * events, not the batch running on its worker (`running`), not pinned. */
+static inline bool mely__colorq_movable(const struct mely__colorq *cq,
+                                        const struct mely__colorq *running)
+{
+    return cq->queued && cq != running && cq->count != 0 && cq->color < MELY_COLORS;
+}
+
 #endif

@@ -9,8 +9,6 @@
 
 #include "mely/stealops.h"
 
-#define MELY__STEAL_NAME_MAX 64
-
 struct mely__settings {
     unsigned workers;
     unsigned batch;

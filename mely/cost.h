@@ -94,15 +94,6 @@ static inline uint64_t mely__steal_cost_units(const struct mely__rt *rt)
     return c >> MELY__COST_SHIFT ? c >> MELY__COST_SHIFT : 1;
 }
 
-/* Under w->lock: cq's expected time changed (a batch taken or ended, a steal);
- * re-files it in w's stealing-queue when the policy keeps one (stealq.h).
- * The post path does the same inline, specialized (enqueue.h). */
-static inline void mely__stealq_refile(struct mely__worker *w, struct mely__colorq *cq)
-{
-    if (w->rt->steal_ops.stealq)
-        (void)mely__stealq_update(&w->stealq, cq, mely__steal_cost_units(w->rt));
-}
-
 /* The expected cost of one event of h under rt's policy, in units. */
 static inline uint16_t mely__cost_units(const struct mely__rt *rt, const mely_handler_t *h)
 {

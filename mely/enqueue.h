@@ -14,8 +14,8 @@
 #include "mely/runtime.h"
 #include "mely/steal.h"
 
-/* Under w->lock: adjusts the pending-event count that idle and (later)
- * stealing workers read without the lock. */
+/* Under w->lock: adjusts the pending-event count that idle and stealing
+ * workers read without the lock. */
 static inline void mely__add_pending(struct mely__worker *w, int delta)
 {
     atomic_store_explicit(&w->nevents,

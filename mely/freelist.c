@@ -5,12 +5,21 @@
 
 enum { CQ_PER_SLAB = 64 };
 
+#ifdef MELY__TEST_HOOKS
 _Atomic int mely__test_fail_slabs;
+
+static bool test_fail(void)
+{
+    int fail = atomic_load_explicit(&mely__test_fail_slabs, memory_order_relaxed);
+    return fail > 0 && atomic_compare_exchange_strong(&mely__test_fail_slabs, &fail, fail - 1);
+}
+#else
+static bool test_fail(void) { return false; }
+#endif
 
 static struct mely__slab *slab_new(struct mely__depot *d, size_t bytes)
 {
-    int fail = atomic_load_explicit(&mely__test_fail_slabs, memory_order_relaxed);
-    if (fail > 0 && atomic_compare_exchange_strong(&mely__test_fail_slabs, &fail, fail - 1))
+    if (test_fail())
         return NULL;
 
     struct mely__slab *s = malloc(sizeof(*s) + bytes);

@@ -64,8 +64,11 @@ struct mely__colorq *mely__cqslab_refill(struct mely__rt *rt, struct mely__cqsla
 void mely__depot_init(struct mely__depot *d);
 void mely__depot_destroy(struct mely__depot *d);
 
-/* Test hook: while > 0, slab allocations fail (each failure decrements it). */
+#ifdef MELY__TEST_HOOKS
+/* Test hook, only in test builds of freelist.c (tests/check_freelist): while
+ * > 0, slab allocations fail (each failure decrements it). */
 extern _Atomic int mely__test_fail_slabs;
+#endif
 
 /* An event for a worker posting: O(1), NULL only when out of memory. Owner only. */
 static inline struct mely__event *mely__evcache_alloc(struct mely__rt *rt, struct mely__evcache *c)

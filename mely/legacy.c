@@ -28,6 +28,8 @@
  */
 #include "mely/cost.h"
 #include "mely/enqueue.h"
+#include "mely/idle.h"
+#include "mely/io/poller.h"
 #include "mely/park.h"
 
 #define NOT_RUNNING UINT32_MAX
@@ -101,7 +103,7 @@ static void legacy_loop(struct mely__worker *w)
             mely__outbox_flush(w);
         mely__evcache_free(rt, &w->evcache, ev);
         mely__count(&w->ctr.events_run, 1);
-        mely__poller_tick(w);
+        mely__poller_tick(w, &w->io, &w->timers);
         mely__spin_lock(&w->lock, &w->ctr);
         w->legacy.running = NOT_RUNNING;
     }

@@ -1,5 +1,7 @@
 /*
- * park.h: idle workers and wake-ups (the protocol is described in park.c).
+ * park.h: the park/wake protocol, the one way every waker wakes a worker
+ * (the protocol is described in park.c; what an idle worker does before it
+ * parks is idle.c's).
  */
 #ifndef MELY_PARK_H
 #define MELY_PARK_H
@@ -7,19 +9,13 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "mely/poller.h"
 #include "mely/runtime.h"
-#include "mely/timer.h"
-
-/* The worker has nothing to run: spin a little, then sleep until a post or a
- * stop. Called by the worker's own thread, without its lock. */
-void mely__idle(struct mely__worker *w);
 
 /* If w is parked, marks it woken and returns true; the caller must then call
  * mely__wake() (after unlocking whatever it holds). One exchange decides who
  * wakes: a worker is woken at most once per park. Any thread, no lock needed;
  * sequentially consistent, against the parking worker's store of `parked`
- * and its last look at its inbox (park.c). */
+ * and its last look at its inbox and its timers (park.c). */
 static inline bool mely__mark_woken(struct mely__worker *w)
 {
     if (!atomic_load_explicit(&w->parked, memory_order_seq_cst))
@@ -31,27 +27,37 @@ static inline bool mely__mark_woken(struct mely__worker *w)
     return true;
 }
 
-/* The system call half of a wake-up; `self` (may be NULL) is charged for it. */
+/* The system call half of a wake-up, for a worker that mely__mark_woken()
+ * marked: writes its wake-up eventfd, which ends its blocking poll. `self`
+ * (may be NULL) is charged for it. Any thread, no lock held. */
 void mely__wake(struct mely__worker *w, struct mely__worker *self);
 
-/* The one wake-up: wakes w if it is parked. Every waker comes here (posts,
- * flushes, thieves' wake-ups, timers, stop). Any thread, no lock held. */
+/* Wakes w if it is parked: both halves. Any thread, no lock held. */
 static inline void mely__wake_if_parked(struct mely__worker *w, struct mely__worker *self)
 {
     if (mely__mark_woken(w))
         mely__wake(w, self);
 }
 
-/* Between two batches: I/O and timers (poller.c has the rule). Costs two
- * loads when the worker has no watch and no timer. Own thread only. */
-static inline void mely__poller_tick(struct mely__worker *w)
-{
-    if (atomic_load_explicit(&w->io.nwatches, memory_order_relaxed) != 0 ||
-        mely__timers_next(&w->timers) != MELY__NEVER)
-        mely__poller_tick_slow(w);
-}
+/* After a post made victim's work stealable (enqueue.h): wakes one parked
+ * worker other than victim, if any, so that it comes to steal. A check of
+ * rt->nparked when nobody sleeps. Any thread, no lock held. */
+void mely__wake_thief(struct mely__rt *rt, struct mely__worker *victim, struct mely__worker *self);
 
 /* Wakes every parked worker (mely_stop). Any thread. */
 void mely__wake_all(struct mely__rt *rt);
+
+/* Step 2 of the protocol, under w->lock, its inbox drained and nothing
+ * pending: sets `parked` and takes a last look. True if w must sleep. Own
+ * thread only. */
+bool mely__park_set(struct mely__worker *w);
+
+/* Step 4's end, once the blocking poll returned: clears `parked` if no waker
+ * did (a return for readiness or a timer). Own thread only. */
+void mely__park_clear(struct mely__worker *w);
+
+/* Creates (closes) every worker's wake-up eventfd: 0 or a negative errno. */
+int mely__park_init(struct mely__rt *rt);
+void mely__park_free(struct mely__rt *rt);
 
 #endif

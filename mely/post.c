@@ -21,9 +21,10 @@
  */
 #include "mely/colormap.h"
 #include "mely/cost.h"
-#include "mely/enqueue.h"
 #include "mely/deliver.h"
+#include "mely/enqueue.h"
 #include "mely/park.h"
+#include "mely/post.h"
 
 static struct mely__event *event_alloc(struct mely__rt *rt, struct mely__worker *self)
 {

@@ -15,16 +15,18 @@
 #include "mely/config.h"
 #include "mely/cost.h"
 #include "mely/deliver.h"
+#include "mely/io/listen.h"
+#include "mely/io/poller.h"
+#include "mely/io/watch.h"
 #include "mely/park.h"
-#include "mely/poller.h"
-#include "mely/steal.h"
 #include "mely/runtime.h"
+#include "mely/steal.h"
 #include "mely/topology.h"
 
 static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned index, int cpu)
 {
     memset(w, 0, sizeof(*w));
-    w->io.wake_fd = w->io.timer_fd = -1;
+    w->wake_fd = w->io.timer_fd = -1; /* none yet: rt_free closes only what exists */
     mely__spin_init(&w->lock);
     mely__spin_init(&w->foreign_lock);
     atomic_init(&w->parked, false);
@@ -39,13 +41,16 @@ static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned in
     w->cpu = cpu;
 }
 
+/* Frees whatever part of rt exists: every init step below may fail. */
 static void rt_free(struct mely__rt *rt)
 {
     /* Listeners hold watches, watches hold libevent events of the bases. */
     mely__listeners_free(rt);
     mely__watchtab_free(rt);
-    if (rt->workers)
+    if (rt->workers) {
         mely__pollers_free(rt);
+        mely__park_free(rt);
+    }
     pthread_mutex_destroy(&rt->listen_mu);
     for (unsigned i = 0; rt->workers && i < rt->nworkers; i++) {
         free(rt->workers[i].steal_order);
@@ -60,6 +65,79 @@ static void rt_free(struct mely__rt *rt)
     free(rt->costtab);
     free(rt->workers);
     free(rt);
+}
+
+/* The resolved settings that fit in rt itself: sizes, engine, policy. */
+static void rt_configure(struct mely__rt *rt, const struct mely__settings *s)
+{
+    rt->nworkers = s->workers;
+    rt->batch = s->batch;
+    rt->spin_us = s->spin_us;
+    rt->engine = s->legacy ? &mely__engine_legacy : &mely__engine_mely;
+    if (s->stealing) {
+        rt->steal_ops = s->steal;
+        memcpy(rt->steal_name, s->steal_name, sizeof(rt->steal_name));
+        rt->steal_ops.name = rt->steal_name;
+        rt->steal = &rt->steal_ops;
+        rt->cost.track = true;
+        rt->cost.penalty = s->steal.penalty;
+        rt->cost.measure = s->steal.measure;
+    }
+    rt->enqueue_special = rt->engine != &mely__engine_mely || rt->steal_ops.stealq;
+    mely__steal_init(rt);
+    atomic_init(&rt->nparked, 0);
+    rt->oversubscribed = !s->pin || s->workers > s->ncpus;
+    atomic_init(&rt->stopping, false);
+    atomic_init(&rt->running, false);
+}
+
+/* The workers and the runtime's tables: MELY_ENOMEM. */
+static int rt_alloc(struct mely__rt *rt, const struct mely__settings *s)
+{
+    rt->workers = aligned_alloc(MELY__CACHELINE, s->workers * sizeof(struct mely__worker));
+    if (!rt->workers)
+        return MELY_ENOMEM;
+    for (unsigned i = 0; i < s->workers; i++)
+        worker_init(&rt->workers[i], rt, i, mely__config_cpu(s, i));
+    rt->cq_of = calloc(MELY_COLORS + s->workers, sizeof(*rt->cq_of));
+    if (s->legacy)
+        rt->legacy_pending = calloc(MELY_COLORS + s->workers, sizeof(*rt->legacy_pending));
+    if (rt->cost.measure)
+        rt->costtab = calloc(1, sizeof(*rt->costtab));
+    if (!rt->cq_of || (s->legacy && !rt->legacy_pending) || (rt->cost.measure && !rt->costtab))
+        return MELY_ENOMEM;
+    for (unsigned i = 0; i < s->workers; i++) {
+        rt->workers[i].steal_order = calloc(s->workers, sizeof(unsigned));
+        rt->workers[i].head_seen = calloc(s->workers, sizeof(uint32_t));
+        if (!rt->workers[i].steal_order || !rt->workers[i].head_seen)
+            return MELY_ENOMEM;
+    }
+    return 0;
+}
+
+/* The cache map of the workers' CPUs (topology.h): MELY_ENOMEM. */
+static int rt_topology(struct mely__rt *rt, const struct mely__settings *s)
+{
+    int cpus[MELY_MAX_WORKERS];
+
+    for (unsigned i = 0; i < s->workers; i++)
+        cpus[i] = rt->workers[i].cpu;
+    rt->topo = mely__topo_build(cpus, s->workers, s->topo_source);
+    return rt->topo ? 0 : MELY_ENOMEM;
+}
+
+/* Everything a runtime holds, in dependency order: 0 or the first error. */
+static int rt_build(struct mely__rt *rt, const struct mely__settings *s)
+{
+    int err;
+
+    rt_configure(rt, s);
+    if ((err = rt_alloc(rt, s)) != 0 || (err = rt_topology(rt, s)) != 0 ||
+        (err = mely__deliver_init(rt)) != 0 || (err = mely__park_init(rt)) != 0 ||
+        (err = mely__pollers_init(rt)) != 0 || (err = mely__watchtab_init(rt)) != 0)
+        return err;
+    mely__colormap_init(rt);
+    return 0;
 }
 
 int mely_init(mely_t *m, const mely_config_t *cfg)
@@ -81,65 +159,10 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
     memset(rt, 0, sizeof(*rt));
     pthread_mutex_init(&rt->listen_mu, NULL);
     mely__depot_init(&rt->depot);
-    rt->nworkers = s.workers;
-    rt->batch = s.batch;
-    rt->spin_us = s.spin_us;
-    rt->engine = s.legacy ? &mely__engine_legacy : &mely__engine_mely;
-    if (s.stealing) {
-        rt->steal_ops = s.steal;
-        memcpy(rt->steal_name, s.steal_name, sizeof(rt->steal_name));
-        rt->steal_ops.name = rt->steal_name;
-        rt->steal = &rt->steal_ops;
-        rt->cost.track = true;
-        rt->cost.penalty = s.steal.penalty;
-        rt->cost.measure = s.steal.measure;
-    }
-    rt->enqueue_special = rt->engine != &mely__engine_mely || rt->steal_ops.stealq;
-    mely__steal_init(rt);
-    atomic_init(&rt->nparked, 0);
-    rt->oversubscribed = !s.pin || s.workers > s.ncpus;
-    atomic_init(&rt->stopping, false);
-    atomic_init(&rt->running, false);
-    rt->workers = aligned_alloc(MELY__CACHELINE, s.workers * sizeof(struct mely__worker));
-    if (rt->workers) {
-        memset(rt->workers, 0, s.workers * sizeof(struct mely__worker));
-        for (unsigned i = 0; i < s.workers; i++)
-            rt->workers[i].io.wake_fd = rt->workers[i].io.timer_fd = -1; /* no poller yet */
-    }
-    rt->cq_of = calloc(MELY_COLORS + s.workers, sizeof(*rt->cq_of));
-    if (s.legacy)
-        rt->legacy_pending = calloc(MELY_COLORS + s.workers, sizeof(*rt->legacy_pending));
-    if (rt->cost.measure)
-        rt->costtab = calloc(1, sizeof(*rt->costtab));
-    if (!rt->workers || !rt->cq_of || (s.legacy && !rt->legacy_pending) ||
-        (rt->cost.measure && !rt->costtab)) {
-        rt_free(rt);
-        return MELY_ENOMEM;
-    }
-    for (unsigned i = 0; i < s.workers; i++)
-        worker_init(&rt->workers[i], rt, i, mely__config_cpu(&s, i));
-    for (unsigned i = 0; i < s.workers; i++) {
-        rt->workers[i].steal_order = calloc(s.workers, sizeof(unsigned));
-        rt->workers[i].head_seen = calloc(s.workers, sizeof(uint32_t));
-        if (!rt->workers[i].steal_order || !rt->workers[i].head_seen) {
-            rt_free(rt);
-            return MELY_ENOMEM;
-        }
-    }
-    int cpus[MELY_MAX_WORKERS];
-    for (unsigned i = 0; i < s.workers; i++)
-        cpus[i] = rt->workers[i].cpu;
-    rt->topo = mely__topo_build(cpus, s.workers, s.topo_source);
-    if (!rt->topo) {
-        rt_free(rt);
-        return MELY_ENOMEM;
-    }
-    if ((err = mely__deliver_init(rt)) != 0 ||
-        (err = mely__pollers_init(rt)) != 0 || (err = mely__watchtab_init(rt)) != 0) {
+    if ((err = rt_build(rt, &s)) != 0) {
         rt_free(rt);
         return err;
     }
-    mely__colormap_init(rt);
     /* A write to a closed socket must return EPIPE to the server, not kill
      * it; a program that wants the signal says so (keep_sigpipe). */
     if (!s.keep_sigpipe)

@@ -11,9 +11,9 @@
  *  - `shared`: fields other threads touch, only under `lock` (the core-queue,
  *    the parked flag, the color-queue allocator), plus `nevents`, which other
  *    threads may read without the lock as a hint;
- *  - `wake`: the wake-up count, written by wakers (the system call half is
- *    the eventfd of the worker's poller, poller.c);
- *  - `timers`: the timers homed here, under a lock of their own (timer.c);
+ *  - `wake`: the parked flag, the wake-up count and the eventfd that wakers
+ *    write (park.c);
+ *  - `timers`: the timers homed here, under a lock of their own (io/timer.c);
  *  - `own`: fields only the owning thread touches (event free list, the
  *    current color), and its counters (read by anyone, relaxed).
  *
@@ -29,6 +29,7 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -38,13 +39,13 @@
 #include "mely/engine.h"
 #include "mely/freelist.h"
 #include "mely/mely.h"
-#include "mely/outbox.h"
-#include "mely/poller.h"
 #include "mely/inbox.h"
+#include "mely/io/poller.h"
+#include "mely/io/timer.h"
+#include "mely/outbox.h"
 #include "mely/spinlock.h"
 #include "mely/stealops.h"
 #include "mely/stealq.h"
-#include "mely/timer.h"
 
 #define MELY__CACHELINE 64
 
@@ -83,12 +84,14 @@ struct mely__worker {
      * Read by every flush that publishes to this worker, written rarely. */
     alignas(MELY__CACHELINE) atomic_bool parked; /* sleeping, or about to */
     _Atomic uint32_t wake_seq;
+    int wake_fd;                  /* eventfd: the waker that cleared `parked`
+                                     writes it; the worker's poller reads it */
 
     /* held by a thread that is not a worker while it posts here, and by a
      * color's mover: the foreign half of the move protocol (deliver.c) */
     alignas(MELY__CACHELINE) mely__spinlock_t foreign_lock;
 
-    /* timers homed on this worker (timer.c), under their own lock */
+    /* timers homed on this worker (io/timer.c), under their own lock */
     alignas(MELY__CACHELINE) struct mely__timers timers;
 
     /* own: only the worker's thread */
@@ -99,7 +102,7 @@ struct mely__worker {
     struct mely__outbox outbox;   /* staged posts to other workers (outbox.h) */
     _Atomic uint32_t post_seq;    /* odd while a flush publishes (deliver.c) */
     uint32_t *head_seen;          /* per owner: its inbox's head, as last read */
-    struct mely__poller io;       /* the poller (poller.c); nwatches is shared */
+    struct mely__poller io;       /* the poller (io/poller.c); nwatches is shared */
     unsigned *steal_order;        /* the steal driver's core set (nworkers - 1) */
     struct mely__rt *rt;
     unsigned index;
@@ -118,17 +121,17 @@ struct mely__rt {
     unsigned spin_us;
     const struct mely__steal_ops *steal; /* NULL: no stealing; else &steal_ops */
     struct mely__steal_ops steal_ops;    /* the policy, composed (steal.c) */
-    char steal_name[64];                 /* steal_ops.name points here */
+    char steal_name[MELY__STEAL_NAME_MAX]; /* steal_ops.name points here */
     struct {
         bool track;   /* events carry expected costs: stealing is on (cost.h) */
         bool penalty; /* divided by their handler's penalty */
         bool measure; /* unannotated handlers' costs measured */
     } cost;
     struct mely__costtab *costtab; /* measured costs, with cost.measure */
-    struct mely__watchtab *watches; /* fd and signal watches (watch.c) */
+    struct mely__watchtab *watches; /* fd and signal watches (io/watch.c) */
     mely_fn_t idle_fn;            /* mely_on_idle(), set while not running */
     void *idle_arg;
-    pthread_mutex_t listen_mu;    /* guards `listeners` (listen.c) */
+    pthread_mutex_t listen_mu;    /* guards `listeners` (io/listen.c) */
     struct mely_listener *listeners; /* not yet closed, for shutdown */
     const struct mely__engine *engine; /* the queueing engine (engine.h) */
     bool enqueue_special;         /* legacy, or steal_ops.stealq: posts take
@@ -156,18 +159,31 @@ struct mely__rt {
     /* Stealing, written by thieves and parking workers, read by posters when
      * a color becomes stealable: on a line of their own. */
     alignas(MELY__CACHELINE) _Atomic uint64_t steal_cost; /* cycles, moving average */
-    _Atomic uint64_t move_cycles; /* fd watch moves since the last steal (watch.c) */
+    _Atomic uint64_t move_cycles; /* fd watch moves since the last steal
+                                     (mely__steal_charge) */
     _Atomic uint32_t nparked;     /* workers parked now */
 
     alignas(MELY__CACHELINE) atomic_bool stopping; /* a stop was requested */
     atomic_bool running;                          /* inside mely_run() */
 };
 
+/* The claim at the top of struct mely__worker: what a post touches under the
+ * lock (the lock, the pending count, the head and counts of the core-queue)
+ * is one cache line; and the wake-up fields start the next one. */
+_Static_assert(offsetof(struct mely__worker, lock) == 0 &&
+                   offsetof(struct mely__worker, nevents) < MELY__CACHELINE &&
+                   offsetof(struct mely__worker, coreq) + offsetof(struct mely__coreq, ncolors) +
+                           sizeof(uint32_t) <=
+                       MELY__CACHELINE,
+               "a post's worker fields share one cache line");
+_Static_assert(offsetof(struct mely__worker, parked) % MELY__CACHELINE == 0, "wake line");
+
 /* aligned_alloc() needs sizes that are multiples of the alignment. */
 _Static_assert(sizeof(struct mely__worker) % MELY__CACHELINE == 0, "worker size");
 _Static_assert(sizeof(struct mely__rt) % MELY__CACHELINE == 0, "runtime size");
 
-/* The worker the calling thread is, or NULL; set for the duration of mely_run(). */
+/* The worker the calling thread is, or NULL; set for the duration of mely_run()
+ * (self.c). */
 extern _Thread_local struct mely__worker *mely__self __attribute__((tls_model("initial-exec")));
 
 /* The color of the handler running on this thread, or -1. */

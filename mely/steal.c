@@ -16,14 +16,17 @@
  * Cost of a steal, measured: the thief reads the TSC around each attempt; a
  * successful one is logged (the median in the statistics comes from the log)
  * and folded into the runtime's moving average, rt->steal_cost, which the
- * time-left heuristic compares colors with (stealq.h). It starts at
- * STEAL_COST_INIT, about what a steal costs on the 2-core guests, and one
- * slow outlier (a thief preempted inside) moves it at most 8x per steal.
- * A stolen color's fd watches follow it later (watch.c: an epoll_ctl DEL and
- * ADD at the end of its next run, a DEL if the old poller sees it ready
+ * time-left heuristic compares colors with (stealq.h): avg += (x - avg) / 16,
+ * one figure counting at most 8 times the average, so that one slow outlier
+ * (a thief preempted inside) moves the average up by at most 7/16 (1.44x)
+ * per steal. It starts at STEAL_COST_INIT, about what a steal costs on the
+ * 2-core guests.
+ * A stolen color's fd watches follow it later (io/watch.c: an epoll_ctl DEL
+ * and ADD at the end of its next run, a DEL if the old poller sees it ready
  * meanwhile); those cycles are part of the steal's cost too, as the paper's
- * runtime, with one poller thread, did not have: they are summed in
- * rt->move_cycles and folded into the average at the next steal, so a server
+ * runtime, with one poller thread, did not have: the I/O layer charges them
+ * (mely__steal_charge), they are summed in rt->move_cycles and folded into
+ * the average at the next steal, so a server
  * whose colors carry sockets stops stealing colors worth less than moving
  * their sockets (SWS under bench/run-web.sh: a stolen ReadRequest is worth
  * ~4,000 cycles, a move 2 system calls). The statistics (steal log,
@@ -33,8 +36,9 @@
  * parked worker wakes only for its own work. So that stealable work that
  * appears later is not left to one busy worker while another sleeps, a post
  * that makes a victim stealable (its second color, or, with the time-left
- * heuristic, a newly worthy color) wakes one parked worker (mely__wake_thief):
- * a check of rt->nparked per such post, a system call only when someone sleeps.
+ * heuristic, a newly worthy color) wakes one parked worker (park.c's
+ * mely__wake_thief): a check of rt->nparked per such post, a system call
+ * only when someone sleeps.
  *
  * Cost: a steal moves one color-queue in O(1) (unlink, relink, one map store)
  * whatever the number of events; the policy's choice may scan the victim
@@ -47,8 +51,9 @@
 #include "mely/colormap.h"
 #include "mely/cost.h"
 #include "mely/cycles.h"
-#include "mely/enqueue.h"
 #include "mely/deliver.h"
+#include "mely/enqueue.h"
+#include "mely/park.h"
 #include "mely/steal.h"
 
 enum { STEAL_COST_INIT = 1500 };
@@ -161,6 +166,9 @@ static bool try_victim(struct mely__worker *thief, struct mely__worker *victim,
     return moved;
 }
 
+/* An outlier counts at most this many times the average (see the top). */
+enum { STEAL_OUTLIER_MAX = 8, STEAL_AVG_STEP = 16 };
+
 /* A successful steal took `cycles`: log it and update the runtime's estimate. */
 static void record_steal(struct mely__worker *thief, uint64_t cycles)
 {
@@ -174,8 +182,8 @@ static void record_steal(struct mely__worker *thief, uint64_t cycles)
 
     uint64_t old = atomic_load_explicit(&rt->steal_cost, memory_order_relaxed);
     cycles += atomic_exchange_explicit(&rt->move_cycles, 0, memory_order_relaxed);
-    uint64_t x = cycles < 8 * old ? cycles : 8 * old;
-    uint64_t next = old + (uint64_t)((int64_t)(x - old) / 16);
+    uint64_t x = cycles < STEAL_OUTLIER_MAX * old ? cycles : STEAL_OUTLIER_MAX * old;
+    uint64_t next = old + (uint64_t)((int64_t)(x - old) / STEAL_AVG_STEP);
     atomic_store_explicit(&rt->steal_cost, next ? next : 1, memory_order_relaxed);
 }
 
@@ -208,15 +216,7 @@ void mely__steal_init(struct mely__rt *rt)
     atomic_init(&rt->move_cycles, 0);
 }
 
-void mely__wake_thief(struct mely__rt *rt, struct mely__worker *victim, struct mely__worker *self)
+void mely__steal_charge(struct mely__rt *rt, uint64_t cycles)
 {
-    if (atomic_load_explicit(&rt->nparked, memory_order_relaxed) == 0)
-        return;
-    for (unsigned i = 1; i < rt->nworkers; i++) { /* bounded: one pass over the workers */
-        struct mely__worker *w = &rt->workers[(victim->index + i) % rt->nworkers];
-        if (mely__mark_woken(w)) {
-            mely__wake(w, self);
-            return;
-        }
-    }
+    atomic_fetch_add_explicit(&rt->move_cycles, cycles, memory_order_relaxed);
 }

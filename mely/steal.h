@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "mely/cost.h"
 #include "mely/runtime.h"
 #include "mely/stealops.h"
 
@@ -24,7 +25,6 @@ struct mely__colorq *mely__base_choose_color(const struct mely__worker *victim);
 
 /* The time-left rules (timeleft.c), shared with the penalty heuristic. */
 bool mely__timeleft_can_be_stolen(const struct mely__worker *victim);
-struct mely__colorq *mely__stealq_pick(const struct mely__worker *victim, bool best_of_interval);
 
 /* Composes the policy `spec` (mely.h: "off", or words joined with '+'; NULL
  * means "off") into *ops and its canonical name into name[size]. Returns 1 if
@@ -47,17 +47,34 @@ bool mely__steal_colorq(struct mely__worker *thief, struct mely__worker *victim,
 /* Runs the driver once for the idle worker `thief`; true if it took a color. */
 bool mely__steal(struct mely__worker *thief);
 
-/* After a post made victim's work stealable (enqueue.h): wakes one parked
- * worker other than victim, if any, so that it comes to steal. Call without
- * any worker lock. `self` (may be NULL) pays for the wake-up. */
-void mely__wake_thief(struct mely__rt *rt, struct mely__worker *victim, struct mely__worker *self);
+/* Charges `cycles` spent moving a stolen color's fd watches (io/watch.c) to
+ * the cost of steals: folded into the estimate at the next steal. Any thread. */
+void mely__steal_charge(struct mely__rt *rt, uint64_t cycles);
 
 /* Under victim's lock: whether its cq may be moved at all: linked, with events,
  * not running (not the victim's run_cq), not pinned. */
 static inline bool mely__colorq_stealable(const struct mely__worker *victim,
                                           const struct mely__colorq *cq)
 {
-    return cq->queued && cq != victim->run_cq && cq->count != 0 && cq->color < MELY_COLORS;
+    return mely__colorq_movable(cq, victim->run_cq);
+}
+
+/* Under victim's lock: the stealing-queue's pick (stealq.h) against the
+ * runtime's current steal cost. */
+static inline struct mely__colorq *mely__stealq_pick_worthy(const struct mely__worker *victim,
+                                                            bool best_of_interval)
+{
+    return mely__stealq_pick(&victim->stealq, victim->run_cq, mely__steal_cost_units(victim->rt),
+                             best_of_interval);
+}
+
+/* Under w->lock: cq's expected time changed (a batch taken or ended, a steal);
+ * re-files it in w's stealing-queue when the policy keeps one (stealq.h).
+ * The post path does the same inline, specialized (enqueue.h). */
+static inline void mely__stealq_refile(struct mely__worker *w, struct mely__colorq *cq)
+{
+    if (w->rt->steal_ops.stealq)
+        (void)mely__stealq_update(&w->stealq, cq, mely__steal_cost_units(w->rt));
 }
 
 #endif

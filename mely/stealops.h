@@ -26,6 +26,9 @@
 struct mely__worker;
 struct mely__colorq;
 
+/* A composed policy's canonical name ("locality+timeleft"), with its NUL. */
+#define MELY__STEAL_NAME_MAX 64
+
 struct mely__steal_ops {
     const char *name;
     /* Fills order[] (room for nworkers - 1 entries) with victims, never the

@@ -102,4 +102,35 @@ static inline void mely__stealq_remove(struct mely__stealq *q, struct mely__colo
         mely__stealq_unlink(q, cq);
 }
 
+/* Color-queues a pick looks at per interval: a running color-queue, and
+ * colors filed under an older cost, are skipped, within this bound. */
+#define MELY__SQ_SCAN 8u
+
+/* The best movable worthy color-queue of q (`running`: its worker's running
+ * one) against a steal of `cost` units: the first found, from the highest
+ * interval down, or with `best_of_interval`, the one with the largest
+ * expected time among the first MELY__SQ_SCAN of the highest interval that
+ * has one. NULL if none. O(1). */
+static inline struct mely__colorq *mely__stealq_pick(const struct mely__stealq *q,
+                                                     const struct mely__colorq *running,
+                                                     uint64_t cost, bool best_of_interval)
+{
+    for (int level = MELY__SQ_LEVELS - 1; level >= 0; level--) {
+        struct mely__colorq *best = NULL;
+        unsigned seen = 0;
+        for (struct mely__colorq *cq = q->first[level]; cq && seen < MELY__SQ_SCAN;
+             cq = cq->sq_next, seen++) {
+            if (!mely__colorq_movable(cq, running) || cq->units <= cost)
+                continue;
+            if (!best_of_interval)
+                return cq;
+            if (!best || cq->units > best->units)
+                best = cq;
+        }
+        if (best)
+            return best;
+    }
+    return NULL;
+}
+
 #endif

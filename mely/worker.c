@@ -13,15 +13,15 @@
  * lines are walked outside the lock, so remote producers are not held up. To
  * other threads the detached events are simply already dequeued. The one poster
  * that could tell is a handler of the batch posting at the head of its own
- * color: post.c queues that event at the head of w->run, so it runs next, as
- * cpucb promises. A stop request ends the batch after the running handler.
+ * color: the enqueue (enqueue.h) puts that event at the head of w->run, so it
+ * runs next, as cpucb promises. A stop request ends the batch after the running handler.
  *
  * While its batch runs, the color-queue is the worker's run_cq (a steal must
  * never take it) and stays linked; afterwards an empty one is unlinked and a non-empty
  * one moves behind the other color-queues of its priority level (so a color
  * whose producer keeps it non-empty still yields). Priorities are enforced
- * between batches, and so are I/O and timers (poller.c). With nothing to run
- * the worker goes idle (park.c).
+ * between batches, and so are I/O and timers (io/poller.c). With nothing to
+ * run the worker goes idle (idle.c).
  *
  * Who may call: each function here runs on the worker's own thread, except
  * mely__workers_run(), which mely_run() calls on the thread that becomes worker 0.
@@ -29,17 +29,16 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include "mely/colormap.h"
 #include "mely/cost.h"
 #include "mely/cycles.h"
-#include "mely/enqueue.h"
 #include "mely/deliver.h"
-#include "mely/steal.h"
-#include "mely/colormap.h"
+#include "mely/enqueue.h"
+#include "mely/idle.h"
+#include "mely/io/poller.h"
 #include "mely/park.h"
 #include "mely/runtime.h"
-
-_Thread_local struct mely__worker *mely__self __attribute__((tls_model("initial-exec")));
-_Thread_local int mely__current_color __attribute__((tls_model("initial-exec"))) = -1;
+#include "mely/steal.h"
 
 /* Under w->lock: detaches cq's events into w->run. */
 static void take_batch(struct mely__worker *w, struct mely__colorq *cq)
@@ -121,7 +120,7 @@ static void loop(struct mely__worker *w)
         mely__enqueue_wake(w, w, wake);
         if (cq) {
             run_detached(w, cq);
-            mely__poller_tick(w);
+            mely__poller_tick(w, &w->io, &w->timers);
         } else {
             mely__idle(w);
         }

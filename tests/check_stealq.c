@@ -83,6 +83,62 @@ START_TEST(random_updates_match_the_model)
 }
 END_TEST
 
+/* Files cq with `units` expected under `cost`, as a queued color with events. */
+static void file(struct mely__stealq *q, struct mely__colorq *cq, uint32_t color, uint64_t units,
+                 uint64_t cost)
+{
+    mely__colorq_init(cq, color);
+    cq->queued = true;
+    cq->count = 1;
+    cq->units = (uint32_t)units;
+    mely__stealq_update(q, cq, cost);
+}
+
+START_TEST(pick_takes_the_highest_movable_worthy_color)
+{
+    struct mely__stealq q = {0};
+    const uint64_t cost = 10;
+
+    ck_assert_ptr_null(mely__stealq_pick(&q, NULL, cost, false));
+    file(&q, &cqs[0], 0, 30, cost);  /* interval 0 */
+    file(&q, &cqs[1], 1, 100, cost); /* interval 1 */
+    file(&q, &cqs[2], 2, 150, cost); /* interval 1, larger */
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost, true), &cqs[2]);
+    /* without best_of_interval: any of the highest interval */
+    struct mely__colorq *any = mely__stealq_pick(&q, NULL, cost, false);
+    ck_assert(any == &cqs[1] || any == &cqs[2]);
+    /* the running color-queue is skipped, so is one filed under an older cost */
+    ck_assert_ptr_eq(mely__stealq_pick(&q, &cqs[2], cost, true), &cqs[1]);
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, 120, true), &cqs[2]);
+    ck_assert_ptr_null(mely__stealq_pick(&q, NULL, 200, true));
+    /* a pinned color never moves; nor one without events or unlinked */
+    cqs[2].color = MELY_COLORS;
+    cqs[1].count = 0;
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost, true), &cqs[0]);
+    cqs[0].queued = false;
+    ck_assert_ptr_null(mely__stealq_pick(&q, NULL, cost, true));
+}
+END_TEST
+
+/* The pick looks at no more than MELY__SQ_SCAN color-queues of an interval:
+ * the best one, linked first and so last in its list, is out of its sight. */
+START_TEST(pick_is_bounded)
+{
+    struct mely__stealq q = {0};
+    const uint64_t cost = 10;
+
+    file(&q, &cqs[0], 0, 150, cost);
+    for (uint32_t i = 1; i < MELY__SQ_SCAN + 1; i++)
+        file(&q, &cqs[i], i, 100, cost);
+    struct mely__colorq *got = mely__stealq_pick(&q, NULL, cost, true);
+    ck_assert_ptr_nonnull(got);
+    ck_assert_ptr_ne(got, &cqs[0]);
+    ck_assert_uint_eq(got->units, 100);
+    mely__stealq_remove(&q, &cqs[1]); /* one fewer ahead of it: now in sight */
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost, true), &cqs[0]);
+}
+END_TEST
+
 static void compose_ok(const char *spec, const char *name, bool stealq, bool penalty, bool measure,
                        bool locality)
 {
@@ -132,6 +188,8 @@ int main(void)
     TCase *tc = new_tcase(s, "stealq", 30);
     tcase_add_test(tc, interval_bounds);
     tcase_add_test(tc, random_updates_match_the_model);
+    tcase_add_test(tc, pick_takes_the_highest_movable_worthy_color);
+    tcase_add_test(tc, pick_is_bounded);
     tcase_add_test(tc, policies_compose_by_name);
     return mely_test_main(s);
 }

@@ -1,8 +1,9 @@
 /*
- * timer.h: every worker's pending timers (internal; the design is in timer.c).
+ * io/timer.h: every worker's pending timers (internal; the design is in
+ * io/timer.c).
  */
-#ifndef MELY_TIMER_H
-#define MELY_TIMER_H
+#ifndef MELY_IO_TIMER_H
+#define MELY_IO_TIMER_H
 
 #include <stdatomic.h>
 #include <stdint.h>

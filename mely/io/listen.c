@@ -1,5 +1,5 @@
 /*
- * listen.c: listening sockets and their accept loops, on fd watches.
+ * io/listen.c: listening sockets and their accept loops, on fd watches.
  *
  * One socket watched on the listener's color, or (MELY_LISTEN_REUSEPORT) one
  * SO_REUSEPORT socket per worker, each watched on that worker's pinned color,
@@ -36,7 +36,8 @@
 #include <unistd.h>
 
 #include "mely/colormap.h"
-#include "mely/poller.h"
+#include "mely/io/listen.h"
+#include "mely/io/watch.h"
 #include "mely/runtime.h"
 
 enum { ACCEPT_MAX = 64 };

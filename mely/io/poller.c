@@ -1,10 +1,11 @@
 /*
- * poller.c: every worker's poller (the paper's section 4.3: epoll instead of
+ * io/poller.c: every worker's poller (the paper's section 4.3: epoll instead of
  * libasync-smp's select loop), a libevent event_base on epoll.
  *
  * What a worker's base holds: the fd watches and signal watches that live on
- * this worker (watch.c), the eventfd a waker writes, and a timerfd set to the
- * worker's next timer deadline, which ends a blocking poll (timer.c keeps the
+ * this worker (io/watch.c), the worker's wake-up eventfd (park.c writes it,
+ * the poller only reads it), and a timerfd set to the worker's next timer
+ * deadline, which ends a blocking poll (io/timer.c keeps the
  * timers themselves: libevent's min-heap does not keep equal deadlines in
  * order). Readiness callbacks only queue colored events; handlers never run
  * inside the poller.
@@ -25,10 +26,15 @@
  *    every 50 us through a backlog of 1,000 ready connections ran 1,000
  *    readiness callbacks per poll for nothing (bench/echo: 0.2x libevent).
  *  - idle: once without blocking, before stealing; again after spinning;
- *    then it parks: a blocking poll (park.c), with the next timer as the
- *    deadline. A post from another thread to a parked worker writes its
- *    eventfd; only a parked worker costs a poster that system call, as the
- *    futex did before.
+ *    then it parks: a blocking poll (park.c, idle.c), with the next timer as
+ *    the deadline. A post from another thread to a parked worker writes its
+ *    eventfd; only a parked worker costs a poster that system call.
+ *
+ * The line between this layer and the scheduler: the scheduler calls the
+ * functions of poller.h (init, poll, tick, block); what the I/O layer does
+ * to the scheduler is to post (post.h), to flush the posts its callbacks
+ * staged (expire(), below) and to wake a worker (park.h, for a timer set
+ * earlier than a parked worker's deadline).
  *
  * Threads: libevent is made thread-aware (evthread_use_pthreads) so that
  * watches may be added and removed on any worker's base from any thread; the
@@ -38,7 +44,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -46,11 +51,10 @@
 #include <event2/thread.h>
 
 #include "mely/cycles.h"
+#include "mely/io/poller.h"
+#include "mely/io/timer.h"
 #include "mely/outbox.h"
-#include "mely/park.h"
-#include "mely/poller.h"
 #include "mely/runtime.h"
-#include "mely/timer.h"
 
 /* The longest a busy worker with watches goes without polling. */
 #define POLL_MAX_US 1000u
@@ -83,12 +87,12 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         p->timer_armed = MELY__NEVER;
 }
 
-static int poller_init(struct mely__poller *p)
+/* wake_fd: the worker's wake-up eventfd (park.c), read here, written by wakers. */
+static int poller_init(struct mely__poller *p, int wake_fd)
 {
-    p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     p->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     p->timer_armed = MELY__NEVER;
-    if (p->wake_fd < 0 || p->timer_fd < 0)
+    if (p->timer_fd < 0)
         return -errno;
     /* libevent keeps no timers here: blocking polls end at the timer_fd,
      * which has the nanosecond precision of the runtime's own deadlines
@@ -96,7 +100,7 @@ static int poller_init(struct mely__poller *p)
      * mode re-arms a timerfd before every poll, blocking or not). */
     p->base = event_base_new();
     if (p->base) {
-        p->wake_ev = event_new(p->base, p->wake_fd, EV_READ | EV_PERSIST, on_wake, NULL);
+        p->wake_ev = event_new(p->base, wake_fd, EV_READ | EV_PERSIST, on_wake, NULL);
         p->timer_ev = event_new(p->base, p->timer_fd, EV_READ | EV_PERSIST, on_timer, p);
     }
     if (!p->base || !p->wake_ev || !p->timer_ev || event_add(p->wake_ev, NULL) != 0 ||
@@ -114,12 +118,10 @@ static void poller_free(struct mely__poller *p)
         event_free(p->timer_ev);
     if (p->base)
         event_base_free(p->base);
-    if (p->wake_fd >= 0)
-        close(p->wake_fd);
     if (p->timer_fd >= 0)
         close(p->timer_fd);
     memset(p, 0, sizeof(*p));
-    p->wake_fd = p->timer_fd = -1;
+    p->timer_fd = -1;
 }
 
 /* Sets the timer_fd to `deadline` unless it is set to it already: repeated
@@ -143,7 +145,7 @@ int mely__pollers_init(struct mely__rt *rt)
         return MELY_ENOMEM;
     for (unsigned i = 0; i < rt->nworkers; i++) {
         mely__timers_init(&rt->workers[i].timers);
-        int err = poller_init(&rt->workers[i].io);
+        int err = poller_init(&rt->workers[i].io, rt->workers[i].wake_fd);
         if (err)
             return err;
     }
@@ -233,21 +235,4 @@ void mely__poller_block(struct mely__worker *w)
     now = mely__now_ns();
     w->io.last_poll_ns = now;
     expire(w, now);
-}
-
-void mely__poller_wake(struct mely__worker *w)
-{
-    uint64_t one = 1;
-    /* EAGAIN means the counter is saturated: a wake-up is pending anyway. */
-    while (write(w->io.wake_fd, &one, sizeof(one)) < 0 && errno == EINTR) /* bounded: EINTR */
-        ;
-}
-
-void mely__poller_kick(struct mely__worker *w, struct mely__worker *self)
-{
-    /* The lock orders the caller's new deadline against a worker setting
-     * `parked` under it (timer.c); the wake-up itself needs no lock. */
-    mely__spin_lock(&w->lock, self ? &self->ctr : NULL);
-    mely__spin_unlock(&w->lock);
-    mely__wake_if_parked(w, self);
 }

@@ -1,5 +1,5 @@
 /*
- * timer.c: timers, delivered as colored events.
+ * io/timer.c: timers, delivered as colored events.
  *
  * Where a timer lives: every color has a home worker, fixed for the color's
  * life (color % workers; a pinned color's own worker), whatever steals do to
@@ -20,14 +20,16 @@
  * of the heap at once; POSTED: marked CANCELLED, and the trampoline frees it
  * without running it). So a cancel that returns 0 always wins, and a cancel
  * after the function started returns MELY_ENOENT: the slot's generation moved
- * on. Ids are (generation << 32 | slot << 8 | home worker).
+ * on. Ids are (generation << 32 | slot << 8 | home worker): the low 32 bits,
+ * a slot and its heap's worker, are also what a posted timer's event
+ * carries (pack() and the id_ functions below).
  *
  * Waking the home worker: setting a timer earlier than `next` from another
  * thread must not leave the home worker asleep with a later deadline. The
- * setter stores `next`, then checks `parked` under the worker's lock; the
- * worker sets `parked` under that lock and only then reads `next` (park.c).
- * Either the worker sees the new deadline, or the setter sees it parked and
- * wakes it (all sequentially consistent).
+ * setter stores `next`, then reads `parked` (mely__wake_if_parked); the
+ * worker stores `parked` and only then reads `next` (park.c, step 4). All
+ * four accesses are sequentially consistent, so either the worker sees the
+ * new deadline, or the setter sees it parked and wakes it.
  *
  * Who may call: mely_timer_* from any thread; mely__timers_expire() only on
  * the home worker's thread.
@@ -37,10 +39,10 @@
 
 #include "mely/colormap.h"
 #include "mely/cycles.h"
+#include "mely/io/timer.h"
 #include "mely/park.h"
-#include "mely/poller.h"
+#include "mely/post.h"
 #include "mely/runtime.h"
-#include "mely/timer.h"
 
 enum { PENDING = 1, POSTED, CANCELLED };
 
@@ -48,8 +50,13 @@ enum { PENDING = 1, POSTED, CANCELLED };
  * worker's queue its turn between two calls. */
 enum { EXPIRE_MAX = 256 };
 
+/* An id's low 32 bits: the slot above WORKER_BITS bits of home worker. */
+enum { WORKER_BITS = 8 };
+#define WORKER_MASK ((1u << WORKER_BITS) - 1)
+_Static_assert(MELY_MAX_WORKERS <= 1u << WORKER_BITS, "a worker index fits in a timer id");
+
 /* Slots per heap: the slot index has 24 bits in an id. */
-#define SLOT_MAX (1u << 24)
+#define SLOT_MAX (1u << (32 - WORKER_BITS))
 
 struct mely__tslot {
     uint64_t deadline;
@@ -196,33 +203,38 @@ static void slot_free(struct mely__timers *t, uint32_t i)
 
 /* ---- ids ---------------------------------------------------------------------- */
 
-static mely_timer_t make_id(unsigned worker, uint32_t slot, uint32_t gen)
+/* A slot of a worker's heap, in 32 bits. */
+static uint32_t pack(unsigned worker, uint32_t slot)
 {
-    return (uint64_t)gen << 32 | (uint64_t)slot << 8 | worker;
+    return slot << WORKER_BITS | worker;
 }
 
-static unsigned id_worker(mely_timer_t id) { return (unsigned)(id & 0xff); }
-static uint32_t id_slot(mely_timer_t id) { return (uint32_t)(id >> 8) & (SLOT_MAX - 1); }
+static mely_timer_t make_id(unsigned worker, uint32_t slot, uint32_t gen)
+{
+    return (uint64_t)gen << 32 | pack(worker, slot);
+}
+
+static unsigned id_worker(uint64_t id) { return (unsigned)(id & WORKER_MASK); }
+static uint32_t id_slot(uint64_t id) { return (uint32_t)(id >> WORKER_BITS) & (SLOT_MAX - 1); }
 static uint32_t id_gen(mely_timer_t id) { return (uint32_t)(id >> 32); }
 
-/* The worker whose heap holds the color's timers. */
+/* The worker whose heap holds the color's timers: its home (colormap.h). */
 static struct mely__worker *home(struct mely__rt *rt, mely_color_t color)
 {
-    unsigned i = color >= MELY_COLORS ? color - MELY_COLORS : color % rt->nworkers;
-    return &rt->workers[i];
+    return &rt->workers[mely__color_home(rt, color)];
 }
 
 /* ---- firing ------------------------------------------------------------------- */
 
 /* The event a due timer posts: runs the user's function unless cancelled. The
- * argument packs the home worker and the slot. */
+ * argument is pack(home worker, slot). */
 static void fire(void *arg)
 {
     uintptr_t packed = (uintptr_t)arg;
     struct mely__worker *w = mely__self; /* not the home worker, in general */
     struct mely__rt *rt = w->rt;
-    struct mely__timers *t = &rt->workers[packed & 0xff].timers;
-    uint32_t i = (uint32_t)(packed >> 8);
+    struct mely__timers *t = &rt->workers[id_worker(packed)].timers;
+    uint32_t i = id_slot(packed);
 
     mely__spin_lock(&t->lock, &w->ctr);
     struct mely__tslot *s = &t->slots[i];
@@ -256,7 +268,7 @@ unsigned mely__timers_expire(struct mely__worker *w, uint64_t now)
     /* Posted outside the timer lock: a post takes worker locks. A post can
      * fail only for lack of memory; the timer then fires 1 ms later. */
     for (unsigned k = 0; k < n; k++) {
-        void *packed = (void *)((uintptr_t)due[k].slot << 8 | w->index);
+        void *packed = (void *)(uintptr_t)pack(w->index, due[k].slot);
         if (mely__post_to(w->rt, &due[k].to, fire, packed) != 0) {
             mely__spin_lock(&t->lock, &w->ctr);
             struct mely__tslot *s = &t->slots[due[k].slot];
@@ -308,7 +320,7 @@ int mely_timer_at(mely_t *m, uint64_t deadline_ns, mely_to_t to, mely_fn_t fn, v
     mely__spin_unlock(&t->lock);
 
     if (earliest && w != self)
-        mely__poller_kick(w, self);
+        mely__wake_if_parked(w, self);
     if (out)
         *out = id;
     return 0;

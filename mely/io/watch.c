@@ -1,5 +1,5 @@
 /*
- * watch.c: fd watches and signal watches, readiness as colored events.
+ * io/watch.c: fd watches and signal watches, readiness as colored events.
  *
  * A watch is a libevent event on the base of one worker's poller, plus a
  * state word that keeps the promises of mely.h:
@@ -55,9 +55,11 @@
 
 #include "mely/colormap.h"
 #include "mely/cycles.h"
-#include "mely/park.h"
-#include "mely/poller.h"
+#include "mely/io/poller.h"
+#include "mely/io/watch.h"
+#include "mely/post.h"
 #include "mely/runtime.h"
+#include "mely/steal.h"
 
 enum {
     W_QUEUED = 1u << 0,
@@ -200,12 +202,11 @@ static void disarm(struct mely_watch *wt)
 /* ---- the events ------------------------------------------------------------------ */
 
 /* The epoll_ctl calls that follow a color to another worker are part of what
- * a steal costs: they are added up here, and the steal driver folds them
- * into its cost estimate at the next steal (steal.c). */
+ * a steal costs: the steal driver folds them into its cost estimate at the
+ * next steal (steal.c). */
 static void charge_move(struct mely__rt *rt, uint64_t since)
 {
-    atomic_fetch_add_explicit(&rt->move_cycles, mely__cycles_end() - since,
-                              memory_order_relaxed);
+    mely__steal_charge(rt, mely__cycles_end() - since);
 }
 
 /* The colored event of a watch: runs the user's handler unless removed, then

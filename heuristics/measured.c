@@ -1,12 +1,14 @@
 /*
  * measured.c: measured costs, the Mely paper's stated future work. A handler
  * without a timeleft annotation counts the cost its runs are measured to take
- * (a moving average of TSC cycles per handler descriptor, mely/cost.h), so
- * the time-left and penalty heuristics work on programs nobody profiled.
+ * (a moving average of TSC cycles per handler descriptor, or per handler
+ * function for events posted without a descriptor, mely/cost.h), so the
+ * time-left and penalty heuristics work on programs nobody profiled, even
+ * programs that post with plain mely_post().
  * Annotations, when given, win. It changes no decision rule by itself: it
  * feeds the others (alone, over base, it only makes stolen_cycles meaningful).
- * Cost: a random draw per run of an unannotated handler with a descriptor, two
- * TSC reads and a store for one run in 8 (mely/cost.h).
+ * Cost: a random draw per run of an unannotated handler, two TSC reads and a
+ * store for one run in 8 (mely/cost.h); a table lookup per post.
  */
 #include "mely/steal.h"
 

@@ -8,24 +8,30 @@
  * figure is added at the post and subtracted at the run.
  *
  * An event's cost is its handler's timeleft annotation; with a "measured"
- * policy, a handler without one counts its measured cost (below); divided by
- * the handler's penalty when the policy is penalty-aware; 0 without a
- * descriptor, or when stealing is off (nothing is computed then: the post
- * path of a runtime without stealing pays a test and two additions for it).
+ * policy, a handler without one counts its measured cost (below), and so
+ * does an event posted without a descriptor (mely_post); divided by the
+ * handler's penalty when the policy is penalty-aware; 0 when stealing is off
+ * (nothing is computed then: the post path of a runtime without stealing
+ * pays a test and two additions for it), and 0 without a descriptor unless
+ * costs are measured.
  *
  * Units: MELY__COST_UNIT (32) cycles, in 16 bits: an event counts up to about
  * 2.1 M cycles, far beyond the cost of a steal (a few thousand cycles), which
  * is all the heuristics compare it with; 100-cycle events count 3 units.
  *
  * Measured costs: with a "measured" policy, a worker reads the TSC around
- * one in MELY__COST_SAMPLE runs of a handler that has a descriptor without
- * timeleft (picked at random) and folds the figure into a moving average,
+ * one in MELY__COST_SAMPLE runs of a handler without a timeleft annotation
+ * (picked at random) and folds the figure into a moving average,
  * avg += (x - avg) / 8, so the last ~8 samples dominate; one run counts at
  * most 8x the average (a run preempted by the kernel says nothing about the
  * handler), so an outlier moves it at most 2x. The averages live in the
- * runtime, in a table keyed by the descriptor's address (open addressing, MELY__COSTTAB slots, at most
- * MELY__COSTTAB_PROBES probes; a descriptor that finds no slot is simply not
- * measured), not in the descriptor: users declare descriptors const.
+ * runtime, in a table keyed by the descriptor's address, or by the handler
+ * function's for an event posted without a descriptor (open addressing,
+ * MELY__COSTTAB slots, at most MELY__COSTTAB_PROBES probes; a key that finds
+ * no slot is simply not measured), not in the descriptor: users declare
+ * descriptors const. Events of one function without descriptors share one
+ * average, whatever their arguments: a function whose cost depends on its
+ * argument gets its mean (give it descriptors to tell its uses apart).
  * Workers update an average without a lock: two racing updates lose one
  * sample, which an average can afford; the accesses are atomic, so readers
  * never see a torn value. A slot is claimed once, by compare-and-swap, and
@@ -52,38 +58,48 @@ static inline uint64_t mely__units_to_cycles(uint64_t units)
 #define MELY__COSTTAB 4096u
 #define MELY__COSTTAB_PROBES 16u
 
+/* A key is a handler descriptor's address, or, for an event posted without
+ * a descriptor, its handler function's: one table serves both, and the two
+ * never collide (an object and a function have distinct addresses). */
 struct mely__costtab {
-    const mely_handler_t *_Atomic key[MELY__COSTTAB];
+    const void *_Atomic key[MELY__COSTTAB];
     _Atomic uint64_t avg[MELY__COSTTAB];
 };
 
-/* h's slot, claimed if `claim` and h has none yet; NULL if none. */
-static inline _Atomic uint64_t *mely__costtab_slot(struct mely__costtab *t, const mely_handler_t *h,
+/* What an event's cost is measured and looked up under. */
+static inline const void *mely__cost_key(const mely_handler_t *h, mely_fn_t fn)
+{
+    return h ? (const void *)h : (const void *)(uintptr_t)fn;
+}
+
+/* key's slot, claimed if `claim` and key has none yet; NULL if none. */
+static inline _Atomic uint64_t *mely__costtab_slot(struct mely__costtab *t, const void *key,
                                                    bool claim)
 {
-    uintptr_t k = (uintptr_t)h;
+    uintptr_t k = (uintptr_t)key;
     unsigned i = (unsigned)((k >> 4) ^ (k >> 16)) & (MELY__COSTTAB - 1);
 
     for (unsigned p = 0; p < MELY__COSTTAB_PROBES; p++, i = (i + 1) & (MELY__COSTTAB - 1)) {
-        const mely_handler_t *cur = atomic_load_explicit(&t->key[i], memory_order_acquire);
-        if (cur == h)
+        const void *cur = atomic_load_explicit(&t->key[i], memory_order_acquire);
+        if (cur == key)
             return &t->avg[i];
         if (cur == NULL) {
             if (!claim)
                 return NULL;
-            if (atomic_compare_exchange_strong_explicit(&t->key[i], &cur, h, memory_order_acq_rel,
+            if (atomic_compare_exchange_strong_explicit(&t->key[i], &cur, key,
+                                                        memory_order_acq_rel,
                                                         memory_order_acquire) ||
-                cur == h)
+                cur == key)
                 return &t->avg[i];
         }
     }
     return NULL;
 }
 
-/* h's measured average in cycles, 0 if none yet. */
-static inline uint64_t mely__handler_avg(const struct mely__rt *rt, const mely_handler_t *h)
+/* key's measured average in cycles, 0 if none yet. */
+static inline uint64_t mely__cost_avg(const struct mely__rt *rt, const void *key)
 {
-    _Atomic uint64_t *a = mely__costtab_slot(rt->costtab, h, false);
+    _Atomic uint64_t *a = mely__costtab_slot(rt->costtab, key, false);
     return a ? atomic_load_explicit(a, memory_order_relaxed) : 0;
 }
 
@@ -94,15 +110,17 @@ static inline uint64_t mely__steal_cost_units(const struct mely__rt *rt)
     return c >> MELY__COST_SHIFT ? c >> MELY__COST_SHIFT : 1;
 }
 
-/* The expected cost of one event of h under rt's policy, in units. */
-static inline uint16_t mely__cost_units(const struct mely__rt *rt, const mely_handler_t *h)
+/* The expected cost of one event of fn with descriptor h (may be NULL) under
+ * rt's policy, in units. */
+static inline uint16_t mely__cost_units(const struct mely__rt *rt, const mely_handler_t *h,
+                                        mely_fn_t fn)
 {
-    if (!h || !rt->cost.track)
+    if (!rt->cost.track)
         return 0;
-    uint64_t c = h->timeleft;
+    uint64_t c = h ? h->timeleft : 0;
     if (c == 0 && rt->cost.measure)
-        c = mely__handler_avg(rt, h);
-    if (rt->cost.penalty && h->penalty > 1)
+        c = mely__cost_avg(rt, mely__cost_key(h, fn));
+    if (h && rt->cost.penalty && h->penalty > 1)
         c /= h->penalty;
     c = (c + MELY__COST_UNIT / 2) >> MELY__COST_SHIFT;
     return c > MELY__COST_UNITS_MAX ? MELY__COST_UNITS_MAX : (uint16_t)c;
@@ -113,12 +131,13 @@ static inline uint16_t mely__cost_units(const struct mely__rt *rt, const mely_ha
  * the TSC reads and the shared average's store stay off most runs. */
 #define MELY__COST_SAMPLE 8u
 
-/* Whether this run of h is to be timed (a "measured" policy, no annotation,
- * and the worker's sample says so). `rng` is the running worker's state. */
+/* Whether this run of an event with descriptor h (may be NULL) is to be
+ * timed (a "measured" policy, no timeleft annotation, and the worker's
+ * sample says so). `rng` is the running worker's state. */
 static inline bool mely__cost_measures(const struct mely__rt *rt, const mely_handler_t *h,
                                        uint64_t *rng)
 {
-    if (!rt->cost.measure || !h || h->timeleft != 0)
+    if (!rt->cost.measure || (h && h->timeleft != 0))
         return false;
     uint64_t x = *rng; /* xorshift64 */
     x ^= x << 13;
@@ -128,10 +147,10 @@ static inline bool mely__cost_measures(const struct mely__rt *rt, const mely_han
     return (x & (MELY__COST_SAMPLE - 1)) == 0;
 }
 
-/* Folds one run of h that took `cycles` into its moving average. */
-static inline void mely__cost_record(struct mely__rt *rt, const mely_handler_t *h, uint64_t cycles)
+/* Folds one run that took `cycles` into key's moving average. */
+static inline void mely__cost_record(struct mely__rt *rt, const void *key, uint64_t cycles)
 {
-    _Atomic uint64_t *avg = mely__costtab_slot(rt->costtab, h, true);
+    _Atomic uint64_t *avg = mely__costtab_slot(rt->costtab, key, true);
     if (!avg)
         return;
     uint64_t old = atomic_load_explicit(avg, memory_order_relaxed);

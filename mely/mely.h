@@ -109,7 +109,8 @@ typedef struct mely_config {
  *   penalty   as timeleft, with each event's time divided by its handler's
  *             penalty, and the best worthy color chosen (section 3.3);
  *   measured  handlers without a timeleft annotation count their measured
- *             cost (cycles per run, a moving average per descriptor);
+ *             cost (cycles per run, a moving average per descriptor, or
+ *             per handler function for events posted without one);
  *   all       locality+timeleft+penalty.
  * "base" alone, or any word without a victim or color rule of its own, falls
  * back to base's rules for the rest. Examples: "base", "locality+timeleft",
@@ -195,11 +196,20 @@ typedef struct mely_handler {
  * The measured cost of h's handler on runtime *m: a moving average of the TSC
  * cycles its runs took, kept while the runtime has a "measured" steal policy,
  * for descriptors without a timeleft annotation (up to a few thousand
- * descriptors); 0 if never measured, or *m not initialized. Use it to write
+ * descriptors and functions); 0 if never measured, or *m not initialized. Use it to write
  * down a timeleft annotation after a profiling run.
  * Threads: any thread (the figure may lag the latest runs).
  */
 uint64_t mely_handler_measured(const mely_t *m, const mely_handler_t *h);
+
+/*
+ * The measured cost of the handler function fn, for its events posted without
+ * a descriptor (mely_post, mely_post_head, MELY_TO without a handler): one
+ * average per function, kept under the same policy and bounds as
+ * mely_handler_measured(); 0 if never measured, fn NULL or *m not initialized.
+ * Threads: any thread (the figure may lag the latest runs).
+ */
+uint64_t mely_fn_measured(const mely_t *m, mely_fn_t fn);
 
 #define MELY_POST_HEAD 1u /* queue at the head of the color's queue (cpucb) */
 

@@ -37,7 +37,14 @@ uint64_t mely_handler_measured(const mely_t *m, const mely_handler_t *h)
 {
     const struct mely__rt *rt = m ? m->rt : NULL;
 
-    return rt && h && rt->costtab ? mely__handler_avg(rt, h) : 0;
+    return rt && h && rt->costtab ? mely__cost_avg(rt, h) : 0;
+}
+
+uint64_t mely_fn_measured(const mely_t *m, mely_fn_t fn)
+{
+    const struct mely__rt *rt = m ? m->rt : NULL;
+
+    return rt && fn && rt->costtab ? mely__cost_avg(rt, mely__cost_key(NULL, fn)) : 0;
 }
 
 static int cmp_u32(const void *a, const void *b)

@@ -89,7 +89,7 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
              * average compared with the cost of a steal. */
             uint64_t start = mely__cycles();
             ev->fn(ev->arg);
-            mely__cost_record(rt, ev->desc, mely__cycles() - start);
+            mely__cost_record(rt, mely__cost_key(ev->desc, ev->fn), mely__cycles() - start);
         } else {
             ev->fn(ev->arg);
         }

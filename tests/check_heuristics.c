@@ -11,7 +11,10 @@
  *    "penalty", though "timeleft" (which ignores penalties) takes it;
  *  - measured: mely_handler_measured() is 0 until a "measured" policy ran the
  *    handler, then near its real cost (also for a const descriptor); colors
- *    of measured handlers become worthy; nothing is measured otherwise.
+ *    of measured handlers become worthy; nothing is measured otherwise;
+ *    events posted without a descriptor are measured by handler function
+ *    (mely_fn_measured), and once their function is known, their colors are
+ *    worthy too.
  * Outcomes never depend on timing: "never stolen" holds whatever the timing,
  * and "stolen" only needs one steal among dozens of chances.
  *
@@ -42,7 +45,8 @@ enum unannotated_expect {
     STOLEN,     /* base's rules: stolen, counting 0 cycles */
     NEVER,      /* time-left rules: they count 0, never worthy */
     NULL_NEVER, /* time-left rules with measured costs: the NULL-descriptor
-                   colors count 0; the others may be measured (see below) */
+                   colors count 0 (their function was not measured yet when
+                   they were posted); the others may be measured (see below) */
 };
 
 static const struct unannotated_case {
@@ -204,17 +208,40 @@ END_TEST
 
 enum { MEASURED_SPIN_NS = 50000, WARMUP_RUNS = 200 };
 
-/* Runs WARMUP_RUNS events of the measured descriptor (spinning 50 us each) on
- * one color of worker 0, to the end. */
-static void warm_up(const char *what)
+/* Runs WARMUP_RUNS events of descriptor `desc` (NULL: none; spinning 50 us
+ * each) on one color of worker 0, to the end. */
+static void warm_up_desc(const char *what, mely_handler_t *desc)
 {
     reset_load();
     /* the average needs its runs, whatever the scale */
-    add_group_max(1, WARMUP_RUNS, WARMUP_RUNS, &d_measured);
+    add_group_max(1, WARMUP_RUNS, WARMUP_RUNS, desc);
     ld.groups[0].spin_ns = MEASURED_SPIN_NS;
     ld.cs[0].n = WARMUP_RUNS;
     post_load(0, 0);
     run_load(what, 0);
+}
+
+static void warm_up(const char *what)
+{
+    warm_up_desc(what, &d_measured);
+}
+
+/* Whether `m` cycles lies between half the cheapest and twice the dearest run
+ * the handlers saw from inside (the runtime's view adds a little around them). */
+static void check_measured_bounds(const char *what, uint64_t m)
+{
+#if HAVE_TSC
+    uint64_t lo = atomic_load(&ld.tsc_min), hi = atomic_load(&ld.tsc_max);
+    ck_assert_uint_eq(atomic_load(&ld.tsc_runs), WARMUP_RUNS);
+    ck_assert_msg(m >= lo / 2 && m <= 2 * hi,
+                  "%s: measured %" PRIu64 " cycles; the runs took %" PRIu64 "..%" PRIu64
+                  " cycles seen from inside",
+                  what, m, lo, hi);
+#else
+    (void)what;
+    (void)m;
+    fprintf(stderr, "no TSC here: measured costs are not checked against the runs\n");
+#endif
 }
 
 /* 0 on a handle that is not initialized, and before any run. */
@@ -237,8 +264,9 @@ END_TEST
  * moving average of its runs, so between half the cheapest and twice the
  * dearest run seen from inside the handler (the runtime's view adds only a
  * little around the handler). Then, with the cost known, the colors of that
- * handler are worthy and get stolen, while NULL-descriptor colors (which
- * count 0) never are.
+ * handler are worthy and get stolen, while NULL-descriptor colors never are:
+ * they count their function's cost, and it was never measured before they
+ * were posted (descriptors and functions are measured apart).
  */
 START_TEST(measured_costs_make_colors_worthy)
 {
@@ -249,16 +277,9 @@ START_TEST(measured_costs_make_colors_worthy)
     warm_up(policy);
     uint64_t m = mely_handler_measured(&rt, &d_measured);
     ck_assert_msg(m > 0, "%s: %u runs, measured cost still 0", policy, WARMUP_RUNS);
-#if HAVE_TSC
-    uint64_t lo = atomic_load(&ld.tsc_min), hi = atomic_load(&ld.tsc_max);
-    ck_assert_uint_eq(atomic_load(&ld.tsc_runs), WARMUP_RUNS);
-    ck_assert_msg(m >= lo / 2 && m <= 2 * hi,
-                  "%s: measured %" PRIu64 " cycles; the runs took %" PRIu64 "..%" PRIu64
-                  " cycles seen from inside",
-                  policy, m, lo, hi);
-#else
-    fprintf(stderr, "measured_costs_make_colors_worthy: no TSC here, the bounds are not checked\n");
-#endif
+    check_measured_bounds(policy, m);
+    ck_assert_msg(mely_fn_measured(&rt, colored) == 0,
+                  "%s: the function measured though every run had a descriptor", policy);
 
     reset_load();
     add_group(NCOLORS / 2, 20, &d_measured);
@@ -274,6 +295,44 @@ START_TEST(measured_costs_make_colors_worthy)
                   policy, m, o.sum.steal_attempts);
     ck_assert_msg(o.sum.stolen_cycles > 0, "%s: measured events stolen, stolen_cycles 0", policy);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
+/*
+ * Events posted without a descriptor (mely_post_ex with NULL, as mely_post)
+ * are measured by handler function under a "measured" policy: after a
+ * warm-up, mely_fn_measured() is near the cost of the runs, the descriptor
+ * table is untouched, and colors of NULL-descriptor events posted then count
+ * that cost, are worthy and get stolen.
+ */
+START_TEST(plain_posts_are_measured_by_function)
+{
+    static const char *const policies[] = {"timeleft+measured", "all+measured"};
+    const char *policy = policies[_i];
+    mely_t none = {0};
+
+    ck_assert_uint_eq(mely_fn_measured(&none, colored), 0);
+    init_two(policy, NULL);
+    ck_assert_uint_eq(mely_fn_measured(&rt, colored), 0);
+    ck_assert_uint_eq(mely_fn_measured(&rt, NULL), 0);
+    warm_up_desc(policy, NULL);
+    uint64_t m = mely_fn_measured(&rt, colored);
+    ck_assert_msg(m > 0, "%s: %u plain runs, measured cost still 0", policy, WARMUP_RUNS);
+    check_measured_bounds(policy, m);
+    ck_assert_uint_eq(mely_handler_measured(&rt, &d_measured), 0);
+
+    reset_load();
+    add_group(NCOLORS, 20, NULL);
+    ld.groups[0].spin_ns = MEASURED_SPIN_NS;
+    post_load(0, 0);
+    struct outcome o = run_load(policy, 0);
+    ck_assert_msg(o.stolen[0] > 0,
+                  "%s: no color of plain events measured at %" PRIu64 " cycles stolen (%" PRIu64
+                  " attempts)",
+                  policy, m, o.sum.steal_attempts);
+    ck_assert_msg(o.sum.stolen_cycles > 0, "%s: plain events stolen, stolen_cycles 0", policy);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+    ck_assert_uint_eq(mely_fn_measured(&rt, colored), 0);
 }
 END_TEST
 
@@ -297,6 +356,10 @@ START_TEST(measured_only_under_measured_policies)
     ck_assert_msg(mely_handler_measured(&rt, &d_measured) == 0,
                   "%s%s: measured %" PRIu64 " cycles without a \"measured\" policy",
                   engine ? "legacy engine, " : "", what, mely_handler_measured(&rt, &d_measured));
+    warm_up_desc(what, NULL);
+    ck_assert_msg(mely_fn_measured(&rt, colored) == 0,
+                  "%s%s: a function measured at %" PRIu64 " cycles without a \"measured\" policy",
+                  engine ? "legacy engine, " : "", what, mely_fn_measured(&rt, colored));
     if (policy && strcmp(policy, "timeleft") == 0) {
         reset_load();
         add_group(NCOLORS, 20, &d_measured);
@@ -358,6 +421,7 @@ int main(void)
     tc = new_tcase(su, "measured", 120);
     tcase_add_test(tc, measured_is_zero_before_any_run);
     tcase_add_loop_test(tc, measured_costs_make_colors_worthy, 0, 2);
+    tcase_add_loop_test(tc, plain_posts_are_measured_by_function, 0, 2);
     tcase_add_loop_test(tc, measured_only_under_measured_policies, 0, NELEM(unmeasured_policies));
     tcase_add_test(tc, const_descriptor_under_measured);
     return mely_test_main(su);

@@ -44,7 +44,8 @@ extern mely_handler_t d_unannotated; /* no time-left: 0, or measured under "meas
 extern mely_handler_t d_cheap;       /* 100,000 with penalty 100,000: 1 under "penalty" */
 extern mely_handler_t d_dear0;       /* 100,000 with penalty 0: counts fully */
 extern mely_handler_t d_dear1;       /* 100,000 with penalty 1: counts fully */
-extern mely_handler_t d_measured;    /* unannotated; its handlers time themselves */
+extern mely_handler_t d_measured;    /* unannotated; its handlers time themselves,
+                                        as do those posted without a descriptor */
 extern mely_handler_t d_annotated;   /* time-left 5,000 */
 
 /* What one event of `cycles` expected cycles adds to stolen_cycles (mely.h):
@@ -135,5 +136,9 @@ struct policy {
 /* "legacy engine, base+locality": for failure messages. Returns a static
  * buffer (the test thread's only). */
 const char *policy_name(const struct policy *p);
+
+/* The handler of every colored event of the load: the function a "measured"
+ * policy measures events posted without a descriptor under. */
+void colored(void *arg);
 
 #endif /* MELY_TESTS_STEALLOAD_H */

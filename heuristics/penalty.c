@@ -1,18 +1,27 @@
 /*
- * penalty.c: the penalty-aware heuristic (the Mely paper, sections 3.3 and
- * 4.2). A handler's penalty annotation makes its events less attractive to
- * thieves: each counts event_time / penalty in its color-queue's expected time
- * (mely/cost.h), so colors whose events drag a large, long-lived data set
- * along (high penalty) rarely look worthy, and the best worthy color is taken:
- * the largest expected time among the first few of the highest interval of
- * the stealing-queue (time-left's structure, timeleft.c).
- * Cost: O(1) per decision (a bounded scan).
+ * penalty.c: the penalty-aware heuristic (the Mely paper, section 3.3). A
+ * handler's penalty annotation says its events drag a large, long-lived data
+ * set along, so that moving them to another core costs cache misses. The
+ * paper's rule: a color is worth stealing on its time-left alone (time-left's
+ * stealing-queue, timeleft.c), and among worthy colors the thief takes the
+ * one with the lowest penalty: the mean penalty of its pending work, from
+ * its units net of penalties (mely/stealq.h, mely__stealq_pick_lightest).
+ * So a heavily penalized color is still stolen when nothing better is
+ * worthy, and an idle core keeps balancing the load.
+ *
+ * "penalty-strict" keeps the paper's implementation (its section 4.2): each
+ * event counts event_time / penalty in its color-queue's expected time
+ * (mely/cost.h), so a penalized color rarely looks worthy at all, and the
+ * thief takes the largest among the first few of the highest interval. Under
+ * the paper's own penalty benchmark this leaves the thief idle once the
+ * unpenalized events have run (bench/steal penalty, doc/stealing.md).
+ * Cost: O(1) per decision (bounded scans).
  */
 #include "mely/steal.h"
 
 static struct mely__colorq *penalty_choose_color(const struct mely__worker *victim)
 {
-    return mely__stealq_pick_worthy(victim, true);
+    return mely__stealq_pick_lightest_worthy(victim);
 }
 
 const struct mely__steal_ops mely__steal_penalty = {
@@ -21,4 +30,17 @@ const struct mely__steal_ops mely__steal_penalty = {
     .choose_color = penalty_choose_color,
     .stealq = true,
     .penalty = true,
+};
+
+static struct mely__colorq *strict_choose_color(const struct mely__worker *victim)
+{
+    return mely__stealq_pick_worthy(victim, true);
+}
+
+const struct mely__steal_ops mely__steal_penalty_strict = {
+    .name = "penalty-strict",
+    .can_be_stolen = mely__timeleft_can_be_stolen,
+    .choose_color = strict_choose_color,
+    .stealq = true,
+    .penalty_strict = true,
 };

@@ -124,7 +124,8 @@ struct mely__rt {
     char steal_name[MELY__STEAL_NAME_MAX]; /* steal_ops.name points here */
     struct {
         bool track;   /* events carry expected costs: stealing is on (cost.h) */
-        bool penalty; /* divided by their handler's penalty */
+        bool penalty; /* their handler's penalty rides along (pshift) */
+        bool penalty_strict; /* divided by their handler's penalty */
         bool measure; /* unannotated handlers' costs measured */
     } cost;
     struct mely__costtab *costtab; /* measured costs, with cost.measure */

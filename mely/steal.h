@@ -16,7 +16,8 @@
 extern const struct mely__steal_ops mely__steal_base;     /* libasync-smp's */
 extern const struct mely__steal_ops mely__steal_locality; /* cache distance first */
 extern const struct mely__steal_ops mely__steal_timeleft; /* worthy colors only */
-extern const struct mely__steal_ops mely__steal_penalty;  /* worthy, penalty-weighted */
+extern const struct mely__steal_ops mely__steal_penalty;  /* worthy, lowest penalty first */
+extern const struct mely__steal_ops mely__steal_penalty_strict; /* worthy net of penalties */
 extern const struct mely__steal_ops mely__steal_measured; /* measured costs */
 
 /* libasync-smp's victim and color rules (base.c). */
@@ -66,6 +67,14 @@ static inline struct mely__colorq *mely__stealq_pick_worthy(const struct mely__w
 {
     return mely__stealq_pick(&victim->stealq, victim->run_cq, mely__steal_cost_units(victim->rt),
                              best_of_interval);
+}
+
+/* Under victim's lock: the stealing-queue's lowest-penalty worthy color
+ * (stealq.h) against the runtime's current steal cost. */
+static inline struct mely__colorq *mely__stealq_pick_lightest_worthy(const struct mely__worker *victim)
+{
+    return mely__stealq_pick_lightest(&victim->stealq, victim->run_cq,
+                                      mely__steal_cost_units(victim->rt));
 }
 
 /* Under w->lock: cq's expected time changed (a batch taken or ended, a steal);

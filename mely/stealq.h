@@ -133,4 +133,37 @@ static inline struct mely__colorq *mely__stealq_pick(const struct mely__stealq *
     return NULL;
 }
 
+/* Whether a has a lower penalty than b, as their units net of penalties
+ * tell: units / punits is the mean penalty of a color's pending work (a
+ * punits of 0, all of it penalized to nothing, is the highest). */
+static inline bool mely__colorq_lighter(const struct mely__colorq *a, const struct mely__colorq *b)
+{
+    return (unsigned __int128)a->units * b->punits < (unsigned __int128)b->units * a->punits;
+}
+
+/* The movable worthy color-queue of q with the lowest penalty (the Mely
+ * paper's section 3.3: worthiness on time-left alone, the penalty to choose
+ * among worthy colors), larger expected times first among equals: looks at
+ * the first MELY__SQ_SCAN of every interval, from the highest down. NULL if
+ * none. O(1). */
+static inline struct mely__colorq *mely__stealq_pick_lightest(const struct mely__stealq *q,
+                                                              const struct mely__colorq *running,
+                                                              uint64_t cost)
+{
+    struct mely__colorq *best = NULL;
+
+    for (int level = MELY__SQ_LEVELS - 1; level >= 0; level--) {
+        unsigned seen = 0;
+        for (struct mely__colorq *cq = q->first[level]; cq && seen < MELY__SQ_SCAN;
+             cq = cq->sq_next, seen++) {
+            if (!mely__colorq_movable(cq, running) || cq->units <= cost)
+                continue;
+            if (!best || mely__colorq_lighter(cq, best) ||
+                (!mely__colorq_lighter(best, cq) && cq->units > best->units))
+                best = cq;
+        }
+    }
+    return best;
+}
+
 #endif

@@ -7,8 +7,10 @@
  *    "measured");
  *  - time-left: colors of never-worthy handlers (time-left 1 cycle) are never
  *    stolen, always-worthy ones (10,000,000 cycles) are;
- *  - penalty: a color whose penalty makes it cheap is never stolen under
- *    "penalty", though "timeleft" (which ignores penalties) takes it;
+ *  - penalty: colors are worthy on time-left alone and stolen in full, also
+ *    heavily penalized ones when nothing else is worthy; under
+ *    "penalty-strict", a color whose penalty makes it cheap is never stolen,
+ *    though "timeleft" (which ignores penalties) takes it;
  *  - measured: mely_handler_measured() is 0 until a "measured" policy ran the
  *    handler, then near its real cost (also for a const descriptor); colors
  *    of measured handlers become worthy; nothing is measured otherwise;
@@ -143,13 +145,47 @@ static const char *const penalty_policies[] = {
 };
 
 /*
- * Time-left 100,000 cycles with penalty 100,000 counts 1 cycle per event
- * (never worthy) under "penalty"; the same time-left with penalty 0 or 1
- * counts fully: those colors are stolen, the penalized ones never.
+ * The section 3.3 rule: worthiness on time-left alone, the penalty only to
+ * choose among worthy colors (which color wins is check_stealq's unit test;
+ * here, timing decides how many of each kind go). Colors of time-left
+ * 100,000 cycles with penalty 100,000, 0 or 1 are all worthy: unpenalized
+ * ones are stolen, and every stolen event counts its full time-left, never
+ * time-left / penalty.
  */
-START_TEST(penalty_keeps_penalized_colors)
+START_TEST(penalty_steals_on_time_left)
 {
     const char *policy = penalty_policies[_i];
+
+    reset_load();
+    init_two(policy, NULL);
+    add_group_max(NCOLORS / 2, 50, 50, &d_cheap); /* at most 50 events, whatever the scale */
+    add_group(NCOLORS / 4, 50, &d_dear0);
+    add_group(NCOLORS / 4, 50, &d_dear1);
+    post_load(0, 20);
+    struct outcome o = run_load(policy, 20);
+    ck_assert_msg(o.stolen[1] + o.stolen[2] > 0,
+                  "%s: no color of penalty 0 or 1 stolen (%" PRIu64 " attempts)", policy,
+                  o.sum.steal_attempts);
+    ck_assert_msg(sums_to(o.sum.stolen_cycles, o.sum.stolen_events, PENALTY_CYCLES),
+                  "%s: %" PRIu64 " events stolen, stolen_cycles %" PRIu64 ", expected %u each",
+                  policy, o.sum.stolen_events, o.sum.stolen_cycles, PENALTY_CYCLES);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
+static const char *const strict_policies[] = {
+    "penalty-strict", "timeleft+penalty-strict", "penalty-strict+measured",
+};
+
+/*
+ * "penalty-strict" (the paper's section 4.2): time-left 100,000 cycles with
+ * penalty 100,000 counts 1 cycle per event (never worthy); the same
+ * time-left with penalty 0 or 1 counts fully: those colors are stolen, the
+ * penalized ones never.
+ */
+START_TEST(penalty_strict_keeps_penalized_colors)
+{
+    const char *policy = strict_policies[_i];
 
     reset_load();
     init_two(policy, NULL);
@@ -170,17 +206,19 @@ START_TEST(penalty_keeps_penalized_colors)
 }
 END_TEST
 
-/* Only penalized colors: "penalty" never steals them; "timeleft", which does
- * not divide by the penalty, does, and counts their full time-left. */
+/* Only penalized colors, worthy on time-left: every time-left policy steals
+ * them, counting their full time-left ("penalty" too: nothing better is
+ * worthy), except "penalty-strict", for which they are not worthy. */
 static const struct {
     const char *steal;
     bool stolen;
 } penalized_only_cases[] = {
-    {"timeleft", true},  {"locality+timeleft", true}, {"timeleft+measured", true},
-    {"penalty", false},  {"all", false},
+    {"timeleft", true}, {"locality+timeleft", true}, {"timeleft+measured", true},
+    {"penalty", true},  {"all", true},               {"penalty-strict", false},
+    {"all+penalty-strict", false},
 };
 
-START_TEST(penalty_matters_only_under_penalty)
+START_TEST(penalized_colors_alone)
 {
     const char *policy = penalized_only_cases[_i].steal;
     bool stolen = penalized_only_cases[_i].stolen;
@@ -415,8 +453,9 @@ int main(void)
     tcase_add_loop_test(tc, timeleft_steals_only_worthy_colors, 0, NELEM(timeleft_policies));
 
     tc = new_tcase(su, "penalty", 120);
-    tcase_add_loop_test(tc, penalty_keeps_penalized_colors, 0, NELEM(penalty_policies));
-    tcase_add_loop_test(tc, penalty_matters_only_under_penalty, 0, NELEM(penalized_only_cases));
+    tcase_add_loop_test(tc, penalty_steals_on_time_left, 0, NELEM(penalty_policies));
+    tcase_add_loop_test(tc, penalty_strict_keeps_penalized_colors, 0, NELEM(strict_policies));
+    tcase_add_loop_test(tc, penalized_colors_alone, 0, NELEM(penalized_only_cases));
 
     tc = new_tcase(su, "measured", 120);
     tcase_add_test(tc, measured_is_zero_before_any_run);

@@ -120,6 +120,41 @@ START_TEST(pick_takes_the_highest_movable_worthy_color)
 }
 END_TEST
 
+/* Files cq as file() does, with events of mean penalty 2^pshift: punits is
+ * what colorq_push sums, units >> pshift. */
+static void file_penalized(struct mely__stealq *q, struct mely__colorq *cq, uint32_t color,
+                           uint64_t units, unsigned pshift, uint64_t cost)
+{
+    file(q, cq, color, units, cost);
+    cq->punits = units >> pshift;
+}
+
+/* Section 3.3: among worthy colors the lowest penalty wins, whatever its
+ * interval; among equal penalties, the larger expected time; a penalized
+ * color is still picked when it is the only worthy one. */
+START_TEST(pick_lightest_prefers_low_penalty)
+{
+    struct mely__stealq q = {0};
+    const uint64_t cost = 10;
+
+    ck_assert_ptr_null(mely__stealq_pick_lightest(&q, NULL, cost));
+    file_penalized(&q, &cqs[0], 0, 5000, 10, cost); /* interval 2, penalty ~1024 */
+    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[0]);
+    file_penalized(&q, &cqs[1], 1, 30, 0, cost);    /* interval 0, no penalty */
+    file_penalized(&q, &cqs[2], 2, 100, 1, cost);   /* interval 1, penalty 2 */
+    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[1]);
+    file_penalized(&q, &cqs[3], 3, 35, 0, cost);    /* interval 0, no penalty, larger */
+    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[3]);
+    /* running or no longer worthy: the next lightest */
+    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, &cqs[3], cost), &cqs[1]);
+    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, 40), &cqs[2]);
+    /* work penalized to nothing (punits 0) comes last, but comes */
+    file_penalized(&q, &cqs[4], 4, 20000, 16, cost);
+    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, 6000), &cqs[4]);
+    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, 4000), &cqs[0]);
+}
+END_TEST
+
 /* The pick looks at no more than MELY__SQ_SCAN color-queues of an interval:
  * the best one, linked first and so last in its list, is out of its sight. */
 START_TEST(pick_is_bounded)
@@ -150,6 +185,7 @@ static void compose_ok(const char *spec, const char *name, bool stealq, bool pen
     ck_assert(ops.stealq == stealq);
     ck_assert(ops.penalty == penalty);
     ck_assert(ops.measure == measure);
+    ck_assert(ops.penalty_strict == (strstr(name, "penalty-strict") != NULL));
     ck_assert(ops.core_set != NULL && ops.can_be_stolen != NULL && ops.choose_color != NULL);
     ck_assert((ops.core_set == mely__steal_locality.core_set) == locality);
     ck_assert((ops.choose_color == mely__steal_base.choose_color) == !stealq);
@@ -167,6 +203,7 @@ START_TEST(policies_compose_by_name)
     compose_ok("base+locality", "base+locality", false, false, false, true);
     compose_ok("timeleft", "timeleft", true, false, false, false);
     compose_ok("penalty", "penalty", true, true, false, false);
+    compose_ok("penalty-strict", "penalty-strict", true, false, false, false);
     compose_ok("timeleft+penalty", "timeleft+penalty", true, true, false, false);
     compose_ok("measured", "measured", false, false, true, false);
     compose_ok("all", "locality+timeleft+penalty", true, true, false, true);
@@ -190,6 +227,7 @@ int main(void)
     tcase_add_test(tc, random_updates_match_the_model);
     tcase_add_test(tc, pick_takes_the_highest_movable_worthy_color);
     tcase_add_test(tc, pick_is_bounded);
+    tcase_add_test(tc, pick_lightest_prefers_low_penalty);
     tcase_add_test(tc, policies_compose_by_name);
     return mely_test_main(s);
 }

@@ -3,9 +3,12 @@
  * stealing heuristics. Two workers, MELY_STEAL=timeleft: colors that all live
  * on worker 0 get heavy events annotated with their cost; the idle worker 1
  * steals some, and its statistics count the stolen work in cycles (only
- * annotated events count there). The same with penalty annotations under
- * MELY_STEAL=penalty. Each scene runs in a child process (the runtime reads
- * the environment once).
+ * annotated events count there). The same with penalty annotations: under
+ * MELY_STEAL=penalty a stolen event counts its full time-left (the penalty
+ * only orders worthy colors), under MELY_STEAL=penalty-strict its time-left
+ * divided by its penalty, which shows that the penalty reached the runtime.
+ * Each scene runs in a child process (the runtime reads the environment
+ * once).
  */
 #include "async.h"
 
@@ -54,14 +57,16 @@ static void heavy(int i)
         cpucb_tail(cwrap(finish, 1));
 }
 
-static void scene(bool penalty)
+/* policy: MELY_STEAL; penalty: annotate penalty 2; per_event: what a stolen
+ * event then counts. */
+static void scene(const char *policy, bool penalty, unsigned long long per_event)
 {
     setenv("MELY_WORKERS", "2", 1);
-    setenv("MELY_STEAL", penalty ? "penalty" : "timeleft", 1);
+    setenv("MELY_STEAL", policy, 1);
     setenv("MELY_PIN", "0", 1);
     CHECK(task_get_nthreads() == 2);
     g_left = kEvents;
-    g_per_event = penalty ? 300000 : 600000;
+    g_per_event = per_event;
     /* even colors live on worker 0 (color % workers) */
     for (int i = 0; i < kEvents; i++) {
         int color = 2 * (1 + i % 8);
@@ -77,14 +82,18 @@ int main()
 {
     ct_watchdog(60);
     std::string err;
-    int st = ct_fork([] { scene(false); }, &err);
-    if (!ct_exited(st, 0))
-        fprintf(stderr, "%s", err.c_str());
-    CHECK(ct_exited(st, 0));
-    st = ct_fork([] { scene(true); }, &err);
-    if (!ct_exited(st, 0))
-        fprintf(stderr, "%s", err.c_str());
-    CHECK(ct_exited(st, 0));
+    static const struct {
+        const char *policy;
+        bool penalty;
+        unsigned long long per_event;
+    } scenes[] = {{"timeleft", false, 600000}, {"penalty", true, 600000},
+                  {"penalty-strict", true, 300000}};
+    for (const auto &sc : scenes) {
+        int st = ct_fork([&sc] { scene(sc.policy, sc.penalty, sc.per_event); }, &err);
+        if (!ct_exited(st, 0))
+            fprintf(stderr, "%s: %s", sc.policy, err.c_str());
+        CHECK(ct_exited(st, 0));
+    }
     printf("compat annotations: ok\n");
     return 0;
 }

@@ -94,6 +94,68 @@ static bool resolve_steal(const mely_config_t *cfg, struct mely__settings *out)
     return true;
 }
 
+/* Checks a 0-or-1 switch of the configuration. */
+static bool check_flag(const char *what, int v)
+{
+    if (v == 0 || v == 1)
+        return true;
+    fprintf(stderr, "mely: configuration %s=%d: expected 0 or 1\n", what, v);
+    return false;
+}
+
+/* Applies the numeric MELY_* overrides to *cfg and resolves its two
+ * switches into *pin and *keep_sigpipe. Each value is checked as it is read,
+ * in this order, so that the first bad one is the one reported. */
+static bool resolve_numbers(mely_config_t *cfg, unsigned *pin, unsigned *keep_sigpipe)
+{
+    *pin = cfg->pin != 0;
+    if (!check_flag("pin", cfg->pin) ||
+        !env_uint("MELY_WORKERS", 1, MELY_MAX_WORKERS, &cfg->workers) ||
+        !env_uint("MELY_PIN", 0, 1, pin) || !env_uint("MELY_BATCH", 1, UINT32_MAX, &cfg->batch) ||
+        !env_uint("MELY_SPIN_US", 0, 1000000, &cfg->spin_us) ||
+        !check_flag("keep_sigpipe", cfg->keep_sigpipe))
+        return false;
+    *keep_sigpipe = (unsigned)cfg->keep_sigpipe;
+    return env_uint("MELY_KEEP_SIGPIPE", 0, 1, keep_sigpipe);
+}
+
+/* The configuration's own numbers, which no environment variable has
+ * checked when it left them alone. */
+static bool check_ranges(const mely_config_t *cfg)
+{
+    return check_range("workers", cfg->workers, 0, MELY_MAX_WORKERS) &&
+           check_range("batch", cfg->batch, 1, UINT32_MAX) &&
+           check_range("spin_us", cfg->spin_us, 0, 1000000);
+}
+
+static bool resolve_topology(struct mely__settings *out)
+{
+    const char *topo = getenv("MELY_TOPOLOGY");
+
+    if (!topo || strcmp(topo, "sysfs") == 0) {
+        out->topo_source = MELY__TOPO_SYSFS;
+    } else if (strcmp(topo, "hwloc") == 0) {
+        out->topo_source = MELY__TOPO_HWLOC;
+    } else {
+        fprintf(stderr, "mely: MELY_TOPOLOGY=\"%s\": expected sysfs or hwloc\n", topo);
+        return false;
+    }
+    return true;
+}
+
+/* Usable CPUs come from the affinity mask, not get_nprocs(): taskset and
+ * container limits must be honoured. */
+static void resolve_cpus(struct mely__settings *out)
+{
+    CPU_ZERO(&out->allowed);
+    if (sched_getaffinity(0, sizeof(out->allowed), &out->allowed) != 0 ||
+        CPU_COUNT(&out->allowed) == 0) {
+        CPU_ZERO(&out->allowed);
+        CPU_SET(0, &out->allowed);
+    }
+    out->ncpus = (unsigned)CPU_COUNT(&out->allowed);
+}
+
 int mely__config_resolve(const mely_config_t *in, struct mely__settings *out)
 {
     mely_config_t cfg;
@@ -103,54 +165,16 @@ int mely__config_resolve(const mely_config_t *in, struct mely__settings *out)
         cfg = *in;
     else
         mely_config_init(&cfg);
-    pin = cfg.pin != 0;
-    if (cfg.pin != 0 && cfg.pin != 1) {
-        fprintf(stderr, "mely: configuration pin=%d: expected 0 or 1\n", cfg.pin);
+    if (!resolve_numbers(&cfg, &pin, &keep_sigpipe) || !resolve_engine(&cfg, out) ||
+        !resolve_steal(&cfg, out) || !resolve_topology(out) || !check_ranges(&cfg))
         return MELY_EINVAL;
-    }
-    if (!env_uint("MELY_WORKERS", 1, MELY_MAX_WORKERS, &cfg.workers) ||
-        !env_uint("MELY_PIN", 0, 1, &pin) ||
-        !env_uint("MELY_BATCH", 1, UINT32_MAX, &cfg.batch) ||
-        !env_uint("MELY_SPIN_US", 0, 1000000, &cfg.spin_us))
-        return MELY_EINVAL;
-    if (cfg.keep_sigpipe != 0 && cfg.keep_sigpipe != 1) {
-        fprintf(stderr, "mely: configuration keep_sigpipe=%d: expected 0 or 1\n", cfg.keep_sigpipe);
-        return MELY_EINVAL;
-    }
-    keep_sigpipe = (unsigned)cfg.keep_sigpipe;
-    if (!env_uint("MELY_KEEP_SIGPIPE", 0, 1, &keep_sigpipe))
-        return MELY_EINVAL;
-    if (!resolve_engine(&cfg, out) || !resolve_steal(&cfg, out))
-        return MELY_EINVAL;
-    const char *topo = getenv("MELY_TOPOLOGY");
-    if (!topo || strcmp(topo, "sysfs") == 0) {
-        out->topo_source = MELY__TOPO_SYSFS;
-    } else if (strcmp(topo, "hwloc") == 0) {
-        out->topo_source = MELY__TOPO_HWLOC;
-    } else {
-        fprintf(stderr, "mely: MELY_TOPOLOGY=\"%s\": expected sysfs or hwloc\n", topo);
-        return MELY_EINVAL;
-    }
-    if (!check_range("workers", cfg.workers, 0, MELY_MAX_WORKERS) ||
-        !check_range("batch", cfg.batch, 1, UINT32_MAX) ||
-        !check_range("spin_us", cfg.spin_us, 0, 1000000))
-        return MELY_EINVAL;
-
-    /* Usable CPUs come from the affinity mask, not get_nprocs(): taskset and
-     * container limits must be honoured. */
-    CPU_ZERO(&out->allowed);
-    if (sched_getaffinity(0, sizeof(out->allowed), &out->allowed) != 0 ||
-        CPU_COUNT(&out->allowed) == 0) {
-        CPU_ZERO(&out->allowed);
-        CPU_SET(0, &out->allowed);
-    }
-    unsigned ncpus = (unsigned)CPU_COUNT(&out->allowed);
-    out->workers = cfg.workers ? cfg.workers : (ncpus < MELY_MAX_WORKERS ? ncpus : MELY_MAX_WORKERS);
+    resolve_cpus(out);
+    out->workers = cfg.workers ? cfg.workers
+                               : (out->ncpus < MELY_MAX_WORKERS ? out->ncpus : MELY_MAX_WORKERS);
     out->pin = pin;
     out->keep_sigpipe = keep_sigpipe;
     out->batch = cfg.batch;
     out->spin_us = cfg.spin_us;
-    out->ncpus = ncpus;
     return 0;
 }
 

@@ -218,88 +218,129 @@ static bool odd(const struct sysfs *s)
     return false;
 }
 
-/* Applies CPU c's caches to the row of every worker pinned to c: d[w][v] is
- * lowered to 0 for a worker v pinned to a CPU in one of c's level <= 2
- * caches, to 1 for level >= 3. Returns false (after a warning) on any
- * unreadable or odd file. */
-static bool sysfs_caches(struct sysfs *s, struct mely__topo *t, const int *cpu, unsigned w)
+/* Opens CPU c's cache directory; NULL after a warning. */
+static DIR *open_cache_dir(const struct sysfs *s, unsigned c)
 {
-    unsigned n = t->n, c = (unsigned)cpu[w];
     char dir[PATH_MAX];
 
     if ((size_t)snprintf(dir, sizeof(dir), "%s/sys/devices/system/cpu/cpu%u/cache", s->root, c) >=
         sizeof(dir)) {
         warn("path too long: %s", dir);
-        return false;
+        return NULL;
     }
     DIR *d = opendir(dir);
-    if (!d) {
+    if (!d)
         warn("cannot read %s (%s)", dir, strerror(errno));
+    return d;
+}
+
+/* Whether a cache directory entry is "index<idx>"; other entries (".",
+ * "uevent", ...) are not caches and are passed over. */
+static bool cache_index(const char *name, unsigned long *idx)
+{
+    if (strncmp(name, "index", 5) != 0)
         return false;
+    name += 5;
+    return parse_num(&name, 1000, idx) && *name == '\0';
+}
+
+/* Reads the type of CPU c's cache idx: *data is false for an instruction
+ * cache, which cannot make two workers share data. */
+static bool cache_holds_data(struct sysfs *s, unsigned c, unsigned long idx, bool *data)
+{
+    if (!sysfs_read(s, "/sys/devices/system/cpu/cpu%u/cache/index%lu/type", c, idx))
+        return false;
+    *data = strcmp(s->buf, "Instruction") != 0;
+    if (*data && strcmp(s->buf, "Data") != 0 && strcmp(s->buf, "Unified") != 0)
+        return odd(s);
+    return true;
+}
+
+static bool cache_level(struct sysfs *s, unsigned c, unsigned long idx, unsigned long *level)
+{
+    long lv;
+
+    if (!sysfs_read(s, "/sys/devices/system/cpu/cpu%u/cache/index%lu/level", c, idx))
+        return false;
+    if (!parse_int(s->buf, &lv) || lv < 1 || lv > 9)
+        return odd(s);
+    *level = (unsigned long)lv;
+    return true;
+}
+
+/* Reads the CPUs sharing CPU c's cache idx into s->buf, checked to be a
+ * well-formed list naming c. */
+static bool cache_sharers(struct sysfs *s, unsigned c, unsigned long idx)
+{
+    bool mine;
+
+    if (!sysfs_read(s, "/sys/devices/system/cpu/cpu%u/cache/index%lu/shared_cpu_list", c, idx))
+        return false;
+    if (!cpulist_has(s->buf, c, &mine) || !mine)
+        return odd(s);
+    return true;
+}
+
+/* Lowers d[w][v] to rank for every worker v pinned to a CPU of the
+ * (well-formed) cpulist. */
+static void lower_row(struct mely__topo *t, const int *cpu, unsigned w, const char *list,
+                      uint8_t rank)
+{
+    unsigned n = t->n;
+
+    for (unsigned v = 0; v < n; v++) {
+        bool has;
+        if (cpu[v] < 0)
+            continue;
+        cpulist_has(list, (unsigned long)cpu[v], &has);
+        if (has && t->dist[(size_t)w * n + v] > rank)
+            t->dist[(size_t)w * n + v] = rank;
     }
+}
+
+/* Applies cache idx of worker w's CPU to w's row (see sysfs_caches). */
+static bool sysfs_cache(struct sysfs *s, struct mely__topo *t, const int *cpu, unsigned w,
+                        unsigned long idx)
+{
+    unsigned c = (unsigned)cpu[w];
+    unsigned long level;
+    bool data;
+
+    if (!cache_holds_data(s, c, idx, &data))
+        return false;
+    if (!data)
+        return true;
+    if (!cache_level(s, c, idx, &level) || !cache_sharers(s, c, idx))
+        return false;
+    lower_row(t, cpu, w, s->buf, level <= 2 ? RANK_L2 : RANK_L3);
+    return true;
+}
+
+/* Applies the caches of worker w's CPU c to w's row (later workers pinned to
+ * c copy it): d[w][v] is lowered to RANK_L2 for a worker v pinned to a CPU in
+ * one of c's level <= 2 caches, to RANK_L3 for level >= 3. Returns false
+ * (after a warning) on any unreadable or odd file. */
+static bool sysfs_caches(struct sysfs *s, struct mely__topo *t, const int *cpu, unsigned w)
+{
+    DIR *d = open_cache_dir(s, (unsigned)cpu[w]);
+    if (!d)
+        return false;
 
     bool ok = true;
     struct dirent *e;
     while (ok && (e = readdir(d)) != NULL) {
-        const char *p = e->d_name;
-        unsigned long idx, level;
-        long lv;
-        bool data, mine;
-
-        if (strncmp(p, "index", 5) != 0)
-            continue;
-        p += 5;
-        if (!parse_num(&p, 1000, &idx) || *p != '\0')
-            continue;
-
-        if (!(ok = sysfs_read(s, "/sys/devices/system/cpu/cpu%u/cache/index%lu/type", c, idx)))
-            break;
-        if (strcmp(s->buf, "Instruction") == 0)
-            continue;
-        data = strcmp(s->buf, "Data") == 0 || strcmp(s->buf, "Unified") == 0;
-        if (!data) {
-            ok = odd(s);
-            break;
-        }
-        if (!(ok = sysfs_read(s, "/sys/devices/system/cpu/cpu%u/cache/index%lu/level", c, idx)))
-            break;
-        if (!parse_int(s->buf, &lv) || lv < 1 || lv > 9) {
-            ok = odd(s);
-            break;
-        }
-        level = (unsigned long)lv;
-        if (!(ok = sysfs_read(s, "/sys/devices/system/cpu/cpu%u/cache/index%lu/shared_cpu_list",
-                              c, idx)))
-            break;
-        if (!cpulist_has(s->buf, c, &mine) || !mine) {
-            ok = odd(s);
-            break;
-        }
-        uint8_t dv = level <= 2 ? RANK_L2 : RANK_L3;
-        for (unsigned v = 0; v < n; v++) {
-            bool has;
-            if (cpu[v] < 0)
-                continue;
-            cpulist_has(s->buf, (unsigned long)cpu[v], &has);
-            if (has && t->dist[(size_t)w * n + v] > dv)
-                t->dist[(size_t)w * n + v] = dv;
-        }
+        unsigned long idx;
+        if (cache_index(e->d_name, &idx))
+            ok = sysfs_cache(s, t, cpu, w, idx);
     }
     closedir(d);
     return ok;
 }
 
-static bool build_sysfs(struct mely__topo *t, const int *cpu)
+/* Sets s->root from MELY_SYSFS_ROOT (the tests' fake trees), without its
+ * trailing '/'s; "" when unset. */
+static bool sysfs_root(struct sysfs *s)
 {
-    unsigned n = t->n;
-    struct sysfs *s = malloc(sizeof(*s));
-    long *pkg = calloc(n ? n : 1, sizeof(*pkg));
-    bool ok = s && pkg;
-
-    if (!ok) {
-        warn("out of memory");
-        goto out;
-    }
     const char *root = getenv("MELY_SYSFS_ROOT");
     if (!root)
         root = "";
@@ -308,15 +349,21 @@ static bool build_sysfs(struct mely__topo *t, const int *cpu)
         len--;
     if (len >= sizeof(s->root)) {
         warn("MELY_SYSFS_ROOT too long");
-        ok = false;
-        goto out;
+        return false;
     }
     memcpy(s->root, root, len);
     s->root[len] = '\0';
+    return true;
+}
 
-    /* Caches, once per distinct CPU: the first worker pinned to a CPU reads
-     * it, and later ones copy its row. */
-    for (unsigned w = 0; w < n && ok; w++) {
+/* Reads every pinned worker's caches into its row and its CPU's package
+ * into pkg[w], once per distinct CPU: the first worker pinned to a CPU reads
+ * it, and later ones copy its row. */
+static bool sysfs_cpus(struct sysfs *s, struct mely__topo *t, const int *cpu, long *pkg)
+{
+    unsigned n = t->n;
+
+    for (unsigned w = 0; w < n; w++) {
         if (cpu[w] < 0)
             continue;
         unsigned first = 0;
@@ -327,13 +374,23 @@ static bool build_sysfs(struct mely__topo *t, const int *cpu)
             pkg[w] = pkg[first];
             continue;
         }
-        ok = sysfs_caches(s, t, cpu, w) &&
-             sysfs_read(s, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", cpu[w]);
-        if (ok && !parse_int(s->buf, &pkg[w]))
-            ok = odd(s);
+        if (!sysfs_caches(s, t, cpu, w) ||
+            !sysfs_read(s, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", cpu[w]))
+            return false;
+        if (!parse_int(s->buf, &pkg[w]))
+            return odd(s);
     }
+    return true;
+}
 
-    for (unsigned a = 0; a < n && ok; a++)
+/* Settles what the caches leave open: a worker to itself and workers on one
+ * CPU are at RANK_L2, unpinned workers at RANK_FAR from all others, and
+ * workers sharing only a package at RANK_PKG. */
+static void rank_by_cpu_and_package(struct mely__topo *t, const int *cpu, const long *pkg)
+{
+    unsigned n = t->n;
+
+    for (unsigned a = 0; a < n; a++)
         for (unsigned b = 0; b < n; b++) {
             uint8_t *d = &t->dist[(size_t)a * n + b];
             if (a == b)
@@ -345,13 +402,33 @@ static bool build_sysfs(struct mely__topo *t, const int *cpu)
             else if (*d > RANK_PKG && pkg[a] >= 0 && pkg[a] == pkg[b])
                 *d = RANK_PKG;
         }
-    /* Symmetric, whatever each CPU's files claim. */
-    for (unsigned a = 0; a < n && ok; a++)
+}
+
+/* Makes the ranks symmetric, each pair at the nearer of its two readings,
+ * whatever each CPU's files claim. */
+static void symmetrize(struct mely__topo *t)
+{
+    unsigned n = t->n;
+
+    for (unsigned a = 0; a < n; a++)
         for (unsigned b = 0; b < a; b++) {
             uint8_t *x = &t->dist[(size_t)a * n + b], *y = &t->dist[(size_t)b * n + a];
             *x = *y = *x < *y ? *x : *y;
         }
-out:
+}
+
+static bool build_sysfs(struct mely__topo *t, const int *cpu)
+{
+    struct sysfs *s = malloc(sizeof(*s));
+    long *pkg = calloc(t->n ? t->n : 1, sizeof(*pkg));
+    bool ok = s && pkg;
+
+    if (!ok)
+        warn("out of memory");
+    else if ((ok = sysfs_root(s) && sysfs_cpus(s, t, cpu, pkg))) {
+        rank_by_cpu_and_package(t, cpu, pkg);
+        symmetrize(t);
+    }
     free(pkg);
     free(s);
     return ok;

@@ -2,8 +2,9 @@
  * check_config.c: configuring a runtime (mely_config_t and mely_init() in
  * mely/mely.h): the defaults, the default worker count following the CPU
  * affinity mask, the MELY_* environment overrides, rejected values (each named
- * on stderr), the steal policies and engines accepted (alone, combined, from
- * the environment), and what pin, batch and engine do once the runtime runs:
+ * on stderr; of several, the first in a fixed order), the steal policies and
+ * engines accepted (alone, combined, from the environment), and what pin,
+ * batch and engine do once the runtime runs:
  * where workers run, that mely_run() restores its caller's CPU mask, the
  * same-color batch threshold, and which engine serves the events.
  *
@@ -56,6 +57,32 @@ static const char *end_capture(void)
     text[n] = '\0';
     fclose(capture);
     return text;
+}
+
+/* mely_init(m, cfg) with up to two MELY_* variables set (env[k][0] names
+ * one, env[k][1] its value: NULL leaves it unset; a NULL name ends the list)
+ * and stderr captured into *err; the variables are unset again after. */
+static int init_with_env(mely_t *m, const mely_config_t *cfg, const char *const (*env)[2],
+                         const char **err)
+{
+    for (int k = 0; k < 2 && env[k][0]; k++)
+        if (env[k][1])
+            ck_assert_int_eq(setenv(env[k][0], env[k][1], 1), 0);
+    begin_capture();
+    int rc = mely_init(m, cfg);
+    *err = end_capture();
+    for (int k = 0; k < 2 && env[k][0]; k++)
+        unsetenv(env[k][0]);
+    return rc;
+}
+
+/* Where the table-driven tests start: the defaults, with 2 workers. */
+static mely_config_t two_workers(void)
+{
+    mely_config_t cfg;
+    mely_config_init(&cfg);
+    cfg.workers = 2;
+    return cfg;
 }
 
 static unsigned allowed_cpus(cpu_set_t *set)
@@ -146,21 +173,21 @@ static const struct env_case {
     {"MELY_SPIN_US", "0", 0, 2},
     {"MELY_SPIN_US", "1000000", 0, 2},
     {"MELY_SPIN_US", "1000001", MELY_EINVAL, 0},
+    {"MELY_TOPOLOGY", "sysfs", 0, 2},
+    {"MELY_TOPOLOGY", "hwloc", 0, 2},
+    {"MELY_TOPOLOGY", "numa", MELY_EINVAL, 0},
+    {"MELY_TOPOLOGY", "", MELY_EINVAL, 0},
 };
 
 START_TEST(environment_overrides)
 {
     const struct env_case *ec = &env_cases[_i];
-    mely_config_t cfg;
+    mely_config_t cfg = two_workers();
+    const char *const env[2][2] = {{ec->name, ec->value}};
+    const char *err;
     mely_t m = {0};
 
-    mely_config_init(&cfg);
-    cfg.workers = 2;
-    ck_assert_int_eq(setenv(ec->name, ec->value, 1), 0);
-    begin_capture();
-    int rc = mely_init(&m, &cfg);
-    const char *err = end_capture();
-    unsetenv(ec->name);
+    int rc = init_with_env(&m, &cfg, env, &err);
 
     ck_assert_msg(rc == ec->rc, "%s=%s: mely_init returned %d, expected %d", ec->name, ec->value,
                   rc, ec->rc);
@@ -249,11 +276,9 @@ static const struct policy_case {
 START_TEST(steal_policies_and_engines)
 {
     const struct policy_case *pc = &policy_cases[_i];
-    mely_config_t cfg;
+    mely_config_t cfg = two_workers();
     mely_t m = {0};
 
-    mely_config_init(&cfg);
-    cfg.workers = 2;
     cfg.steal = pc->steal;
     cfg.engine = pc->engine;
     begin_capture();
@@ -309,22 +334,14 @@ static const struct steal_env_case {
 START_TEST(steal_and_engine_environment_overrides)
 {
     const struct steal_env_case *ec = &steal_env_cases[_i];
-    mely_config_t cfg;
+    mely_config_t cfg = two_workers();
     mely_t m = {0};
 
-    mely_config_init(&cfg);
-    cfg.workers = 2;
     cfg.steal = ec->steal;
     cfg.engine = ec->engine;
-    if (ec->env_steal)
-        ck_assert_int_eq(setenv("MELY_STEAL", ec->env_steal, 1), 0);
-    if (ec->env_engine)
-        ck_assert_int_eq(setenv("MELY_ENGINE", ec->env_engine, 1), 0);
-    begin_capture();
-    int rc = mely_init(&m, &cfg);
-    const char *err = end_capture();
-    unsetenv("MELY_STEAL");
-    unsetenv("MELY_ENGINE");
+    const char *const env[2][2] = {{"MELY_STEAL", ec->env_steal}, {"MELY_ENGINE", ec->env_engine}};
+    const char *err;
+    int rc = init_with_env(&m, &cfg, env, &err);
 
     ck_assert_msg(rc == ec->rc,
                   "MELY_STEAL=%s MELY_ENGINE=%s over steal %s, engine %s: mely_init returned %d, "
@@ -381,6 +398,55 @@ START_TEST(bad_configuration_values)
         ck_assert_uint_eq(mely_workers(&m), 0);
         ck_assert_int_eq(mely_shutdown(&m), MELY_ESHUTDOWN);
     }
+}
+END_TEST
+
+/* Several bad values at once: mely_init() names the first in a fixed order
+ * (pin, the numeric MELY_* overrides, keep_sigpipe, MELY_KEEP_SIGPIPE,
+ * engine, steal policy, MELY_TOPOLOGY, then the program's own numbers) and
+ * stops there, so the later one is not named. */
+static const struct first_case {
+    int pin, keep_sigpipe; /* the program's switches (1 and 0 are valid) */
+    unsigned batch;        /* the program's batch (0 is not valid) */
+    const char *env[2][2]; /* up to two MELY_* variables and their values */
+    const char *named, *not_named;
+} first_cases[] = {
+    {2, 0, 10, {{"MELY_WORKERS", "abc"}}, "pin=2", "MELY_WORKERS"},
+    {-1, 2, 10, {{NULL}}, "pin=-1", "keep_sigpipe"},
+    {1, 2, 10, {{NULL}}, "keep_sigpipe=2", NULL},
+    {1, -1, 10, {{NULL}}, "keep_sigpipe=-1", NULL},
+    {1, 2, 10, {{"MELY_SPIN_US", "x"}}, "MELY_SPIN_US", "keep_sigpipe"},
+    {1, 2, 10, {{"MELY_KEEP_SIGPIPE", "1"}}, "keep_sigpipe=2", NULL},
+    {1, 0, 10, {{"MELY_KEEP_SIGPIPE", "2"}, {"MELY_ENGINE", "fifo"}}, "MELY_KEEP_SIGPIPE", "fifo"},
+    {1, 0, 10, {{"MELY_ENGINE", "fifo"}, {"MELY_STEAL", "greedy"}}, "fifo", "greedy"},
+    {1, 0, 10, {{"MELY_STEAL", "greedy"}, {"MELY_TOPOLOGY", "numa"}}, "greedy", "MELY_TOPOLOGY"},
+    {1, 0, 0, {{"MELY_TOPOLOGY", "numa"}}, "MELY_TOPOLOGY", "batch"},
+    {1, 0, 0, {{"MELY_BATCH", "5"}}, NULL, NULL}, /* the environment mends batch 0 */
+};
+
+START_TEST(first_bad_value_named)
+{
+    const struct first_case *fc = &first_cases[_i];
+    mely_config_t cfg = two_workers();
+    const char *err;
+    mely_t m = {0};
+
+    cfg.pin = fc->pin;
+    cfg.keep_sigpipe = fc->keep_sigpipe;
+    cfg.batch = fc->batch;
+    int rc = init_with_env(&m, &cfg, fc->env, &err);
+
+    if (!fc->named) {
+        ck_assert_msg(rc == 0, "case %d: mely_init returned %d: \"%s\"", _i, rc, err);
+        ck_assert_int_eq(mely_shutdown(&m), 0);
+        return;
+    }
+    ck_assert_msg(rc == MELY_EINVAL, "case %d: mely_init returned %d", _i, rc);
+    ck_assert_msg(strstr(err, fc->named) != NULL, "case %d: stderr does not name %s: \"%s\"", _i,
+                  fc->named, err);
+    ck_assert_msg(!fc->not_named || strstr(err, fc->not_named) == NULL,
+                  "case %d: stderr names %s too: \"%s\"", _i, fc->not_named, err);
+    ck_assert_int_eq(mely_shutdown(&m), MELY_ESHUTDOWN);
 }
 END_TEST
 
@@ -570,6 +636,7 @@ int main(void)
     tcase_add_test(tc, default_workers_follow_affinity);
     tcase_add_loop_test(tc, environment_overrides, 0, NELEM(env_cases));
     tcase_add_loop_test(tc, bad_configuration_values, 0, NELEM(cfg_cases));
+    tcase_add_loop_test(tc, first_bad_value_named, 0, NELEM(first_cases));
     tcase_add_test(tc, init_without_handle);
     tcase_add_loop_test(tc, steal_policies_and_engines, 0, NELEM(policy_cases));
     tcase_add_loop_test(tc, steal_and_engine_environment_overrides, 0, NELEM(steal_env_cases));

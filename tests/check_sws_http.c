@@ -41,6 +41,9 @@ START_TEST(test_valid)
     q = "GET / HTTP/1.1\r\nHost: h\r\nConnection: foo, close\r\n\r\n";
     ck_assert_int_eq(parse(q, &r), (long)strlen(q));
     ck_assert(!r.keep_alive);
+    q = "GET / HTTP/1.0\r\nHost: h\r\nConnection: keep-alive, close\r\n\r\n"; /* close wins */
+    ck_assert_int_eq(parse(q, &r), (long)strlen(q));
+    ck_assert(!r.keep_alive);
     q = "GET http://example.com/x%20y HTTP/1.1\r\nHost: h\r\n\r\n";
     ck_assert_int_eq(parse(q, &r), (long)strlen(q));
     ck_assert_str_eq(r.path, "/x y");
@@ -48,6 +51,12 @@ START_TEST(test_valid)
     ck_assert_int_eq(parse(q, &r), (long)strlen(q));
     ck_assert_str_eq(r.path, "/");
     q = "DELETE /x HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc";
+    ck_assert_int_eq(parse(q, &r), (long)strlen(q));
+    ck_assert_int_eq(r.method, HTTP_OTHER);
+    q = "PUT /x HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc";
+    ck_assert_int_eq(parse(q, &r), (long)strlen(q)); /* a repeated length that agrees */
+    ck_assert_int_eq((int)r.body_len, 3);
+    q = "ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEF / HTTP/1.1\r\nHost: h\r\n\r\n"; /* 32 */
     ck_assert_int_eq(parse(q, &r), (long)strlen(q));
     ck_assert_int_eq(r.method, HTTP_OTHER);
     q = "GET / HTTP/1.2\r\nHost: h\r\n\r\n"; /* 1.x is 1.1 */
@@ -86,6 +95,7 @@ static const struct {
 } bad[] = {
     { "GET / HTTP/1.1\r\n\r\n", -400 },                         /* no Host */
     { "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", -400 },     /* two */
+    { "GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", -400 },     /* two in 1.0 too */
     { "GET / HTTP/2.0\r\nHost: a\r\n\r\n", -505 },
     { "GET / HTTP/0.9\r\nHost: a\r\n\r\n", -505 },
     { "GET / HTTP/1\r\nHost: a\r\n\r\n", -400 },
@@ -95,6 +105,7 @@ static const struct {
     { "GET\r\n\r\n", -400 },
     { " GET / HTTP/1.1\r\nHost: a\r\n\r\n", -400 },
     { "G(T / HTTP/1.1\r\nHost: a\r\n\r\n", -400 },
+    { "ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEFG / HTTP/1.1\r\nHost: a\r\n\r\n", -400 }, /* 33 */
     { "GET / HTTP/1.1\r\nHost : a\r\n\r\n", -400 },              /* space before colon */
     { "GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n", -400 },     /* obs-fold */
     { "GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n", -400 },             /* bare CR */
@@ -165,6 +176,26 @@ START_TEST(test_limits)
         n += sprintf(q + n, "X%d: y\r\n", i);
     n += sprintf(q + n, "\r\n");
     ck_assert_int_eq(http_parse(q, (size_t)n, &r), -431);
+    /* the empty line counts: a head of exactly HTTP_MAX_HEAD bytes is fine, one
+     * more is not */
+    for (int over = 0; over <= 1; over++) {
+        n = sprintf(q, "GET / HTTP/1.1\r\nHost: a\r\nX: ");
+        int pad = HTTP_MAX_HEAD - n - 4 + over;
+        memset(q + n, 'b', (size_t)pad);
+        n += pad;
+        n += sprintf(q + n, "\r\n\r\n");
+        ck_assert_int_eq(n, HTTP_MAX_HEAD + over);
+        ck_assert_int_eq(http_parse(q, (size_t)n, &r), over ? -431 : n);
+    }
+    /* 414 before any line end: a first line longer than any request line
+     * can be, even without a space in it */
+    memset(q, 'A', HTTP_MAX_TARGET + 65);
+    ck_assert_int_eq(http_parse(q, HTTP_MAX_TARGET + 64, &r), 0);
+    ck_assert_int_eq(http_parse(q, HTTP_MAX_TARGET + 65, &r), -414);
+    /* ... but a short target followed by a long run is not a long target */
+    n = sprintf(q, "GET /a ");
+    memset(q + n, 'x', HTTP_MAX_TARGET + 10);
+    ck_assert_int_eq(http_parse(q, (size_t)n + HTTP_MAX_TARGET + 10, &r), 0);
     /* an unfinished head at the limit */
     n = sprintf(q, "GET / HTTP/1.1\r\nHost: a\r\nX: ");
     memset(q + n, 'b', HTTP_MAX_HEAD);

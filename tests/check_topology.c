@@ -1,8 +1,9 @@
 /* Unit tests of the cache map (mely/topology.h) on the fake sysfs trees under
  * tests/fixtures/sysfs/ (machines described in gen.py there): each machine's
  * neighbour orders, written by hand from its description; sysfs and hwloc
- * agreeing on every fixture; odd or unreadable content giving the flat map
- * and one warning; more workers than CPUs; pinning off.
+ * agreeing on every fixture; odd or unreadable content (or a root too long
+ * for a path) giving the flat map and one warning; the package deciding when
+ * no cache is shared; more workers than CPUs; pinning off.
  *
  * The fixtures are found in $MELY_FIXTURES_DIR if set, else in FIXTURES_DIR
  * (the Makefile passes $(abs_top_srcdir)/tests/fixtures/sysfs), else in
@@ -11,6 +12,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -363,7 +365,7 @@ static void assert_flat_with_warning(const char *names, const char *what)
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
-    char buf[2048] = "";
+    char buf[8192] = ""; /* a warning may hold a path of PATH_MAX bytes */
     ssize_t len = pread(fd, buf, sizeof(buf) - 1, 0);
     close(fd);
     unlink(log);
@@ -412,6 +414,19 @@ START_TEST(missing_files)
 {
     char cmd[256];
 
+    static const char *const files[] = {
+        "cpu0/cache/index0/type",
+        "cpu1/cache/index2/level",
+        "cpu1/topology/physical_package_id",
+    };
+    for (int i = 0; i < NELEM(files); i++) {
+        copy_ci2();
+        snprintf(cmd, sizeof(cmd), "rm '%s/sys/devices/system/cpu/%s'", tmp_root, files[i]);
+        ck_assert_int_eq(system(cmd), 0);
+        assert_flat_with_warning(files[i], files[i]);
+        remove_copy();
+    }
+
     copy_ci2();
     snprintf(cmd, sizeof(cmd), "rm '%s/sys/devices/system/cpu/cpu1/cache/index3/shared_cpu_list'",
              tmp_root);
@@ -437,6 +452,61 @@ START_TEST(unreadable_root)
     ck_assert(mely__topo_fell_back(t));
     assert_flat(t, 2);
     mely__topo_free(t);
+}
+END_TEST
+
+/* MELY_SYSFS_ROOT may end in '/'s; one too long for a path gives the flat
+ * map, whether the root itself or a cache directory under it is too long. */
+START_TEST(sysfs_root_forms)
+{
+    char root[PATH_MAX + 16];
+    int cpu[2] = {0, 1};
+
+    snprintf(root, sizeof(root), "%s/ci2//", fixtures());
+    use_machine("ci2"); /* fails the test if the fixture is missing */
+    ck_assert_int_eq(setenv("MELY_SYSFS_ROOT", root, 1), 0);
+    struct mely__topo *t = mely__topo_build(cpu, 2, MELY__TOPO_SYSFS);
+    ck_assert_msg(!mely__topo_fell_back(t), "root %s: fell back", root);
+    ck_assert_uint_eq(mely__topo_distance(t, 0, 1), 1);
+    mely__topo_free(t);
+
+    memset(root, 'a', sizeof(root) - 1);
+    root[0] = '/';
+    root[PATH_MAX] = '\0';
+    ck_assert_int_eq(setenv("MELY_SYSFS_ROOT", root, 1), 0);
+    assert_flat_with_warning("MELY_SYSFS_ROOT too long", "a root of PATH_MAX bytes");
+    root[PATH_MAX - 20] = '\0'; /* fits, but not with /sys/devices/... after it */
+    ck_assert_int_eq(setenv("MELY_SYSFS_ROOT", root, 1), 0);
+    assert_flat_with_warning("path too long", "a root 20 bytes short of PATH_MAX");
+}
+END_TEST
+
+/* Workers whose CPUs share no cache are ranked by package: the same one
+ * gives distance 1, different ones 2, and so does a package Linux does not
+ * know (physical_package_id -1), which is no reason to fall back. */
+START_TEST(ranked_by_package)
+{
+    static const struct {
+        const char *pkg0, *pkg1;
+        unsigned distance;
+    } cases[] = {{"0", "0", 1}, {"0", "1", 2}, {"-1", "-1", 2}, {"-1", "0", 2}};
+    int cpu[2] = {0, 1};
+
+    for (int i = 0; i < NELEM(cases); i++) {
+        copy_ci2();
+        put("cpu0/cache/index3/shared_cpu_list", "0"); /* each CPU its own L3 */
+        put("cpu1/cache/index3/shared_cpu_list", "1");
+        put("cpu0/topology/physical_package_id", cases[i].pkg0);
+        put("cpu1/topology/physical_package_id", cases[i].pkg1);
+        struct mely__topo *t = mely__topo_build(cpu, 2, MELY__TOPO_SYSFS);
+        ck_assert_msg(!mely__topo_fell_back(t), "packages %s, %s: fell back", cases[i].pkg0,
+                      cases[i].pkg1);
+        ck_assert_msg(mely__topo_distance(t, 0, 1) == cases[i].distance,
+                      "packages %s, %s: distance %u, expected %u", cases[i].pkg0, cases[i].pkg1,
+                      mely__topo_distance(t, 0, 1), cases[i].distance);
+        mely__topo_free(t);
+        remove_copy();
+    }
 }
 END_TEST
 
@@ -474,6 +544,8 @@ int main(void)
     tcase_add_test(tc, odd_level_and_type);
     tcase_add_test(tc, missing_files);
     tcase_add_test(tc, unreadable_root);
+    tcase_add_test(tc, sysfs_root_forms);
+    tcase_add_test(tc, ranked_by_package);
     tcase_add_test(tc, pinned_to_missing_cpu);
     return mely_test_main(s);
 }

@@ -177,39 +177,63 @@ static long parse_target(struct http_req *req)
     return decode_path(t, (size_t)((q ? q : end) - t), req);
 }
 
-long http_parse(const char *buf, size_t len, struct http_req *req)
+/* A buffer without a line end yet: 0 (more bytes needed) unless it can
+ * already never become a request line, so that a client cannot hold a
+ * connection by trickling one: -414 for a target past the limit, -400 for a
+ * control character. */
+static long partial_request_line(const char *buf, size_t len)
 {
-    memset(req, 0, offsetof(struct http_req, path));
-    req->path[0] = '\0';
-    req->path_len = 0;
-    req->minor = 1;
-    const char *p = buf, *end = buf + len, *next;
+    const char *end = buf + len;
+    const char *sp = memchr(buf, ' ', len);
 
-    /* ---- request line: method SP target SP HTTP/d.d */
-    const char *le = line_end(p, end, &next);
-    if (!le) {
-        const char *sp = memchr(p, ' ', len);
-        if (sp && (size_t)(end - sp - 1) > HTTP_MAX_TARGET &&
-            !memchr(sp + 1, ' ', HTTP_MAX_TARGET + 1))
-            return -414; /* the target alone is already too long */
-        if (len > HTTP_MAX_TARGET + 64)
-            return -414;
-        /* Reject early what cannot become a request line. */
-        for (const char *c = p; c < end; c++)
-            if (*c == '\r' ? c + 1 < end : (unsigned char)*c < 0x20)
-                return -400;
-        return 0;
-    }
-    const char *m = p;
-    while (p < le && is_tchar((unsigned char)*p))
-        p++;
-    if (p == m || p - m > 32 || p >= le || *p != ' ')
+    if (sp && (size_t)(end - sp - 1) > HTTP_MAX_TARGET && !memchr(sp + 1, ' ', HTTP_MAX_TARGET + 1))
+        return -414; /* the target alone is already too long */
+    if (len > HTTP_MAX_TARGET + 64)
+        return -414;
+    for (const char *c = buf; c < end; c++)
+        if (*c == '\r' ? c + 1 < end : (unsigned char)*c < 0x20)
+            return -400;
+    return 0;
+}
+
+/* Reads the method token and the space after it at *p, before le; sets
+ * req->method and advances *p past the space. Returns 0 or -400. */
+static long parse_method(const char **p, const char *le, struct http_req *req)
+{
+    const char *m = *p, *e = m;
+
+    while (e < le && is_tchar((unsigned char)*e))
+        e++;
+    if (e == m || e - m > 32 || e >= le || *e != ' ')
         return -400;
-    size_t mlen = (size_t)(p - m);
+    size_t mlen = (size_t)(e - m);
     req->method = mlen == 3 && memcmp(m, "GET", 3) == 0    ? HTTP_GET
                   : mlen == 4 && memcmp(m, "HEAD", 4) == 0 ? HTTP_HEAD
                                                            : HTTP_OTHER;
-    p++;
+    *p = e + 1;
+    return 0;
+}
+
+/* The version, [p, le) exactly "HTTP/d.d": any 1.x is taken as 1.1. Sets
+ * req->minor; returns 0, -400 or -505. */
+static long parse_version(const char *p, const char *le, struct http_req *req)
+{
+    if (le - p != 8 || memcmp(p, "HTTP/", 5) != 0 || p[5] < '0' || p[5] > '9' || p[6] != '.' ||
+        p[7] < '0' || p[7] > '9')
+        return -400;
+    if (p[5] != '1')
+        return -505;
+    req->minor = p[7] == '0' ? 0 : 1;
+    return 0;
+}
+
+/* The request line [p, le): method SP target SP HTTP/d.d. Returns 0 or
+ * -status. */
+static long parse_request_line(const char *p, const char *le, struct http_req *req)
+{
+    long r = parse_method(&p, le, req);
+    if (r < 0)
+        return r;
     req->target = p;
     while (p < le && (unsigned char)*p > 0x20 && *p != 0x7f)
         p++;
@@ -218,90 +242,148 @@ long http_parse(const char *buf, size_t len, struct http_req *req)
         return -414;
     if (req->target_len == 0 || p >= le || *p != ' ')
         return -400;
-    p++;
-    if (le - p != 8 || memcmp(p, "HTTP/", 5) != 0 || p[5] < '0' || p[5] > '9' || p[6] != '.' ||
-        p[7] < '0' || p[7] > '9')
-        return -400;
-    if (p[5] != '1')
-        return -505;
-    req->minor = p[7] == '0' ? 0 : 1;
+    return parse_version(p + 1, le, req);
+}
 
-    /* ---- header fields */
-    unsigned nheaders = 0, hosts = 0;
-    bool close = false, keep = false, have_cl = false;
-    size_t cl = 0;
-    p = next;
+/* What the header fields say, checked once the head is complete. */
+struct fields {
+    unsigned hosts;
+    bool close, keep; /* Connection tokens seen */
+    bool have_cl;
+    size_t cl; /* Content-Length, when have_cl */
+};
+
+/* A Content-Length value, all digits; a repeated one must agree (RFC 9112
+ * 6.3: conflicting lengths leave the framing unknown). Past HTTP_MAX_BODY
+ * the rest is not read: the request gets -413 once its head is complete. */
+static long content_length(const char *v, size_t vlen, struct fields *f)
+{
+    size_t n = 0;
+
+    if (vlen == 0)
+        return -400;
+    for (size_t i = 0; i < vlen; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return -400;
+        if (n > HTTP_MAX_BODY)
+            break; /* too large anyway; keep checking nothing more */
+        n = n * 10 + (size_t)(v[i] - '0');
+    }
+    if (f->have_cl && n != f->cl)
+        return -400;
+    f->have_cl = true;
+    f->cl = n;
+    return 0;
+}
+
+/* Takes in the fields SWS acts on; the others are ignored. Returns 0 or
+ * -status. */
+static long use_field(const char *name, size_t nlen, const char *v, size_t vlen,
+                      struct http_req *req, struct fields *f)
+{
+    if (ieq(name, nlen, "host")) {
+        f->hosts++;
+    } else if (ieq(name, nlen, "connection")) {
+        connection_tokens(v, vlen, &f->close, &f->keep);
+    } else if (ieq(name, nlen, "content-length")) {
+        return content_length(v, vlen, f);
+    } else if (ieq(name, nlen, "transfer-encoding")) {
+        return -501;
+    } else if (ieq(name, nlen, "if-none-match")) {
+        req->inm = v;
+        req->inm_len = vlen;
+    }
+    return 0;
+}
+
+/* One header field line [p, le): name ":" OWS value OWS. Returns 0 or
+ * -status. */
+static long parse_field(const char *p, const char *le, struct http_req *req, struct fields *f)
+{
+    const char *name = p;
+
+    while (p < le && is_tchar((unsigned char)*p))
+        p++;
+    if (p == name || p >= le || *p != ':')
+        return -400; /* also obs-fold and whitespace before the colon */
+    size_t nlen = (size_t)(p - name);
+    p++;
+    while (p < le && (*p == ' ' || *p == '\t'))
+        p++;
+    const char *v = p;
+    for (const char *c = v; c < le; c++)
+        if (!is_vchar((unsigned char)*c))
+            return -400;
+    const char *ve = le;
+    while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+        ve--;
+    return use_field(name, nlen, v, (size_t)(ve - v), req, f);
+}
+
+/* The header fields from p up to the empty line. Returns the head's length
+ * (through the empty line), 0 if more bytes are needed, or -status. */
+static long parse_fields(const char *buf, size_t len, const char *p, struct http_req *req,
+                         struct fields *f)
+{
+    const char *end = buf + len, *le, *next;
+    unsigned nheaders = 0;
+
     for (;;) {
-        if (p >= end)
-            return len >= HTTP_MAX_HEAD ? -431 : 0;
-        le = line_end(p, end, &next);
-        if (!le)
+        if (p >= end || !(le = line_end(p, end, &next)))
             return len >= HTTP_MAX_HEAD ? -431 : 0;
         if (le == p)
-            break; /* the empty line */
+            return (long)(next - buf); /* the empty line */
         if ((size_t)(next - buf) > HTTP_MAX_HEAD || ++nheaders > HTTP_MAX_HEADERS)
             return -431;
-        const char *name = p;
-        while (p < le && is_tchar((unsigned char)*p))
-            p++;
-        if (p == name || p >= le || *p != ':')
-            return -400; /* also obs-fold and whitespace before the colon */
-        size_t nlen = (size_t)(p - name);
-        p++;
-        while (p < le && (*p == ' ' || *p == '\t'))
-            p++;
-        const char *v = p;
-        for (const char *c = v; c < le; c++)
-            if (!is_vchar((unsigned char)*c))
-                return -400;
-        const char *ve = le;
-        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
-            ve--;
-        size_t vlen = (size_t)(ve - v);
-        if (ieq(name, nlen, "host")) {
-            hosts++;
-        } else if (ieq(name, nlen, "connection")) {
-            connection_tokens(v, vlen, &close, &keep);
-        } else if (ieq(name, nlen, "content-length")) {
-            size_t n = 0;
-            if (vlen == 0)
-                return -400;
-            for (size_t i = 0; i < vlen; i++) {
-                if (v[i] < '0' || v[i] > '9')
-                    return -400;
-                if (n > HTTP_MAX_BODY)
-                    break; /* too large anyway; keep checking nothing more */
-                n = n * 10 + (size_t)(v[i] - '0');
-            }
-            if (have_cl && n != cl)
-                return -400;
-            have_cl = true;
-            cl = n;
-        } else if (ieq(name, nlen, "transfer-encoding")) {
-            return -501;
-        } else if (ieq(name, nlen, "if-none-match")) {
-            req->inm = v;
-            req->inm_len = vlen;
-        }
+        long r = parse_field(p, le, req, f);
+        if (r < 0)
+            return r;
         p = next;
     }
-    req->head_len = (size_t)(next - buf);
+}
+
+/* Checks the complete head as a whole (RFC 9112 3.2: HTTP/1.1 needs exactly
+ * one Host) and fills req->body_len and req->keep_alive. Returns 0 or
+ * -status. */
+static long check_head(struct http_req *req, const struct fields *f)
+{
     if (req->head_len > HTTP_MAX_HEAD)
         return -431;
-    if (req->minor == 1 && hosts != 1)
+    if (req->minor == 1 && f->hosts != 1)
         return -400;
-    if (hosts > 1)
+    if (f->hosts > 1)
         return -400;
-    if (cl > HTTP_MAX_BODY)
+    if (f->cl > HTTP_MAX_BODY)
         return -413;
-    req->body_len = cl;
-    req->keep_alive = req->minor == 1 ? !close : (keep && !close);
-    long r = parse_target(req);
+    req->body_len = f->cl;
+    req->keep_alive = req->minor == 1 ? !f->close : (f->keep && !f->close);
+    return 0;
+}
+
+long http_parse(const char *buf, size_t len, struct http_req *req)
+{
+    const char *end = buf + len, *next;
+    struct fields f = { 0 };
+
+    memset(req, 0, offsetof(struct http_req, path));
+    req->path[0] = '\0';
+    req->path_len = 0;
+    req->minor = 1;
+    const char *le = line_end(buf, end, &next);
+    if (!le)
+        return partial_request_line(buf, len);
+    long r = parse_request_line(buf, le, req);
     if (r < 0)
         return r;
-    if (len - req->head_len < cl)
+    r = parse_fields(buf, len, next, req, &f);
+    if (r <= 0)
+        return r;
+    req->head_len = (size_t)r;
+    if ((r = check_head(req, &f)) < 0 || (r = parse_target(req)) < 0)
+        return r;
+    if (len - req->head_len < f.cl)
         return 0;
-    return (long)(req->head_len + cl);
+    return (long)(req->head_len + f.cl);
 }
 
 bool http_etag_match(const char *v, size_t n, const char *etag, size_t etag_len)

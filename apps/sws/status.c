@@ -47,86 +47,109 @@ static unsigned long long ld(atomic_uint_fast64_t *v)
     return (unsigned long long)atomic_load_explicit(v, memory_order_relaxed);
 }
 
-char *sws_status(struct sws *s, bool json, size_t *len)
+/* The counters the summary prints. Each is read on its own: the status is a
+ * sample taken while workers run, not a consistent snapshot. */
+struct summary {
+    double up; /* seconds since start */
+    unsigned long long total, errors, bytes; /* summed over the workers */
+    unsigned waiting, current;
+    bool held;
+    unsigned long long pauses, accepted, refused, timeouts, closed;
+};
+
+static void read_summary(struct sws *s, struct summary *m)
 {
-    struct buf body = { .cap = 1024 };
-    body.p = malloc(body.cap);
-    if (!body.p)
-        return NULL;
-    unsigned long long total = 0, errors = 0, bytes = 0;
+    m->total = m->errors = m->bytes = 0;
     for (unsigned w = 0; w < s->workers; w++) {
-        total += ld(&s->ws[w].requests);
-        errors += ld(&s->ws[w].errors);
-        bytes += ld(&s->ws[w].bytes);
+        m->total += ld(&s->ws[w].requests);
+        m->errors += ld(&s->ws[w].errors);
+        m->bytes += ld(&s->ws[w].bytes);
     }
-    double up = (double)(mely_now_ns() - s->started_ns) / 1e9;
+    m->up = (double)(mely_now_ns() - s->started_ns) / 1e9;
     pthread_mutex_lock(&s->wait_mu);
-    unsigned waiting = s->waiting;
-    bool held = s->held;
+    m->waiting = s->waiting;
+    m->held = s->held;
     pthread_mutex_unlock(&s->wait_mu);
-    unsigned long long pauses = ld(&s->cap_pauses);
-    unsigned long long accepted = ld(&s->accepted), refused = ld(&s->refused),
-                       timeouts = ld(&s->timeouts), closed = ld(&s->closed);
-    unsigned current = atomic_load(&s->clients);
+    m->pauses = ld(&s->cap_pauses);
+    m->accepted = ld(&s->accepted);
+    m->refused = ld(&s->refused);
+    m->timeouts = ld(&s->timeouts);
+    m->closed = ld(&s->closed);
+    m->current = atomic_load(&s->clients);
+}
+
+/* The server-wide part; the text form ends with the per-worker table's
+ * header, the JSON form opens the per_worker array. */
+static void put_summary(struct buf *b, const struct sws *s, const struct summary *m, bool json)
+{
     const char *steal = s->cfg.steal ? s->cfg.steal : "off";
     const char *engine = s->cfg.engine ? s->cfg.engine : "mely";
+
     if (json)
-        put(&body,
+        put(b,
             "{\"uptime_s\":%.3f,\"workers\":%u,\"engine\":\"%s\",\"steal\":\"%s\",\"files\":%zu,"
             "\"requests\":%llu,\"errors\":%llu,\"bytes_out\":%llu,\"connections\":{\"current\":%u,"
             "\"waiting\":%u,\"max\":%u,\"accepted\":%llu,\"closed\":%llu,\"refused\":%llu,"
             "\"timeouts\":%llu,\"accepting\":%s,\"cap_pauses\":%llu},\"per_worker\":[",
-            up, s->workers, engine, steal, s->cache.n, total, errors, bytes, current, waiting,
-            s->cfg.max_clients, accepted, closed, refused, timeouts, held ? "false" : "true",
-            pauses);
+            m->up, s->workers, engine, steal, s->cache.n, m->total, m->errors, m->bytes,
+            m->current, m->waiting, s->cfg.max_clients, m->accepted, m->closed, m->refused,
+            m->timeouts, m->held ? "false" : "true", m->pauses);
     else
-        put(&body,
+        put(b,
             "SWS server status\nuptime_s: %.3f\nworkers: %u\nengine: %s\nsteal: %s\nfiles: %zu\n"
             "requests: %llu\nerrors: %llu\nbytes_out: %llu\nconnections_current: %u\n"
             "connections_waiting: %u\nconnections_max: %u\nconnections_accepted: %llu\n"
             "connections_closed: %llu\nconnections_refused: %llu\ntimeouts: %llu\n"
             "accepting: %s\ncap_pauses: %llu\n"
             "worker  requests  events  steals  stolen_events  stolen_cycles  steal_cycles  polls  io_ready\n",
-            up, s->workers, engine, steal, s->cache.n, total, errors, bytes, current, waiting,
-            s->cfg.max_clients, accepted, closed, refused, timeouts, held ? "no" : "yes", pauses);
-    for (unsigned w = 0; w < s->workers; w++) {
-        mely_stats_t st;
-        if (mely_worker_stats(&s->rt, w, &st) != 0)
-            memset(&st, 0, sizeof(st));
-        if (json)
-            put(&body,
-                "%s{\"worker\":%u,\"requests\":%llu,\"events\":%llu,\"steals\":%llu,"
-                "\"stolen_events\":%llu,\"stolen_cycles\":%llu,\"steal_cycles\":%llu,"
-                "\"polls\":%llu,\"io_ready\":%llu}",
-                w ? "," : "", w, ld(&s->ws[w].requests), (unsigned long long)st.events_run,
-                (unsigned long long)st.steals, (unsigned long long)st.stolen_events,
-                (unsigned long long)st.stolen_cycles, (unsigned long long)st.steal_cycles,
-                (unsigned long long)st.polls, (unsigned long long)st.io_ready);
-        else
-            put(&body, "%u %llu %llu %llu %llu %llu %llu %llu %llu\n", w, ld(&s->ws[w].requests),
-                (unsigned long long)st.events_run, (unsigned long long)st.steals,
-                (unsigned long long)st.stolen_events, (unsigned long long)st.stolen_cycles,
-                (unsigned long long)st.steal_cycles, (unsigned long long)st.polls,
-                (unsigned long long)st.io_ready);
-    }
+            m->up, s->workers, engine, steal, s->cache.n, m->total, m->errors, m->bytes,
+            m->current, m->waiting, s->cfg.max_clients, m->accepted, m->closed, m->refused,
+            m->timeouts, m->held ? "no" : "yes", m->pauses);
+}
+
+/* Worker w's row: SWS's request count beside the runtime's statistics
+ * (zeros if the runtime cannot give them). */
+static void put_worker(struct buf *b, struct sws *s, unsigned w, bool json)
+{
+    mely_stats_t st;
+
+    if (mely_worker_stats(&s->rt, w, &st) != 0)
+        memset(&st, 0, sizeof(st));
     if (json)
-        put(&body, "]}\n");
-    if (body.failed) {
-        free(body.p);
-        return NULL;
-    }
-    struct buf out = { .cap = body.len + 256 };
+        put(b,
+            "%s{\"worker\":%u,\"requests\":%llu,\"events\":%llu,\"steals\":%llu,"
+            "\"stolen_events\":%llu,\"stolen_cycles\":%llu,\"steal_cycles\":%llu,"
+            "\"polls\":%llu,\"io_ready\":%llu}",
+            w ? "," : "", w, ld(&s->ws[w].requests), (unsigned long long)st.events_run,
+            (unsigned long long)st.steals, (unsigned long long)st.stolen_events,
+            (unsigned long long)st.stolen_cycles, (unsigned long long)st.steal_cycles,
+            (unsigned long long)st.polls, (unsigned long long)st.io_ready);
+    else
+        put(b, "%u %llu %llu %llu %llu %llu %llu %llu %llu\n", w, ld(&s->ws[w].requests),
+            (unsigned long long)st.events_run, (unsigned long long)st.steals,
+            (unsigned long long)st.stolen_events, (unsigned long long)st.stolen_cycles,
+            (unsigned long long)st.steal_cycles, (unsigned long long)st.polls,
+            (unsigned long long)st.io_ready);
+}
+
+/* The response around `body`: the head, a NUL where it ends, then the body
+ * (conn.c sends the two parts as they are). Frees the body; NULL if out of
+ * memory. */
+static char *with_head(struct buf *body, bool json, size_t *len)
+{
+    struct buf out = { .cap = body->len + 256 };
+
     out.p = malloc(out.cap);
     if (!out.p) {
-        free(body.p);
+        free(body->p);
         return NULL;
     }
     put(&out,
         "HTTP/1.1 200 OK\r\nServer: sws\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
         "Cache-Control: no-store\r\n",
-        json ? "application/json" : "text/plain; charset=utf-8", body.len);
-    if (!out.failed && out.cap - out.len < body.len + 1) {
-        char *p = realloc(out.p, out.len + body.len + 1);
+        json ? "application/json" : "text/plain; charset=utf-8", body->len);
+    if (!out.failed && out.cap - out.len < body->len + 1) {
+        char *p = realloc(out.p, out.len + body->len + 1);
         if (!p)
             out.failed = true;
         else
@@ -134,12 +157,33 @@ char *sws_status(struct sws *s, bool json, size_t *len)
     }
     if (out.failed) {
         free(out.p);
-        free(body.p);
+        free(body->p);
         return NULL;
     }
     out.p[out.len] = '\0'; /* the head ends here */
-    memcpy(out.p + out.len + 1, body.p, body.len);
-    *len = out.len + 1 + body.len;
-    free(body.p);
+    memcpy(out.p + out.len + 1, body->p, body->len);
+    *len = out.len + 1 + body->len;
+    free(body->p);
     return out.p;
+}
+
+char *sws_status(struct sws *s, bool json, size_t *len)
+{
+    struct buf body = { .cap = 1024 };
+    struct summary m;
+
+    body.p = malloc(body.cap);
+    if (!body.p)
+        return NULL;
+    read_summary(s, &m);
+    put_summary(&body, s, &m, json);
+    for (unsigned w = 0; w < s->workers; w++)
+        put_worker(&body, s, w, json);
+    if (json)
+        put(&body, "]}\n");
+    if (body.failed) {
+        free(body.p);
+        return NULL;
+    }
+    return with_head(&body, json, len);
 }

@@ -138,7 +138,8 @@ void sws_epoll(int epfd, unsigned ready, void *arg); /* H_EPOLL: the Epoll handl
 void sws_dec_client(void *s);   /* H_DEC: DecClientAccepted */
 void sws_count(struct sws *s, int status, uint64_t bytes);
 
-/* status.c: the /server-status body; malloc'ed, *len set; NULL if out of memory. */
+/* status.c: the /server-status response, its head, a NUL, then its body;
+ * malloc'ed, *len the length of all three; NULL if out of memory. */
 char *sws_status(struct sws *s, bool json, size_t *len);
 
 #endif /* SWS_SWS_H */

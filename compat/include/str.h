@@ -39,6 +39,7 @@
  *   sb.len(), sb.clear(), sb.tosuio()   bytes held, emptying, the suio
  *                           (e.g. sb.tosuio()->output(fd))
  *   str << x                a strbuf holding str then x
+ * cbs is callback<void, str>::ref.
  *
  * Reference counts are atomic: a str may be copied and dropped from any
  * thread (a callback bound to it may run on another core). The strbuf's
@@ -58,6 +59,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "callback.h"
 #include "keyfunc.h"
 #include "refcnt.h"
 #include "stllike.h"
@@ -248,6 +250,14 @@ inline str substr(const str &s, size_t pos, size_t n = (size_t)-1)
     return str(s.cstr() + pos, n);
 }
 
+inline void suio_print(suio *uio, const str &s)
+{
+    uio->copy(s.cstr(), s.len());
+}
+/* The first line held (without "\n" or "\r\n"), removed from uio; a null
+ * str while uio holds no whole line. */
+str suio_getline(suio *uio);
+
 inline std::ostream &operator<<(std::ostream &os, const str &s)
 {
     return os.write(s.cstr() ? s.cstr() : "", (std::streamsize)s.len());
@@ -431,6 +441,9 @@ inline const strbuf operator<<(const str &a, const str &b)
     strbuf_cat(sb, b);
     return sb;
 }
+
+/* A callback taking a str (libasync declared it in amisc.h). */
+typedef callback<void, str>::ref cbs;
 
 inline std::ostream &operator<<(std::ostream &os, const strbuf &sb)
 {

@@ -19,6 +19,10 @@
  *   u.iov(), u.iovcnt(), u.iovlim()   the bytes as an iovec array (one entry,
  *                                 none when empty), valid until the next change
  *   u.clear()
+ *   suio_print(u, p, n), suio_copy, suio_fill, suio_uprintf(u, fmt, ...),
+ *   suio_vuprintf, suio_flatten(u) (a malloc'd copy); with str.h also
+ *   suio_print(u, s) and suio_getline(u) (the first line without its "\n" or
+ *   "\r\n", removed from u; a null str while no whole line is held)
  *
  * Unlike libasync's, this suio keeps its bytes in one contiguous buffer and
  * never refers to the caller's memory (print copies), so hold_onto() and
@@ -29,6 +33,7 @@
 #ifndef MELY_COMPAT_SUIOXX_H
 #define MELY_COMPAT_SUIOXX_H
 
+#include <cstdarg>
 #include <cstddef>
 #include <cstring>
 
@@ -138,6 +143,12 @@ public:
     void hold_onto(const str &) {}
     void breakiov() {}
 };
+
+/* printf into a suio (glibc's printf: %m is strerror(errno)). */
+void suio_vuprintf(suio *uio, const char *fmt, va_list ap);
+void suio_uprintf(suio *uio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A malloc'd copy of the bytes (resid() of them, no NUL added); free() it. */
+char *suio_flatten(const suio *uio);
 
 #define suio_fill(uio, c, len) (uio)->fill(c, len)
 #define suio_copy(uio, buf, len) (uio)->copy(buf, len)

@@ -154,20 +154,7 @@ const strbuf &strbuf::fmt(const char *fmt, ...) const
 
 const strbuf &strbuf::vfmt(const char *fmt, va_list ap) const
 {
-    /* Format straight into the buffer's free space; once more with the
-     * exact size if it did not fit. */
-    va_list again;
-    va_copy(again, ap);
-    size_t room = 128;
-    char *p = uio_->getspace(room);
-    int n = vsnprintf(p, room, fmt, ap);
-    if (n >= 0 && (size_t)n >= room) {
-        p = uio_->getspace((size_t)n + 1);
-        n = vsnprintf(p, (size_t)n + 1, fmt, again);
-    }
-    va_end(again);
-    if (n > 0)
-        uio_->print(p, (size_t)n);
+    suio_vuprintf(uio_, fmt, ap);
     return *this;
 }
 
@@ -185,6 +172,55 @@ const strbuf &strbuf_cat(const strbuf &sb, const hexdump &h)
 }
 
 /* ---- suio ---------------------------------------------------------------- */
+
+void suio_vuprintf(suio *uio, const char *fmt, va_list ap)
+{
+    /* Format straight into the free space; once more with the exact size
+     * if it did not fit. */
+    va_list again;
+    va_copy(again, ap);
+    size_t room = 128;
+    char *p = uio->getspace(room);
+    int n = vsnprintf(p, room, fmt, ap);
+    if (n >= 0 && (size_t)n >= room) {
+        p = uio->getspace((size_t)n + 1);
+        n = vsnprintf(p, (size_t)n + 1, fmt, again);
+    }
+    va_end(again);
+    if (n > 0)
+        uio->print(p, (size_t)n);
+}
+
+void suio_uprintf(suio *uio, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    suio_vuprintf(uio, fmt, ap);
+    va_end(ap);
+}
+
+char *suio_flatten(const suio *uio)
+{
+    char *p = static_cast<char *>(malloc(uio->resid() ? uio->resid() : 1));
+    if (!p)
+        throw std::bad_alloc();
+    uio->copyout(p);
+    return p;
+}
+
+str suio_getline(suio *uio)
+{
+    size_t n = uio->linelen();
+    if (!n)
+        return str();
+    size_t keep = n - 1;
+    mstr m(keep);
+    uio->copyout(m.cstr(), keep);
+    uio->rembytes(n);
+    if (keep && m.cstr()[keep - 1] == '\r')
+        m.setlen(keep - 1);
+    return str(m);
+}
 
 suio::~suio()
 {

@@ -403,6 +403,29 @@ static void test_suio()
     u.rembytes(10);
     CHECK(u.resid() == 0);
 
+    /* The suio_ helpers. */
+    suio l;
+    suio_print(&l, str("first\r\nsecond\nthi"));
+    suio_uprintf(&l, "rd %d\n", 3);
+    suio_print(&l, "x", 1);
+    suio_fill(&l, '-', 2);
+    CHECK(suio_getline(&l) == "first");
+    CHECK(suio_getline(&l) == "second");
+    CHECK(suio_getline(&l) == "third 3");
+    CHECK(!suio_getline(&l) && l.resid() == 3); /* "x--": no whole line */
+    suio_copy(&l, "\n\n", 2);
+    str empty_line = suio_getline(&l);
+    CHECK(empty_line == "x--");
+    empty_line = suio_getline(&l);
+    CHECK(empty_line && empty_line.len() == 0 && l.resid() == 0);
+    suio_print(&l, str("a\0b", 3));
+    char *flat = suio_flatten(&l);
+    CHECK(!memcmp(flat, "a\0b", 3));
+    free(flat);
+    std::string longer(1000, 'z');
+    suio_uprintf(&l, "%s", longer.c_str());
+    CHECK(l.resid() == 1003);
+
     /* output() to a non-blocking pipe: drains what fits, 0 at EAGAIN, and
      * input() reads it back. */
     int p[2];

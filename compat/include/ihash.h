@@ -131,6 +131,22 @@ protected:
         while (e && (u_int)link(e).val_ != h);
         return e;
     }
+    /* The first object of hash h for which same(object) holds, or NULL. */
+    template <class P> T *find_val(hash_t h, P same) const
+    {
+        T *e = lookup_val(h);
+        while (e && !same(e))
+            e = next_val(e);
+        return e;
+    }
+    /* The next object after e, of e's hash, for which same(object) holds. */
+    template <class P> static T *next_same(T *e, P same)
+    {
+        do
+            e = next_val(e);
+        while (e && !same(e));
+        return e;
+    }
 
 public:
     ~ihash_core() { free(tab_); }
@@ -228,18 +244,12 @@ public:
     bool insert(V *e) { return this->insert_val(e, hash_(e->*key)); }
     V *operator[](const K &k) const
     {
-        V *v = this->lookup_val(hash_(k));
-        while (v && !eq_(k, v->*key))
-            v = this->next_val(v);
-        return v;
+        return this->find_val(hash_(k), [&](const V *v) { return eq_(k, v->*key); });
     }
     V *nextkeq(V *v)
     {
         const K &k = v->*key;
-        do
-            v = this->next_val(v);
-        while (v && !eq_(k, v->*key));
-        return v;
+        return this->next_same(v, [&](const V *w) { return eq_(k, w->*key); });
     }
 };
 
@@ -250,9 +260,9 @@ class ihash2 : public ihash_core<V, field> {
     const E2 eq2_;
     const H hash_;
 
-    bool same(const K1 &a, const K2 &b, const V *v) const
+    auto same(const K1 &a, const K2 &b) const
     {
-        return eq1_(a, v->*key1) && eq2_(b, v->*key2);
+        return [this, &a, &b](const V *v) { return eq1_(a, v->*key1) && eq2_(b, v->*key2); };
     }
 
 public:
@@ -260,22 +270,8 @@ public:
     ihash2(const E1 &e1, const E2 &e2, const H &h) : eq1_(e1), eq2_(e2), hash_(h) {}
 
     bool insert(V *e) { return this->insert_val(e, hash_(e->*key1, e->*key2)); }
-    V *operator()(const K1 &a, const K2 &b) const
-    {
-        V *v = this->lookup_val(hash_(a, b));
-        while (v && !same(a, b, v))
-            v = this->next_val(v);
-        return v;
-    }
-    V *nextkeq(V *v)
-    {
-        const K1 &a = v->*key1;
-        const K2 &b = v->*key2;
-        do
-            v = this->next_val(v);
-        while (v && !same(a, b, v));
-        return v;
-    }
+    V *operator()(const K1 &a, const K2 &b) const { return this->find_val(hash_(a, b), same(a, b)); }
+    V *nextkeq(V *v) { return this->next_same(v, same(v->*key1, v->*key2)); }
 };
 
 template <class V, ihash_entry<V> V::*field, class H = hashfn<V>, class E = equals<V>>
@@ -290,18 +286,12 @@ public:
     bool insert(V *e) { return this->insert_val(e, hash_(*e)); }
     V *operator[](const V &k) const
     {
-        V *v = this->lookup_val(hash_(k));
-        while (v && !eq_(k, *v))
-            v = this->next_val(v);
-        return v;
+        return this->find_val(hash_(k), [&](const V *v) { return eq_(k, *v); });
     }
     V *nextkeq(V *v)
     {
         const V &k = *v;
-        do
-            v = this->next_val(v);
-        while (v && !eq_(k, *v));
-        return v;
+        return this->next_same(v, [&](const V *w) { return eq_(k, *w); });
     }
 };
 

@@ -33,7 +33,46 @@ template <class T> struct list_entry {
     T **pprev;
 };
 
+namespace mely_compat_detail {
+
+/* The link operations list and tailq share (E: list_entry or tailq_entry). */
+template <class T, class E, E T::*field> struct pprev_links {
+    /* Puts e first in the list headed by *head; true if it was empty. */
+    static bool link_head(T **head, T *e)
+    {
+        E &l = e->*field;
+        l.next = *head;
+        if (*head)
+            ((*head)->*field).pprev = &l.next;
+        l.pprev = head;
+        *head = e;
+        return !l.next;
+    }
+    /* Takes e out; returns what pointed at e if e was the last, else NULL. */
+    static T **unlink(T *e)
+    {
+        E &l = e->*field;
+        T **was_last = l.next ? nullptr : l.pprev;
+        if (l.next)
+            (l.next->*field).pprev = l.pprev;
+        *l.pprev = l.next;
+        return was_last;
+    }
+    /* cb(e) for each object; cb may unlink the object it was given. */
+    static void traverse(T *first, typename callback<void, T *>::ref cb)
+    {
+        for (T *e = first, *nx; e; e = nx) {
+            nx = (e->*field).next;
+            (*cb)(e);
+        }
+    }
+};
+
+} // namespace mely_compat_detail
+
 template <class T, list_entry<T> T::*field> class list {
+    typedef mely_compat_detail::pprev_links<T, list_entry<T>, field> links;
+
 public:
     T *first;
 
@@ -41,32 +80,15 @@ public:
     list(const list &) = delete;
     list &operator=(const list &) = delete;
 
-    void insert_head(T *e)
-    {
-        list_entry<T> &l = e->*field;
-        l.next = first;
-        if (first)
-            (first->*field).pprev = &l.next;
-        l.pprev = &first;
-        first = e;
-    }
+    void insert_head(T *e) { links::link_head(&first, e); }
     static T *remove(T *e)
     {
-        list_entry<T> &l = e->*field;
-        if (l.next)
-            (l.next->*field).pprev = l.pprev;
-        *l.pprev = l.next;
+        links::unlink(e);
         return e;
     }
     static T *next(const T *e) { return (e->*field).next; }
 
-    void traverse(typename callback<void, T *>::ref cb) const
-    {
-        for (T *e = first, *nx; e; e = nx) {
-            nx = (e->*field).next;
-            (*cb)(e);
-        }
-    }
+    void traverse(typename callback<void, T *>::ref cb) const { links::traverse(first, cb); }
     void swap(list &o)
     {
         T *t = first;
@@ -85,6 +107,10 @@ template <class T> struct tailq_entry {
 };
 
 template <class T, tailq_entry<T> T::*field> struct tailq {
+private:
+    typedef mely_compat_detail::pprev_links<T, tailq_entry<T>, field> links;
+
+public:
     T *first;
     T **plast; /* the `next` of the last object, or &first when empty */
 
@@ -94,14 +120,8 @@ template <class T, tailq_entry<T> T::*field> struct tailq {
 
     void insert_head(T *e)
     {
-        tailq_entry<T> &l = e->*field;
-        l.next = first;
-        if (first)
-            (first->*field).pprev = &l.next;
-        else
-            plast = &l.next;
-        l.pprev = &first;
-        first = e;
+        if (links::link_head(&first, e))
+            plast = &(e->*field).next;
     }
     void insert_tail(T *e)
     {
@@ -113,23 +133,13 @@ template <class T, tailq_entry<T> T::*field> struct tailq {
     }
     T *remove(T *e)
     {
-        tailq_entry<T> &l = e->*field;
-        if (l.next)
-            (l.next->*field).pprev = l.pprev;
-        else
-            plast = l.pprev;
-        *l.pprev = l.next;
+        if (T **before = links::unlink(e))
+            plast = before;
         return e;
     }
     static T *next(const T *e) { return (e->*field).next; }
 
-    void traverse(typename callback<void, T *>::ref cb) const
-    {
-        for (T *e = first, *nx; e; e = nx) {
-            nx = (e->*field).next;
-            (*cb)(e);
-        }
-    }
+    void traverse(typename callback<void, T *>::ref cb) const { links::traverse(first, cb); }
 };
 
 #endif /* MELY_COMPAT_LIST_H */

@@ -84,14 +84,27 @@ protected:
     const H hash_;
 
     slot_table() : eq_(), hash_() {}
+    /* Copies hold copies of every slot. */
+    slot_table(const slot_table &t) : core(), eq_(t.eq_), hash_(t.hash_) { copy_from(t); }
+    slot_table &operator=(const slot_table &t)
+    {
+        if (this != &t) {
+            drop_all();
+            copy_from(t);
+        }
+        return *this;
+    }
     ~slot_table() { drop_all(); }
+
+    void copy_from(const slot_table &t)
+    {
+        for (const S *s = t.first(); s; s = t.next(s))
+            add(new S(*s));
+    }
 
     S *getslot(const K &k) const
     {
-        S *s = this->lookup_val(hash_(k));
-        while (s && !eq_(s->key, k))
-            s = this->next_val(s);
-        return s;
+        return this->find_val(hash_(k), [&](const S *s) { return eq_(s->key, k); });
     }
     void add(S *s) { this->insert_val(s, hash_(s->key)); }
     void delslot(S *s)
@@ -110,12 +123,6 @@ public:
 template <class K, class V, class H = hashfn<K>, class E = equals<K>,
           class R = qhash_lookup_return<V>>
 class qhash : public mely_compat_detail::slot_table<K, qhash_slot<K, V>, H, E> {
-    typedef mely_compat_detail::slot_table<K, qhash_slot<K, V>, H, E> table;
-    void copy_from(const qhash &q)
-    {
-        for (const slot *s = q.first(); s; s = q.next(s))
-            this->add(new slot(s->key, s->value));
-    }
 
 public:
     typedef qhash_slot<K, V> slot;
@@ -124,15 +131,6 @@ public:
     typedef qhash_const_iterator_t<K, V, H, E> const_iterator;
 
     qhash() {}
-    qhash(const qhash &q) : table() { copy_from(q); }
-    qhash &operator=(const qhash &q)
-    {
-        if (this != &q) {
-            this->clear();
-            copy_from(q);
-        }
-        return *this;
-    }
 
     void insert(const K &k) { insert(k, V()); }
     void insert(const K &k, const V &v)
@@ -190,12 +188,6 @@ public:
 
 template <class K, class H = hashfn<K>, class E = equals<K>>
 class bhash : public mely_compat_detail::slot_table<K, qhash_slot<K, void>, H, E> {
-    typedef mely_compat_detail::slot_table<K, qhash_slot<K, void>, H, E> table;
-    void copy_from(const bhash &b)
-    {
-        for (const slot *s = b.first(); s; s = b.next(s))
-            this->add(new slot(s->key));
-    }
 
 public:
     typedef qhash_slot<K, void> slot;
@@ -203,15 +195,6 @@ public:
     typedef bhash_const_iterator_t<K, H, E> const_iterator;
 
     bhash() {}
-    bhash(const bhash &b) : table() { copy_from(b); }
-    bhash &operator=(const bhash &b)
-    {
-        if (this != &b) {
-            this->clear();
-            copy_from(b);
-        }
-        return *this;
-    }
 
     bool insert(const K &k)
     {
@@ -242,92 +225,99 @@ public:
 /* Iterators: next() returns a pointer to the next key (and copies its value
  * into *val when val is given), NULL at the end; reset() starts again.
  * *it and ++it make range-for over the keys work. */
-template <class K, class V, class H = hashfn<K>, class E = equals<K>> class qhash_iterator_t {
-    typedef qhash<K, V, H, E> table;
-    qhash_slot<K, V> *cur_;
-    table *q_;
+namespace mely_compat_detail {
+
+/* A position in a slot table (Table may be const, Slot then too). */
+template <class Table, class Slot, class Self> class slot_cursor {
+protected:
+    Slot *cur_;
+    Table *t_;
+
+    /* The slot at the position, before moving past it; NULL at the end. */
+    Slot *advance()
+    {
+        Slot *s = cur_;
+        if (s)
+            cur_ = t_->next(s);
+        return s;
+    }
 
 public:
-    qhash_iterator_t(table &q) : cur_(q.first()), q_(&q) {}
-    qhash_iterator_t(table &q, qhash_slot<K, V> *at) : cur_(at), q_(&q) {}
-    void reset() { cur_ = q_->first(); }
+    slot_cursor(Table &t, Slot *at) : cur_(at), t_(&t) {}
+    void reset() { cur_ = t_->first(); }
+    Slot *getslot() { return cur_; }
+    const auto &operator*() const { return cur_->key; }
+    Self &operator++()
+    {
+        static_cast<Self *>(this)->next();
+        return *static_cast<Self *>(this);
+    }
+    bool operator==(const slot_cursor &o) const { return cur_ == o.cur_; }
+    bool operator!=(const slot_cursor &o) const { return cur_ != o.cur_; }
+};
+
+/* next(&val) of the qhash iterators. */
+template <class Table, class Slot, class K, class V, class Self>
+class pair_cursor : public slot_cursor<Table, Slot, Self> {
+public:
+    using slot_cursor<Table, Slot, Self>::slot_cursor;
     const K *next(V *val = nullptr)
     {
-        if (!cur_)
+        Slot *s = this->advance();
+        if (!s)
             return nullptr;
-        qhash_slot<K, V> *s = cur_;
-        cur_ = q_->next(s);
         if (val)
             *val = s->value;
         return &s->key;
     }
-    qhash_slot<K, V> *getslot() { return cur_; }
-    const K &operator*() const { return cur_->key; }
-    qhash_iterator_t &operator++()
-    {
-        next();
-        return *this;
-    }
-    bool operator==(const qhash_iterator_t &o) const { return cur_ == o.cur_; }
-    bool operator!=(const qhash_iterator_t &o) const { return cur_ != o.cur_; }
+};
+
+} // namespace mely_compat_detail
+
+template <class K, class V, class H = hashfn<K>, class E = equals<K>>
+class qhash_iterator_t
+    : public mely_compat_detail::pair_cursor<qhash<K, V, H, E>, qhash_slot<K, V>, K, V,
+                                             qhash_iterator_t<K, V, H, E>> {
+    typedef mely_compat_detail::pair_cursor<qhash<K, V, H, E>, qhash_slot<K, V>, K, V,
+                                            qhash_iterator_t>
+        base;
+
+public:
+    qhash_iterator_t(qhash<K, V, H, E> &q) : base(q, q.first()) {}
+    qhash_iterator_t(qhash<K, V, H, E> &q, qhash_slot<K, V> *at) : base(q, at) {}
 };
 
 template <class K, class V, class H = hashfn<K>, class E = equals<K>>
-class qhash_const_iterator_t {
-    typedef qhash<K, V, H, E> table;
-    const qhash_slot<K, V> *cur_;
-    const table *q_;
+class qhash_const_iterator_t
+    : public mely_compat_detail::pair_cursor<const qhash<K, V, H, E>, const qhash_slot<K, V>, K,
+                                             V, qhash_const_iterator_t<K, V, H, E>> {
+    typedef mely_compat_detail::pair_cursor<const qhash<K, V, H, E>, const qhash_slot<K, V>, K,
+                                            V, qhash_const_iterator_t>
+        base;
 
 public:
-    qhash_const_iterator_t(const table &q) : cur_(q.first()), q_(&q) {}
-    qhash_const_iterator_t(const table &q, const qhash_slot<K, V> *at) : cur_(at), q_(&q) {}
-    void reset() { cur_ = q_->first(); }
-    const K *next(V *val = nullptr)
+    qhash_const_iterator_t(const qhash<K, V, H, E> &q) : base(q, q.first()) {}
+    qhash_const_iterator_t(const qhash<K, V, H, E> &q, const qhash_slot<K, V> *at) : base(q, at)
     {
-        if (!cur_)
-            return nullptr;
-        const qhash_slot<K, V> *s = cur_;
-        cur_ = q_->next(s);
-        if (val)
-            *val = s->value;
-        return &s->key;
     }
-    const qhash_slot<K, V> *getslot() { return cur_; }
-    const K &operator*() const { return cur_->key; }
-    qhash_const_iterator_t &operator++()
-    {
-        next();
-        return *this;
-    }
-    bool operator==(const qhash_const_iterator_t &o) const { return cur_ == o.cur_; }
-    bool operator!=(const qhash_const_iterator_t &o) const { return cur_ != o.cur_; }
 };
 
-template <class K, class H = hashfn<K>, class E = equals<K>> class bhash_const_iterator_t {
-    typedef bhash<K, H, E> table;
-    const qhash_slot<K, void> *cur_;
-    const table *b_;
+template <class K, class H = hashfn<K>, class E = equals<K>>
+class bhash_const_iterator_t
+    : public mely_compat_detail::slot_cursor<const bhash<K, H, E>, const qhash_slot<K, void>,
+                                             bhash_const_iterator_t<K, H, E>> {
+    typedef mely_compat_detail::slot_cursor<const bhash<K, H, E>, const qhash_slot<K, void>,
+                                            bhash_const_iterator_t>
+        base;
 
 public:
-    bhash_const_iterator_t(const table &b) : cur_(b.first()), b_(&b) {}
-    bhash_const_iterator_t(const table &b, const qhash_slot<K, void> *at) : cur_(at), b_(&b) {}
-    void reset() { cur_ = b_->first(); }
+    bhash_const_iterator_t(const bhash<K, H, E> &b) : base(b, b.first()) {}
+    bhash_const_iterator_t(const bhash<K, H, E> &b, const qhash_slot<K, void> *at) : base(b, at) {}
     const K *next()
     {
-        if (!cur_)
-            return nullptr;
-        const qhash_slot<K, void> *s = cur_;
-        cur_ = b_->next(s);
-        return &s->key;
+        const qhash_slot<K, void> *s = this->advance();
+        return s ? &s->key : nullptr;
     }
-    const K &operator*() const { return cur_->key; }
-    bhash_const_iterator_t &operator++()
-    {
-        next();
-        return *this;
-    }
-    bool operator==(const bhash_const_iterator_t &o) const { return cur_ == o.cur_; }
-    bool operator!=(const bhash_const_iterator_t &o) const { return cur_ != o.cur_; }
 };
 
 #define HAVE_QHASH_ITERATOR_RESET 1

@@ -16,6 +16,7 @@
 #include "refcnt.h"
 #include "callback.h"
 #include "err.h"
+#include "str.h"
 #include "amisc.h"
 #include "melycompat_loop.h"
 

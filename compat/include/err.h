@@ -13,6 +13,12 @@
 #include <sstream>
 #include <string>
 
+/* libasync's err.h brought its strings (str.h, with vec.h); the original
+ * Mely's mely.h, which includes this header too, had none. */
+#ifndef MELY_COMPAT_LEGACY_MELY_H
+#include "str.h"
+#endif
+
 void setprogname(const char *argv0);
 const char *getprogname_compat();
 

@@ -1,0 +1,40 @@
+/*
+ * mely_names.cpp: the original Mely's mely.h gave programs none of libasync's
+ * strings and containers, so a Mely program may use their names for its own
+ * types and functions. That this file compiles is the check; running it
+ * checks the program's own definitions are the ones used.
+ */
+#include "mely.h"
+
+#include "ctest.h"
+
+struct str {
+    const char *p;
+};
+template <class T> struct vec {
+    T first;
+};
+struct strbuf {
+    int n;
+};
+static int min(int a, int b, int c)
+{
+    return a < b ? (a < c ? a : c) : (b < c ? b : c);
+}
+struct list {
+    int items;
+};
+typedef int hash_t;
+
+int main()
+{
+    str s{"mine"};
+    vec<int> v{7};
+    strbuf sb{3};
+    list l{2};
+    hash_t h = 5;
+    CHECK(!strcmp(s.p, "mine") && v.first == 7 && sb.n == 3 && l.items == 2 && h == 5);
+    CHECK(min(3, 1, 2) == 1);
+    printf("compat mely_names: ok\n");
+    return 0;
+}

@@ -8,13 +8,7 @@
 // compat gives less; it exits non-zero if a name does not work.
 #include "async.h"
 
-#define T_CHECK(c)                                                                            \
-    do {                                                                                      \
-        if (!(c)) {                                                                           \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);             \
-            _exit(1);                                                                         \
-        }                                                                                     \
-    } while (0)
+#include "check.h" // CHECK(cond): includes nothing itself
 
 // ---- init.h ------------------------------------------------------------------------
 
@@ -64,120 +58,120 @@ static void check_formats()
     char buf[64];
     u_int64_t big = INT64(12345678901);
     snprintf(buf, sizeof buf, "%" U64F "u", big);
-    T_CHECK(strcmp(buf, "12345678901") == 0);
+    CHECK(strcmp(buf, "12345678901") == 0);
     off_t off = 1234567;
     snprintf(buf, sizeof buf, "%" OTF "d", off);
-    T_CHECK(strcmp(buf, "1234567") == 0);
+    CHECK(strcmp(buf, "1234567") == 0);
     snprintf(buf, sizeof buf, "%" PRIu64 " %" PRId32, (uint64_t)7, (int32_t)-3);
-    T_CHECK(strcmp(buf, "7 -3") == 0);
-    T_CHECK(INT64_MAX > 0 && UINT32_MAX == 0xffffffffu && INT_MAX > 0 && PATH_MAX >= 256);
-    T_CHECK(strcmp(stringify(MALLOCRESV), "16") == 0);
-    T_CHECK(strncmp(__FL__, "transitive_async.C:", 19) == 0 || strstr(__FL__, "/transitive_async.C:"));
-    T_CHECK(concatenate(12, 34) == 1234);
-    T_CHECK(xoffsetof(t_rec, v) == offsetof(t_rec, v));
-    T_CHECK(MIN(3, 4) == 3 && MAX(3, 4) == 4); // <sys/param.h>
-    T_CHECK(isdigit('7') && !isalpha('7') && toupper('a') == 'A');
-    T_CHECK(sum_va(3, 1, 2, 3) == 6);
+    CHECK(strcmp(buf, "7 -3") == 0);
+    CHECK(INT64_MAX > 0 && UINT32_MAX == 0xffffffffu && INT_MAX > 0 && PATH_MAX >= 256);
+    CHECK(strcmp(stringify(MALLOCRESV), "16") == 0);
+    CHECK(strncmp(__FL__, "transitive_async.C:", 19) == 0 || strstr(__FL__, "/transitive_async.C:"));
+    CHECK(concatenate(12, 34) == 1234);
+    CHECK(xoffsetof(t_rec, v) == offsetof(t_rec, v));
+    CHECK(MIN(3, 4) == 3 && MAX(3, 4) == 4); // <sys/param.h>
+    CHECK(isdigit('7') && !isalpha('7') && toupper('a') == 'A');
+    CHECK(sum_va(3, 1, 2, 3) == 6);
 }
 
 static void check_byte_order()
 {
     u_int64_t q = htonq(INT64(0x0102030405060708));
-    T_CHECK(((unsigned char *)&q)[0] == 1 && ((unsigned char *)&q)[7] == 8);
-    T_CHECK(ntohq(q) == INT64(0x0102030405060708));
+    CHECK(((unsigned char *)&q)[0] == 1 && ((unsigned char *)&q)[7] == 8);
+    CHECK(ntohq(q) == INT64(0x0102030405060708));
     in_addr a, b;
-    T_CHECK(inet_pton(AF_INET, "127.0.0.1", &a) == 1 && inet_pton(AF_INET, "127.0.0.2", &b) == 1);
-    T_CHECK(a != b && !(a == b));
+    CHECK(inet_pton(AF_INET, "127.0.0.1", &a) == 1 && inet_pton(AF_INET, "127.0.0.2", &b) == 1);
+    CHECK(a != b && !(a == b));
     b.s_addr = a.s_addr;
-    T_CHECK(a == b);
+    CHECK(a == b);
     char text[INET_ADDRSTRLEN];
-    T_CHECK(strcmp(inet_ntop(AF_INET, &a, text, sizeof text), "127.0.0.1") == 0);
+    CHECK(strcmp(inet_ntop(AF_INET, &a, text, sizeof text), "127.0.0.1") == 0);
     sockaddr_in s1, s2;
     memset(&s1, 0, sizeof s1);
     s1.sin_family = AF_INET;
     s1.sin_port = htons(80);
     s1.sin_addr = a;
     s2 = s1;
-    T_CHECK(s1 == s2);
+    CHECK(s1 == s2);
     s2.sin_port = htons(81);
-    T_CHECK(s1 != s2);
-    T_CHECK(gai_strerror(EAI_NONAME) != NULL); // <netdb.h>
+    CHECK(s1 != s2);
+    CHECK(gai_strerror(EAI_NONAME) != NULL); // <netdb.h>
 }
 
 static void check_memory()
 {
     char *s = xstrdup("libasync");
-    T_CHECK(strcmp(s, "libasync") == 0);
+    CHECK(strcmp(s, "libasync") == 0);
     s = (char *)xrealloc(s, 64);
     strcat(s, " on mely");
-    T_CHECK(strcmp(s, "libasync on mely") == 0);
+    CHECK(strcmp(s, "libasync on mely") == 0);
     xfree(s);
     int *v = (int *)txmalloc(4 * sizeof(int));
     v[3] = 9;
-    T_CHECK(v[3] == 9);
+    CHECK(v[3] == 9);
     xfree(v);
     // <sys/mman.h>
     void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    T_CHECK(page != MAP_FAILED);
+    CHECK(page != MAP_FAILED);
     ((char *)page)[100] = 'x';
-    T_CHECK(munmap(page, 4096) == 0);
+    CHECK(munmap(page, 4096) == 0);
 }
 
 static void check_time()
 {
     timespec a = {1, 999999999}, one = {0, 1};
     timespec b = a + one;
-    T_CHECK(b.tv_sec == 2 && b.tv_nsec == 0);
-    T_CHECK(b - one == a && b - a == one);
-    T_CHECK(a < b && a <= b && b > a && b >= a && a != b && tscmp(a, b) == -1 && tscmp(b, b) == 0);
+    CHECK(b.tv_sec == 2 && b.tv_nsec == 0);
+    CHECK(b - one == a && b - a == one);
+    CHECK(a < b && a <= b && b > a && b >= a && a != b && tscmp(a, b) == -1 && tscmp(b, b) == 0);
     TIMESPEC_INC(&a);
-    T_CHECK(TIMESPEC_EQ(a, b) && TIMESPEC_LT(one, a) && !TIMESPEC_LT(a, one));
+    CHECK(TIMESPEC_EQ(a, b) && TIMESPEC_LT(one, a) && !TIMESPEC_LT(a, one));
     timeval tv;
-    T_CHECK(gettimeofday(&tv, NULL) == 0 && tv.tv_sec > 0);
+    CHECK(gettimeofday(&tv, NULL) == 0 && tv.tv_sec > 0);
     struct tms t;
-    T_CHECK(times(&t) != (clock_t)-1);
+    CHECK(times(&t) != (clock_t)-1);
     struct rusage ru;
-    T_CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
+    CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
 }
 
 // <unistd.h>, <fcntl.h>, <sys/stat.h>, <sys/uio.h>, <sys/ioctl.h>, <sys/file.h>
 static void check_files()
 {
     int p[2];
-    T_CHECK(pipe(p) == 0);
+    CHECK(pipe(p) == 0);
     struct stat sb;
-    T_CHECK(fstat(p[0], &sb) == 0 && S_ISFIFO(sb.st_mode));
-    T_CHECK(fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK) == 0);
+    CHECK(fstat(p[0], &sb) == 0 && S_ISFIFO(sb.st_mode));
+    CHECK(fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK) == 0);
     char h[] = "ab", t[] = "cd";
     iovec iov[2] = {{(iovbase_t)h, 2}, {(iovbase_t)t, 2}};
-    T_CHECK(UIO_MAXIOV >= 2 && writev(p[1], iov, 2) == 4);
+    CHECK(UIO_MAXIOV >= 2 && writev(p[1], iov, 2) == 4);
     int avail = 0;
-    T_CHECK(ioctl(p[0], FIONREAD, &avail) == 0 && avail == 4);
+    CHECK(ioctl(p[0], FIONREAD, &avail) == 0 && avail == 4);
     char got[8];
-    T_CHECK(read(p[0], got, sizeof got) == 4 && memcmp(got, "abcd", 4) == 0);
+    CHECK(read(p[0], got, sizeof got) == 4 && memcmp(got, "abcd", 4) == 0);
     close(p[0]);
     close(p[1]);
 
     char path[] = "/tmp/mely-transitive-XXXXXX";
     int fd = mkstemp(path);
-    T_CHECK(fd >= 0 && unlink(path) == 0);
-    T_CHECK(flock(fd, LOCK_EX | LOCK_NB) == 0 && flock(fd, LOCK_UN) == 0);
-    T_CHECK(fstat(fd, &sb) == 0 && sb.st_mtimespec.tv_sec > 0);
+    CHECK(fd >= 0 && unlink(path) == 0);
+    CHECK(flock(fd, LOCK_EX | LOCK_NB) == 0 && flock(fd, LOCK_UN) == 0);
+    CHECK(fstat(fd, &sb) == 0 && sb.st_mtimespec.tv_sec > 0);
     close(fd);
 
-    T_CHECK(getpwuid(getuid()) == NULL || getpwuid(getuid())->pw_uid == getuid());
-    T_CHECK(getgrgid(getgid()) == NULL || getgrgid(getgid())->gr_gid == getgid());
+    CHECK(getpwuid(getuid()) == NULL || getpwuid(getuid())->pw_uid == getuid());
+    CHECK(getgrgid(getgid()) == NULL || getgrgid(getgid())->gr_gid == getgid());
     sockaddr_un un;
-    T_CHECK(sizeof un.sun_path >= 92);
+    CHECK(sizeof un.sun_path >= 92);
 }
 
 // <sys/wait.h>, <signal.h>: assert panics (SIGABRT) even with -DNDEBUG, and
 // EXITFN runs at exit
 static void check_assert_and_exit()
 {
-    T_CHECK(signal(SIGPIPE, SIG_IGN) != SIG_ERR);
+    CHECK(signal(SIGPIPE, SIG_IGN) != SIG_ERR);
     pid_t pid = fork();
-    T_CHECK(pid >= 0);
+    CHECK(pid >= 0);
     if (pid == 0) {
         int devnull = open("/dev/null", O_WRONLY);
         dup2(devnull, 2);
@@ -185,12 +179,12 @@ static void check_assert_and_exit()
         _exit(0); // reached only if assert was compiled out
     }
     int st;
-    T_CHECK(waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    CHECK(waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
 
     int p[2];
-    T_CHECK(pipe(p) == 0);
+    CHECK(pipe(p) == 0);
     pid = fork();
-    T_CHECK(pid >= 0);
+    CHECK(pid >= 0);
     if (pid == 0) {
         close(p[0]);
         g_exit_fd = p[1];
@@ -198,9 +192,9 @@ static void check_assert_and_exit()
     }
     close(p[1]);
     char got[8] = {0};
-    T_CHECK(read(p[0], got, sizeof got) == 3 && strcmp(got, "bye") == 0);
+    CHECK(read(p[0], got, sizeof got) == 3 && strcmp(got, "bye") == 0);
     close(p[0]);
-    T_CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
 // the C++ headers: <algorithm>, <utility>, <initializer_list>, <typeinfo>, <new>
@@ -208,18 +202,18 @@ static void check_cxx()
 {
     int v[] = {5, 2, 9, 1};
     std::sort(v, v + 4);
-    T_CHECK(v[0] == 1 && v[3] == 9 && std::max(3, 8) == 8);
+    CHECK(v[0] == 1 && v[3] == 9 && std::max(3, 8) == 8);
     std::pair<int, int> pr = std::make_pair(1, 2);
     std::swap(pr.first, pr.second);
-    T_CHECK(pr.first == 2);
+    CHECK(pr.first == 2);
     std::initializer_list<int> il = {1, 2, 3};
-    T_CHECK(il.size() == 3);
-    T_CHECK(typeid(int) == typeid(v[0]) && typeid(int) != typeid(pr));
+    CHECK(il.size() == 3);
+    CHECK(typeid(int) == typeid(v[0]) && typeid(int) != typeid(pr));
     alignas(t_rec) unsigned char raw[sizeof(t_rec)];
     t_rec *r = new (raw) t_rec{'x', 3};
-    T_CHECK(r->v == 3);
+    CHECK(r->v == 3);
     int *p = new (std::nothrow) int(4);
-    T_CHECK(p && *p == 4);
+    CHECK(p && *p == 4);
     delete p;
 }
 
@@ -233,7 +227,7 @@ static void readable()
     ssize_t n = read(g_pipe[0], &c, 1);
     if (n < 0 && errno == EAGAIN)
         return;
-    T_CHECK(n == 1 && c == 'x');
+    CHECK(n == 1 && c == 'x');
     fdcb(g_pipe[0], selread, NULL);
     warnx << "transitive async.h: " << "ok\n";
     printf("transitive async.h: ok\n");
@@ -244,7 +238,7 @@ static void readable()
 int main(int, char **argv)
 {
     setprogname(argv[0]);
-    T_CHECK(g_initfn_ran == 1 && g_init_started == 1);
+    CHECK(g_initfn_ran == 1 && g_init_started == 1);
     check_formats();
     check_byte_order();
     check_memory();
@@ -253,9 +247,9 @@ int main(int, char **argv)
     check_assert_and_exit(); // forks: before the runtime starts its threads
     check_cxx();
 
-    T_CHECK(pipe(g_pipe) == 0);
+    CHECK(pipe(g_pipe) == 0);
     make_async(g_pipe[0]);
     fdcb(g_pipe[0], selread, wrap(readable));
-    T_CHECK(write(g_pipe[1], "x", 1) == 1);
+    CHECK(write(g_pipe[1], "x", 1) == 1);
     amain();
 }

@@ -6,13 +6,7 @@
 // if compat's mely.h gives less; it exits non-zero if a name does not work.
 #include "mely.h"
 
-#define T_CHECK(c)                                                                            \
-    do {                                                                                      \
-        if (!(c)) {                                                                           \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);             \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
+#include "check.h" // CHECK(cond): includes nothing itself
 
 static const char MSG[] = "hello, mely";
 
@@ -34,48 +28,48 @@ static int by_value(const void *a, const void *b)
 static void check_libc()
 {
     char *p = (char *)malloc(32);
-    T_CHECK(p != NULL);
+    CHECK(p != NULL);
     memset(p, 0, 32);
     memcpy(p, MSG, strlen(MSG) + 1);
-    T_CHECK(strcmp(p, MSG) == 0 && strncmp(p, "hello", 5) == 0);
-    T_CHECK(strstr(p, "mely") == p + 7 && strchr(p, ',') == p + 5);
+    CHECK(strcmp(p, MSG) == 0 && strncmp(p, "hello", 5) == 0);
+    CHECK(strstr(p, "mely") == p + 7 && strchr(p, ',') == p + 5);
     free(p);
 
     char buf[32];
-    T_CHECK(snprintf(buf, sizeof buf, "%d-%s", atoi("41") + 1, "x") == 4);
-    T_CHECK(strcmp(buf, "42-x") == 0);
-    T_CHECK(strtol("ff", NULL, 16) == 255);
+    CHECK(snprintf(buf, sizeof buf, "%d-%s", atoi("41") + 1, "x") == 4);
+    CHECK(strcmp(buf, "42-x") == 0);
+    CHECK(strtol("ff", NULL, 16) == 255);
     int v[4] = {3, 1, 4, 2};
     qsort(v, 4, sizeof v[0], by_value);
-    T_CHECK(v[0] == 1 && v[3] == 4);
+    CHECK(v[0] == 1 && v[3] == 4);
 
     errno = 0;
-    T_CHECK(strlen(strerror(EAGAIN)) > 0 && errno == 0);
-    T_CHECK(EAGAIN != ECONNRESET);
+    CHECK(strlen(strerror(EAGAIN)) > 0 && errno == 0);
+    CHECK(EAGAIN != ECONNRESET);
 
     // network byte order: the most significant byte first
     uint16_t port = htons(0x1234);
-    T_CHECK(((unsigned char *)&port)[0] == 0x12 && ntohs(port) == 0x1234);
-    T_CHECK(ntohl(htonl(0x01020304u)) == 0x01020304u);
+    CHECK(((unsigned char *)&port)[0] == 0x12 && ntohs(port) == 0x1234);
+    CHECK(ntohl(htonl(0x01020304u)) == 0x01020304u);
     struct sockaddr_in sin;
     memset(&sin, 0, sizeof sin);
     sin.sin_family = AF_INET;
     sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    T_CHECK(((unsigned char *)&sin.sin_addr.s_addr)[0] == 127 && INADDR_ANY == 0);
-    T_CHECK(IPPROTO_TCP == 6);
+    CHECK(((unsigned char *)&sin.sin_addr.s_addr)[0] == 127 && INADDR_ANY == 0);
+    CHECK(IPPROTO_TCP == 6);
     assert(sin.sin_family == AF_INET);
 }
 
 // <pthread.h>: a foreign thread posts to the runtime
 static void from_thread(int n)
 {
-    T_CHECK(n == 42 && get_current_color() == 2);
+    CHECK(n == 42 && get_current_color() == 2);
     pthread_mutex_lock(&g_mu);
-    T_CHECK(g_thread_posts == 1);
+    CHECK(g_thread_posts == 1);
     pthread_mutex_unlock(&g_mu);
     unsigned long long t1;
     rdtscll(t1);
-    T_CHECK(t1 >= g_t0);
+    CHECK(t1 >= g_t0);
     printf("transitive mely.h: ok\n");
     fflush(stdout);
     exit(0);
@@ -94,8 +88,8 @@ static void start_thread()
 {
     static int arg = 42;
     pthread_t t;
-    T_CHECK(pthread_create(&t, NULL, poster, &arg) == 0);
-    T_CHECK(pthread_join(t, NULL) == 0);
+    CHECK(pthread_create(&t, NULL, poster, &arg) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
 }
 
 // a raw cbv re-posted from its own handler, then freed
@@ -118,12 +112,12 @@ static void readable(int fd)
     ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n < 0 && errno == EAGAIN)
         return;
-    T_CHECK(n > 0 && g_len + (size_t)n < sizeof g_got);
+    CHECK(n > 0 && g_len + (size_t)n < sizeof g_got);
     memcpy(g_got + g_len, buf, (size_t)n);
     g_len += (size_t)n;
     if (g_len < strlen(MSG))
         return;
-    T_CHECK(memcmp(g_got, MSG, strlen(MSG)) == 0);
+    CHECK(memcmp(g_got, MSG, strlen(MSG)) == 0);
     fdcb_finished(true);
     g_again = cwrap(again, 1);
     g_again->setFlagAutoFree(false);
@@ -135,15 +129,15 @@ static void register_reader()
     // fdcb from a callback, as the original required
     CBV_PTR_TYPE cb = cwrap(readable, g_sv[0], 1);
     fdcb(g_sv[0], selread, cb);
-    T_CHECK(send(g_sv[1], MSG, strlen(MSG), 0) == (ssize_t)strlen(MSG));
+    CHECK(send(g_sv[1], MSG, strlen(MSG), 0) == (ssize_t)strlen(MSG));
 }
 
 int main()
 {
     check_libc();
-    T_CHECK(MAX_THREADS >= 8 && task_get_nthreads() <= MAX_THREADS);
+    CHECK(MAX_THREADS >= 8 && task_get_nthreads() <= MAX_THREADS);
     rdtscll(g_t0);
-    T_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, g_sv) == 0);
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, g_sv) == 0);
     DEBUG_TMP("starting with %d workers\n", task_get_nthreads());
     cpucb(cwrap(register_reader, 1));
     amain();

@@ -1,7 +1,9 @@
 /*
  * async.h (mely-compat): what libasync and libasync-smp programs include.
- * Callbacks and wrap (callback.h), reference counts (refcnt.h), diagnostics
- * (err.h), socket helpers (amisc.h) and the event loop, on the mely runtime.
+ * The standard and system headers and portability macros (sysconf.h),
+ * callbacks and wrap (callback.h), reference counts (refcnt.h), diagnostics
+ * (err.h), socket helpers (amisc.h), the event loop, and the small helpers
+ * libasync's amisc.h, err.h, init.h and litetime.h gave with them (below).
  * Build with: g++ prog.C $(pkg-config --cflags --libs mely-compat)
  * Written for mely; no line comes from libasync.
  */
@@ -12,6 +14,15 @@
 #error "mely-compat: async.h and the original Mely's mely.h give cbv different types; include one of them"
 #endif
 #define MELY_COMPAT_ASYNC_FLAVOR 1
+
+#include "sysconf.h"
+
+/* The C++ headers libasync's own headers pulled in. */
+#include <algorithm>
+#include <initializer_list>
+#include <new>
+#include <typeinfo>
+#include <utility>
 
 #include "refcnt.h"
 #include "callback.h"
@@ -28,5 +39,135 @@ typedef callback<void, bool>::ref cbb;
 extern const cbv &cbv_null;
 extern const cbi &cbi_null;
 extern const cbb &cbb_null;
+
+/* `New` for callbacks, as libasync's callback.h named it. */
+#define wNew New
+
+/* ---- timespec arithmetic and address comparisons (libasync's amisc.h) ------------ */
+
+/* -1, 0 or 1 as a is before, at or after b. */
+inline int tscmp(const timespec &a, const timespec &b)
+{
+    if (a.tv_sec != b.tv_sec)
+        return a.tv_sec < b.tv_sec ? -1 : 1;
+    if (a.tv_nsec != b.tv_nsec)
+        return a.tv_nsec < b.tv_nsec ? -1 : 1;
+    return 0;
+}
+inline bool operator==(const timespec &a, const timespec &b) { return tscmp(a, b) == 0; }
+inline bool operator!=(const timespec &a, const timespec &b) { return tscmp(a, b) != 0; }
+inline bool operator<(const timespec &a, const timespec &b) { return tscmp(a, b) < 0; }
+inline bool operator<=(const timespec &a, const timespec &b) { return tscmp(a, b) <= 0; }
+inline bool operator>(const timespec &a, const timespec &b) { return tscmp(a, b) > 0; }
+inline bool operator>=(const timespec &a, const timespec &b) { return tscmp(a, b) >= 0; }
+/* Sums and differences of normalized timespecs (0 <= tv_nsec < 1e9). */
+inline timespec operator+(const timespec &a, const timespec &b)
+{
+    timespec r;
+    r.tv_sec = a.tv_sec + b.tv_sec;
+    r.tv_nsec = a.tv_nsec + b.tv_nsec;
+    if (r.tv_nsec >= 1000000000L) {
+        r.tv_nsec -= 1000000000L;
+        r.tv_sec++;
+    }
+    return r;
+}
+inline timespec operator-(const timespec &a, const timespec &b)
+{
+    timespec r;
+    r.tv_sec = a.tv_sec - b.tv_sec;
+    r.tv_nsec = a.tv_nsec - b.tv_nsec;
+    if (r.tv_nsec < 0) {
+        r.tv_nsec += 1000000000L;
+        r.tv_sec--;
+    }
+    return r;
+}
+
+inline bool operator==(const in_addr &a, const in_addr &b) { return a.s_addr == b.s_addr; }
+inline bool operator!=(const in_addr &a, const in_addr &b) { return a.s_addr != b.s_addr; }
+/* Same port and address (the family is not compared, as in libasync). */
+inline bool operator==(const sockaddr_in &a, const sockaddr_in &b)
+{
+    return a.sin_port == b.sin_port && a.sin_addr.s_addr == b.sin_addr.s_addr;
+}
+inline bool operator!=(const sockaddr_in &a, const sockaddr_in &b) { return !(a == b); }
+
+/* Discards a result the compiler wants used (warn_unused_result). */
+template <class T> inline void rc_ignore(const T &) {}
+/* write() whose result does not matter (best-effort diagnostics). */
+inline void v_write(int fd, const void *buf, size_t n)
+{
+    rc_ignore(write(fd, buf, n));
+}
+
+/* ---- TIMESPEC_* (libasync's litetime.h) ----------------------------------------- */
+
+/* One nanosecond later. */
+#define TIMESPEC_INC(ts)                                                                      \
+    do {                                                                                      \
+        if (++(ts)->tv_nsec == 1000000000L) {                                                 \
+            (ts)->tv_sec++;                                                                   \
+            (ts)->tv_nsec = 0L;                                                               \
+        }                                                                                     \
+    } while (0)
+#define TIMESPEC_LT(a, b)                                                                     \
+    ((a).tv_sec < (b).tv_sec || ((a).tv_sec == (b).tv_sec && (a).tv_nsec < (b).tv_nsec))
+#define TIMESPEC_EQ(a, b) ((a).tv_sec == (b).tv_sec && (a).tv_nsec == (b).tv_nsec)
+
+/* ---- Code run at start-up and exit (libasync's init.h) ------------------------------ */
+
+/* INITFN(f): f() runs before main() (with the file's static constructors);
+ * EXITFN(f): f() runs at exit. Both declare f, which the file then defines. */
+class initfn {
+public:
+    explicit initfn(void (*fn)()) { fn(); }
+};
+class exitfn {
+    void (*const fn_)();
+
+public:
+    explicit exitfn(void (*fn)()) : fn_(fn) {}
+    ~exitfn() { fn_(); }
+};
+#define INITFN(fn)                                                                            \
+    static void fn();                                                                         \
+    [[maybe_unused]] static initfn init_##fn(fn)
+#define EXITFN(fn)                                                                            \
+    static void fn();                                                                         \
+    [[maybe_unused]] static exitfn exit_##fn(fn)
+/* INIT(name): name::start() runs once before the first file that includes
+ * the declaration starts, name::stop() after the last one; the program
+ * defines start, stop and `int name::count;`. */
+#define INIT(name)                                                                            \
+    static class name {                                                                       \
+        static int count;                                                                     \
+        static void start();                                                                  \
+        static void stop();                                                                   \
+                                                                                              \
+    public:                                                                                   \
+        name()                                                                                \
+        {                                                                                     \
+            if (count++ == 0)                                                                 \
+                start();                                                                      \
+        }                                                                                     \
+        ~name()                                                                               \
+        {                                                                                     \
+            if (--count == 0)                                                                 \
+                stop();                                                                       \
+        }                                                                                     \
+    } init_##name [[maybe_unused]]
+
+/* ---- assert (libasync's err.h) -------------------------------------------------------- */
+
+/* Never compiled out (NDEBUG has no effect): a failed assertion panics with
+ * the expression and its place, as libasync's did. */
+#undef assert
+#define assert(e)                                                                             \
+    do {                                                                                      \
+        if (!(e))                                                                             \
+            panic("assertion \"%s\" failed at %s\n", #e, __FL__);                             \
+    } while (0)
+#define myabort abort
 
 #endif /* MELY_COMPAT_ASYNC_H */

@@ -41,9 +41,8 @@
 #define MAX_COLORS 65536
 #endif
 
-/* An out-of-range color or priority: a message on stderr, exit(EXIT_FAILURE). */
+/* An out-of-range color: a message on stderr, exit(EXIT_FAILURE). */
 [[noreturn]] void mely_compat_bad_color(int color);
-[[noreturn]] void mely_compat_bad_prio(int prio);
 /* The shared handler descriptor for (timeleft, penalty): interned, never freed. */
 const void *mely_compat_handler(uint64_t timeleft, uint32_t penalty);
 
@@ -85,12 +84,10 @@ public:
             mely_compat_bad_color(c);
         color_ = c;
     }
-    void setprio(int p)
-    {
-        if (p < 0 || p > 7)
-            mely_compat_bad_prio(p);
-        prio_ = p;
-    }
+    /* Any int, as in the original Mely (whose programs post with 65535 to
+     * jump ahead and -400 to lag behind): kept as given, and clamped to the
+     * runtime's 0..7 when posted. */
+    void setprio(int p) noexcept { prio_ = p; }
     void set_timeleft(int tl) { set_annotations(tl < 0 ? 0 : (uint32_t)tl, penalty_); }
     void set_penalty(int pen) { set_annotations(timeleft_, pen < 0 ? 0 : (uint32_t)pen); }
     void set_annotations(uint32_t tl, uint32_t pen)

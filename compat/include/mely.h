@@ -17,9 +17,16 @@
 #error "mely-compat: the original Mely's mely.h and async.h give cbv different types; include one of them"
 #endif
 
-#include <cstdio>
-#include <cstdlib>
-#include <cstdint>
+/* What the original mely.h included, so that its programs find strerror,
+ * memcpy, assert, pthread_*, htons... where they always did. */
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <errno.h>
+#include <pthread.h>
+#include <netinet/in.h>
+#include <assert.h>
+#include <stdint.h>
 
 #include "refcnt.h"
 #include "callback.h"
@@ -30,19 +37,25 @@
 typedef callback<void> *cbv;
 typedef callback<void, int> *cbi;
 typedef callback<void, bool> *cbb;
+/* The callback pointer type, as the original's callback header named it. */
+#define CBV_PTR_TYPE cbv
 
-/* Diagnostics: stderr, with the function name and line. */
-#define DEBUG_TMP(fmt, ...)                                                                  \
-    fprintf(stderr, "[%s:%d] " fmt, __func__, __LINE__, ##__VA_ARGS__)
+/* Diagnostics: stderr, with the function name and line, in the original's
+ * format and shape: PRINT_ALERT ends with its own semicolon and PANIC is a
+ * block, so that programs that wrote them without a semicolon compile. */
+#define DEBUG_TMP(fmt, ...) fprintf(stderr, "(%s,%d) " fmt, __func__, __LINE__, ##__VA_ARGS__)
 #define PRINT_ALERT(fmt, ...)                                                                \
-    fprintf(stderr, "ALERT [%s:%d] " fmt, __func__, __LINE__, ##__VA_ARGS__)
+    fprintf(stderr, "-------\t(%s,%d) " fmt, __func__, __LINE__, ##__VA_ARGS__);
 #define PANIC(fmt, ...)                                                                      \
-    do {                                                                                     \
-        fprintf(stderr, "PANIC [%s:%d] " fmt, __func__, __LINE__, ##__VA_ARGS__);            \
+    {                                                                                        \
+        fprintf(stderr, "*******\t(%s,%d) " fmt, __func__, __LINE__, ##__VA_ARGS__);         \
         exit(EXIT_FAILURE);                                                                  \
-    } while (0)
-/* DEBUG prints nothing; its arguments are never evaluated (but count as used). */
-#define DEBUG(...) do { if (0) fprintf(stderr, __VA_ARGS__); } while (0)
+    }
+/* DEBUG expands to nothing: its arguments are not even compiled (programs
+ * name debug-only variables in it). */
+#define DEBUG(...)
+/* The original's stub for an operation it never had. */
+#define reset_threads_queue() PANIC("Not implemented in MELY\n")
 
 /* The time-stamp counter. */
 #if defined(__x86_64__) || defined(__i386__)

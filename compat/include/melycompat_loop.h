@@ -41,7 +41,10 @@ enum selop { selread = 0, selwrite = 1 };
 
 /* From now on run cb (with its color) whenever fd is readable (selread) or
  * writable (selwrite); level-triggered; until fdcb(fd, op, NULL) or
- * fdcb_finished(true) from cb. The fd should be non-blocking. */
+ * fdcb_finished(true) from cb. The fd should be non-blocking. What epoll
+ * refuses (regular files, directories, /dev/null) is always ready, as in
+ * libasync: cb runs again and again, each run an ordinary event at the tail
+ * of its color, until removed. Any thread. */
 void fdcb(int fd, selop op, callback<void> *cb);
 /* From an fd callback: true ends its watch at once (the callback may then
  * close the fd, with no fdcb(fd, op, NULL) needed). */

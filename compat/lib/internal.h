@@ -61,7 +61,7 @@ inline mely_to_t target(const callback_base *cb)
 {
     mely_to_t to;
     to.color = native_color(cb->color_);
-    to.prio = cb->prio_;
+    to.prio = cb->prio_ < 0 ? 0 : cb->prio_ > MELY_PRIO_MAX ? MELY_PRIO_MAX : cb->prio_;
     to.handler = static_cast<const mely_handler_t *>(cb->handler_);
     if (!to.handler)
         to.handler = g_default_handler.load(std::memory_order_relaxed);

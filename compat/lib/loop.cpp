@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <sys/epoll.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "internal.h"
@@ -20,12 +22,17 @@ using namespace mely_compat;
 
 namespace {
 
-/* One registration: a native watch and a counted callback. Freed by the
- * watch's fin once its handler is not running and never will. */
+/* One registration: a counted callback and either a native watch (w), or,
+ * for what epoll refuses (regular files, /dev/null...), a chain of posted
+ * events (w NULL): such an fd is always ready, as select() and libasync saw
+ * it. A watch's entry is freed by the watch's fin once its handler is not
+ * running and never will; a chain's by the chain, once `removed` is set. */
 struct fd_entry {
     mely_watch_t *w;
     callback<void> *cb;
     int op; /* selread, selwrite; unused for signals */
+    int fd;
+    std::atomic<bool> removed{false}; /* chains only: fdcb cleared it */
 };
 
 struct fd_table {
@@ -50,23 +57,118 @@ void free_fd_entry(void *arg)
     delete e;
 }
 
-void fd_fire(int fd, unsigned, void *arg)
+/* Runs an fd entry's callback, as fdcb_finished() expects to find it. */
+void run_fd_callback(fd_entry *e)
 {
-    fd_entry *e = static_cast<fd_entry *>(arg);
     callback<void> *cb = e->cb;
-    /* The callback may remove its own watch (fdcb(fd, op, NULL) or
+    /* The callback may remove its own registration (fdcb(fd, op, NULL) or
      * fdcb_finished): keep it alive through the call. e itself stays valid
-     * until this run ends (the watch's fin runs after it). */
+     * until this run ends (a watch's fin, or the chain, frees it after). */
     cb->refcount_inc();
     fd_entry *outer = t_fd_entry;
     std::size_t outer_slot = t_fd_slot;
     t_fd_entry = e;
-    t_fd_slot = 2 * (std::size_t)fd + (e->op == selwrite ? 1 : 0);
+    t_fd_slot = 2 * (std::size_t)e->fd + (e->op == selwrite ? 1 : 0);
     mely_compat_refresh_now();
     (*cb)();
     t_fd_entry = outer;
     t_fd_slot = outer_slot;
     cb->refcount_dec();
+}
+
+void fd_fire(int, unsigned, void *arg)
+{
+    run_fd_callback(static_cast<fd_entry *>(arg));
+}
+
+/* ---- Always-ready descriptors ---- */
+
+/* Whether epoll takes fd. Sockets and pipes: yes; regular files and
+ * directories: never. Anything else (character devices such as /dev/null,
+ * eventfd...) is tried on a private epoll set, so that the runtime's poller
+ * (and libevent's warning) never sees a refusal. An fd that is not open is
+ * left to mely_watch() to report. */
+bool epoll_takes(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode))
+        return true;
+    if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+        return false;
+    static const int probe = epoll_create1(EPOLL_CLOEXEC);
+    if (probe < 0)
+        die("fdcb: epoll_create1", -errno);
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN;
+    if (epoll_ctl(probe, EPOLL_CTL_ADD, fd, &ev) == 0) {
+        epoll_ctl(probe, EPOLL_CTL_DEL, fd, nullptr);
+        return true;
+    }
+    /* EEXIST: another thread is probing the same fd, which epoll took. */
+    return errno != EPERM;
+}
+
+void chain_fire(void *arg);
+
+/* Queues the chain's next run at the tail of the callback's color, behind
+ * what is already queued there, as a select() loop would serve it next
+ * round. */
+void chain_post(fd_entry *e)
+{
+    mely_to_t to = target(e->cb);
+    int err = mely_post_ex(runtime(), to.color, to.prio, to.handler, chain_fire, e, 0);
+    if (err)
+        die("fdcb", err);
+}
+
+/* One readiness of an always-ready fd: run the callback, and post the next
+ * run while it stays registered. Exactly one event of a chain is queued or
+ * running at a time, so the chain alone frees its entry. */
+void chain_fire(void *arg)
+{
+    fd_entry *e = static_cast<fd_entry *>(arg);
+    if (!e->removed.load(std::memory_order_acquire)) {
+        run_fd_callback(e);
+        if (!e->removed.load(std::memory_order_acquire)) {
+            chain_post(e);
+            return;
+        }
+    }
+    free_fd_entry(e);
+}
+
+/* Ends a registration taken out of its slot: after this, the entry belongs
+ * to the watch's fin or to its chain. */
+void retire(fd_entry *e)
+{
+    if (e->w)
+        mely_watch_remove_then(e->w, free_fd_entry, e);
+    else
+        e->removed.store(true, std::memory_order_release);
+}
+
+/* A new registration of cb on fd (t.mu held); NULL if the runtime refused it. */
+fd_entry *fd_register(int fd, selop op, callback<void> *cb)
+{
+    fd_entry *e = new fd_entry;
+    e->w = nullptr;
+    e->cb = cb;
+    e->op = (int)op;
+    e->fd = fd;
+    cb->refcount_inc();
+    if (!epoll_takes(fd)) {
+        chain_post(e);
+        return e;
+    }
+    int err = mely_watch(runtime(), fd, op == selread ? MELY_READ : MELY_WRITE, target(cb),
+                         fd_fire, e, &e->w);
+    if (err) {
+        fprintf(stderr, "mely-compat: fdcb(%d, %s): %s\n", fd,
+                op == selread ? "selread" : "selwrite", mely_strerror(err));
+        free_fd_entry(e);
+        return nullptr;
+    }
+    return e;
 }
 
 } // namespace
@@ -76,8 +178,8 @@ void fdcb_finished(bool finished)
     fd_entry *e = t_fd_entry;
     if (!finished || !e)
         return;
-    /* Remove the watch now (from its own handler: synchronous), so that the
-     * callback may close the fd right after, as Mely programs do. */
+    /* Remove the registration now (from its own handler: synchronous), so
+     * that the callback may close the fd right after, as Mely programs do. */
     fd_table &t = fds();
     bool mine = false;
     {
@@ -89,7 +191,7 @@ void fdcb_finished(bool finished)
     }
     t_fd_entry = nullptr;
     if (mine)
-        mely_watch_remove_then(e->w, free_fd_entry, e);
+        retire(e);
 }
 
 void fdcb(int fd, selop op, callback<void> *cb)
@@ -98,7 +200,7 @@ void fdcb(int fd, selop op, callback<void> *cb)
         fprintf(stderr, "mely-compat: fdcb: bad fd %d or op %d\n", fd, (int)op);
         exit(EXIT_FAILURE);
     }
-    mely_t *rt = runtime();
+    runtime(); /* created outside the table's lock */
     fd_table &t = fds();
     fd_entry *old = nullptr;
     std::size_t i = 2 * (std::size_t)fd + (std::size_t)op;
@@ -107,23 +209,10 @@ void fdcb(int fd, selop op, callback<void> *cb)
         if (i >= t.slots.size())
             t.slots.resize(i + 64, nullptr);
         old = t.slots[i];
-        t.slots[i] = nullptr;
-        if (cb) {
-            fd_entry *e = new fd_entry{nullptr, cb, (int)op};
-            cb->refcount_inc();
-            int err = mely_watch(rt, fd, op == selread ? MELY_READ : MELY_WRITE, target(cb),
-                                 fd_fire, e, &e->w);
-            if (err) {
-                fprintf(stderr, "mely-compat: fdcb(%d, %s): %s\n", fd,
-                        op == selread ? "selread" : "selwrite", mely_strerror(err));
-                free_fd_entry(e);
-            } else {
-                t.slots[i] = e;
-            }
-        }
+        t.slots[i] = cb ? fd_register(fd, op, cb) : nullptr;
     }
     if (old)
-        mely_watch_remove_then(old->w, free_fd_entry, old);
+        retire(old);
 }
 
 
@@ -327,7 +416,7 @@ callback<void>::ptr sigcb(int sig, callback<void> *cb, int)
         if (old)
             prev = old->cb;
         if (cb) {
-            fd_entry *e = new fd_entry{nullptr, cb, -1};
+            fd_entry *e = new fd_entry{nullptr, cb, -1, sig};
             cb->refcount_inc();
             int err = mely_signal(rt, sig, target(cb), sig_fire, e, &e->w);
             if (err)

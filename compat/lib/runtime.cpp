@@ -107,14 +107,6 @@ void mely_compat_bad_color(int color)
     _exit(EXIT_FAILURE); /* as the original's abort: no exit-time code runs */
 }
 
-void mely_compat_bad_prio(int prio)
-{
-    fprintf(stderr, "mely-compat: incorrect priority %d (priorities are 0..%d)\n", prio,
-            MELY_PRIO_MAX);
-    fflush(NULL);
-    _exit(EXIT_FAILURE);
-}
-
 void mely_compat_ref_null(void)
 {
     fprintf(stderr, "mely-compat: a NULL pointer was assigned to a ref<>\n");

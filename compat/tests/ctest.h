@@ -14,13 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK(cond)                                                                           \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);          \
-            _exit(1);                                                                         \
-        }                                                                                     \
-    } while (0)
+#include "check.h"
 
 /* Kills the test (SIGALRM) if it runs longer than `sec` seconds, scaled by
  * CK_TIMEOUT_MULTIPLIER as the Check tests are (sanitizer builds). */

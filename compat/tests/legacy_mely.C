@@ -38,6 +38,7 @@ static void tick(int n)
     if (get_current_color() != 3)
         PANIC("tick ran on color %d\n", get_current_color());
     DEBUG("tick %d\n", n);
+    (void)n; // DEBUG expands to nothing, as in the original
     if (again_runs < 3) {
         delaycb(0, 2000000, again); // the same callback, again
         return;

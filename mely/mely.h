@@ -336,7 +336,8 @@ typedef void (*mely_io_fn_t)(int fd, unsigned ready, void *arg);
  * watch is removed (mely_close() does both). Works before mely_run().
  * @return 0 and *out; MELY_ESHUTDOWN; MELY_EINVAL (what has no READ/WRITE or
  *         an unknown bit, fn or out NULL); MELY_ECOLOR; MELY_EPRIO; -EBADF (fd
- *         not open); -EPERM (fd cannot be polled, e.g. a regular file);
+ *         not open); -EPERM (fd cannot be polled: a regular file, a
+ *         directory, a device epoll refuses such as /dev/null);
  *         MELY_ENOMEM; -ENOSPC (the system's epoll watch limit).
  * Threads: any thread.
  */

@@ -1116,6 +1116,16 @@ START_TEST(watch_errors)
     FILE *f = tmpfile();
     ck_assert_ptr_nonnull(f);
     ck_assert_int_eq(mely_watch(&rt, fileno(f), MELY_READ, MELY_TO(1), err_watch, NULL, &w), -EPERM);
+    /* a device epoll refuses: the error, and nothing from libevent on stderr */
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC), saved = dup(2);
+    ck_assert(null >= 0 && saved >= 0);
+    ck_assert_int_eq(dup2(fileno(f), 2), 2);
+    int got = mely_watch(&rt, null, MELY_READ, MELY_TO(1), err_watch, NULL, &w);
+    ck_assert_int_eq(dup2(saved, 2), 2);
+    ck_assert_int_eq(got, -EPERM);
+    ck_assert_int_eq(lseek(fileno(f), 0, SEEK_END), 0);
+    close(null);
+    close(saved);
     fclose(f);
 
     static const unsigned bad_what[] = {0, MELY_ONESHOT, MELY_SIGNAL, MELY_READ | MELY_SIGNAL,

@@ -48,6 +48,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -359,12 +360,27 @@ static void release(struct mely_watch *wt)
 /* ---- the API ------------------------------------------------------------------------- */
 
 /* The fd checks epoll would make, done first so that libevent logs nothing. */
+/* Whether epoll takes fd: tried on a private epoll set, so that a refusal
+ * is an error code here, not a warning libevent prints on the user's
+ * stderr. Only for character devices (a tty can be polled, /dev/null not):
+ * three system calls per such watch. */
+static bool epoll_takes(int fd)
+{
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0)
+        return true; /* cannot tell: libevent will */
+    struct epoll_event ev = {.events = EPOLLIN};
+    bool ok = epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0 || errno != EPERM;
+    close(ep);
+    return ok;
+}
+
 static int check_fd(int fd)
 {
     struct stat st;
     if (fd < 0 || fcntl(fd, F_GETFD) < 0 || fstat(fd, &st) != 0)
         return -EBADF;
-    if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+    if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || (S_ISCHR(st.st_mode) && !epoll_takes(fd)))
         return -EPERM;
     return 0;
 }

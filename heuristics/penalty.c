@@ -4,8 +4,10 @@
  * set along, so that moving them to another core costs cache misses. The
  * paper's rule: a color is worth stealing on its time-left alone (time-left's
  * stealing-queue, timeleft.c), and among worthy colors the thief takes the
- * one with the lowest penalty: the mean penalty of its pending work, from
- * its units net of penalties (mely/stealq.h, mely__stealq_pick_lightest).
+ * one with the lowest penalty: the highest penalty among the events queued
+ * on it since it was last empty, kept by the enqueue as a power of two
+ * (mely/colorq.h's pshift; mely/stealq.h, mely__stealq_pick_lightest). The
+ * post path of other policies pays nothing for it.
  * So a heavily penalized color is still stolen when nothing better is
  * worthy, and an idle core keeps balancing the load.
  *

@@ -29,8 +29,9 @@ struct mely__colorq {
     bool queued;      /* linked in its worker's core-queue (running: see
                          mely__worker.run_cq) */
     int8_t sq_level;  /* its stealing-queue interval, -1: none (stealq.h) */
+    uint8_t pshift;   /* the highest penalty of the events queued since it was
+                         last empty, as log2 (cost.h; penalty policies only) */
     uint64_t units;   /* the sum of its events' expected costs (event.h) */
-    uint64_t punits;  /* the same net of penalties: the sum of units >> pshift */
     struct mely__colorq *sq_prev, *sq_next; /* stealing-queue links */
     uint32_t prio_count[MELY_PRIO_LEVELS];
 };
@@ -67,7 +68,6 @@ static inline void mely__colorq_push(struct mely__colorq *cq, struct mely__event
     }
     cq->count++;
     cq->units += ev->units;
-    cq->punits += ev->units >> ev->pshift;
     cq->prio_count[ev->prio]++;
 }
 
@@ -81,7 +81,6 @@ static inline struct mely__event *mely__colorq_pop(struct mely__colorq *cq)
 
     cq->head = ev->next;
     cq->units -= ev->units;
-    cq->punits -= ev->units >> ev->pshift;
     if (--cq->count == 0)
         cq->tail = NULL;
     if (--cq->prio_count[p] == 0 && p == cq->prio && cq->count != 0) {
@@ -101,12 +100,11 @@ static inline void mely__colorq_move_all(struct mely__colorq *dst, struct mely__
     dst->tail = src->tail;
     dst->count = src->count;
     dst->units = src->units;
-    dst->punits = src->punits;
     dst->prio = src->prio;
     memcpy(dst->prio_count, src->prio_count, sizeof(dst->prio_count));
     src->head = src->tail = NULL;
     src->count = 0;
-    src->units = src->punits = 0;
+    src->units = 0;
     memset(src->prio_count, 0, sizeof(src->prio_count));
 }
 
@@ -126,13 +124,20 @@ static inline void mely__colorq_prepend(struct mely__colorq *cq, struct mely__co
     cq->head = front->head;
     cq->count += front->count;
     cq->units += front->units;
-    cq->punits += front->punits;
     for (int p = 0; p < MELY_PRIO_LEVELS; p++)
         cq->prio_count[p] += front->prio_count[p];
     front->head = front->tail = NULL;
     front->count = 0;
-    front->units = front->punits = 0;
+    front->units = 0;
     memset(front->prio_count, 0, sizeof(front->prio_count));
+}
+
+/* A penalty-aware enqueue: cq now holds an event of penalty 2^pshift. The
+ * worker resets cq->pshift when cq empties (worker.c). */
+static inline void mely__colorq_note_pshift(struct mely__colorq *cq, uint8_t pshift)
+{
+    if (pshift > cq->pshift)
+        cq->pshift = pshift;
 }
 
 /* Whether cq may move to another worker: linked in a core-queue, with

@@ -126,17 +126,15 @@ static inline uint16_t mely__cost_units(const struct mely__rt *rt, const mely_ha
     return c > MELY__COST_UNITS_MAX ? MELY__COST_UNITS_MAX : (uint16_t)c;
 }
 
-/* The penalty of h as a shift of its events' units, for a penalty-aware
- * policy: the smallest s with 2^s >= penalty (0: no penalty, or none
- * tracked), so that a color-queue's units net of penalties (colorq.h's
- * punits) are exact sums of shifts. A power of two is all the precision the
- * choice among worthy colors needs; 16 or more shifts a unit count to 0. */
-static inline uint8_t mely__cost_pshift(const struct mely__rt *rt, const mely_handler_t *h)
+/* The penalty of h as the smallest s with 2^s >= penalty (0: no penalty, or
+ * no descriptor): what a color-queue keeps of its events' penalties (colorq.h's
+ * pshift). A power of two is all the precision a choice among worthy colors
+ * needs. */
+static inline uint8_t mely__cost_pshift(const mely_handler_t *h)
 {
-    if (!h || !rt->cost.penalty || h->penalty <= 1)
+    if (!h || h->penalty <= 1)
         return 0;
-    unsigned s = 64u - (unsigned)__builtin_clzll((uint64_t)h->penalty - 1);
-    return (uint8_t)(s > 16 ? 16 : s);
+    return (uint8_t)(64u - (unsigned)__builtin_clzll((uint64_t)h->penalty - 1));
 }
 
 /* One run in MELY__COST_SAMPLE of a measured handler is timed, chosen at

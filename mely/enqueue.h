@@ -58,6 +58,8 @@ mely__enqueue_colorq(struct mely__worker *w, struct mely__worker *self, struct m
     struct mely__rt *rt = w->rt;
     unsigned wake = 0;
 
+    if (stealq && rt->cost.penalty)
+        mely__colorq_note_pshift(cq, mely__cost_pshift(ev->desc));
     if (ev->head && self == w && w->run_cq == cq) {
         mely__colorq_push(&w->run, ev, true);
         return 0;

@@ -20,9 +20,7 @@ struct mely__event {
             const mely_handler_t *desc;
             uint32_t color; /* needed while staged in an outbox (outbox.h) */
             uint8_t prio;
-            uint8_t head : 1;   /* a head post (MELY_POST_HEAD) */
-            uint8_t pshift : 7; /* its handler's penalty as a shift of units
-                                   (cost.h; 0: none or not penalty-aware) */
+            uint8_t head;   /* a head post (MELY_POST_HEAD) */
             uint16_t units; /* expected cost for stealing, in MELY__COST_UNIT
                                cycles (cost.h); 0 when not tracked */
         };

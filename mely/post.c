@@ -138,7 +138,6 @@ static inline __attribute__((always_inline)) int post(struct mely__rt *rt, mely_
     ev->prio = (uint8_t)prio;
     ev->head = (flags & MELY_POST_HEAD) != 0;
     ev->units = mely__cost_units(rt, h, fn);
-    ev->pshift = mely__cost_pshift(rt, h);
     if (self)
         return post_from_worker(rt, self, ev);
     if (copy && mely__deliver_foreign(rt, &rec))

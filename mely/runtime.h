@@ -124,7 +124,7 @@ struct mely__rt {
     char steal_name[MELY__STEAL_NAME_MAX]; /* steal_ops.name points here */
     struct {
         bool track;   /* events carry expected costs: stealing is on (cost.h) */
-        bool penalty; /* their handler's penalty rides along (pshift) */
+        bool penalty; /* color-queues keep their events' penalty (pshift) */
         bool penalty_strict; /* divided by their handler's penalty */
         bool measure; /* unannotated handlers' costs measured */
     } cost;

@@ -133,19 +133,12 @@ static inline struct mely__colorq *mely__stealq_pick(const struct mely__stealq *
     return NULL;
 }
 
-/* Whether a has a lower penalty than b, as their units net of penalties
- * tell: units / punits is the mean penalty of a color's pending work (a
- * punits of 0, all of it penalized to nothing, is the highest). */
-static inline bool mely__colorq_lighter(const struct mely__colorq *a, const struct mely__colorq *b)
-{
-    return (unsigned __int128)a->units * b->punits < (unsigned __int128)b->units * a->punits;
-}
-
 /* The movable worthy color-queue of q with the lowest penalty (the Mely
  * paper's section 3.3: worthiness on time-left alone, the penalty to choose
- * among worthy colors), larger expected times first among equals: looks at
- * the first MELY__SQ_SCAN of every interval, from the highest down. NULL if
- * none. O(1). */
+ * among worthy colors; a color's penalty is the highest of the events queued
+ * since it was last empty, colorq.h's pshift), larger expected times first
+ * among equals: looks at the first MELY__SQ_SCAN of every interval, from the
+ * highest down. NULL if none. O(1). */
 static inline struct mely__colorq *mely__stealq_pick_lightest(const struct mely__stealq *q,
                                                               const struct mely__colorq *running,
                                                               uint64_t cost)
@@ -158,8 +151,8 @@ static inline struct mely__colorq *mely__stealq_pick_lightest(const struct mely_
              cq = cq->sq_next, seen++) {
             if (!mely__colorq_movable(cq, running) || cq->units <= cost)
                 continue;
-            if (!best || mely__colorq_lighter(cq, best) ||
-                (!mely__colorq_lighter(best, cq) && cq->units > best->units))
+            if (!best || cq->pshift < best->pshift ||
+                (cq->pshift == best->pshift && cq->units > best->units))
                 best = cq;
         }
     }

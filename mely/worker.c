@@ -60,6 +60,7 @@ static void end_batch(struct mely__worker *w, struct mely__colorq *cq)
     mely__stealq_refile(w, cq);
     if (mely__colorq_empty(cq)) {
         mely__coreq_remove(&w->coreq, cq);
+        cq->pshift = 0; /* its penalty: of the events queued from now on */
     } else {
         if (cq->prio != old_prio)
             mely__coreq_reprioritize(&w->coreq, cq, old_prio);

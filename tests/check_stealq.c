@@ -120,13 +120,12 @@ START_TEST(pick_takes_the_highest_movable_worthy_color)
 }
 END_TEST
 
-/* Files cq as file() does, with events of mean penalty 2^pshift: punits is
- * what colorq_push sums, units >> pshift. */
+/* Files cq as file() does, holding an event of penalty 2^pshift. */
 static void file_penalized(struct mely__stealq *q, struct mely__colorq *cq, uint32_t color,
                            uint64_t units, unsigned pshift, uint64_t cost)
 {
     file(q, cq, color, units, cost);
-    cq->punits = units >> pshift;
+    mely__colorq_note_pshift(cq, (uint8_t)pshift);
 }
 
 /* Section 3.3: among worthy colors the lowest penalty wins, whatever its
@@ -139,6 +138,8 @@ START_TEST(pick_lightest_prefers_low_penalty)
 
     ck_assert_ptr_null(mely__stealq_pick_lightest(&q, NULL, cost));
     file_penalized(&q, &cqs[0], 0, 5000, 10, cost); /* interval 2, penalty ~1024 */
+    mely__colorq_note_pshift(&cqs[0], 3);           /* the highest penalty stays */
+    ck_assert_uint_eq(cqs[0].pshift, 10);
     ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[0]);
     file_penalized(&q, &cqs[1], 1, 30, 0, cost);    /* interval 0, no penalty */
     file_penalized(&q, &cqs[2], 2, 100, 1, cost);   /* interval 1, penalty 2 */
@@ -148,7 +149,7 @@ START_TEST(pick_lightest_prefers_low_penalty)
     /* running or no longer worthy: the next lightest */
     ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, &cqs[3], cost), &cqs[1]);
     ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, 40), &cqs[2]);
-    /* work penalized to nothing (punits 0) comes last, but comes */
+    /* the highest penalty comes last, but comes */
     file_penalized(&q, &cqs[4], 4, 20000, 16, cost);
     ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, 6000), &cqs[4]);
     ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, 4000), &cqs[0]);

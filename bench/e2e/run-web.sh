@@ -3,12 +3,12 @@
 # 1 KB and 100 KB files from nginx (Debian's nginx-light), SWS (apps/sws: Mely
 # engine, and the paper's Figure-6 rows: Mely engine with stealing, legacy
 # engine with and without stealing) and a plain libevent evhttp server
-# (bench/web_evhttp), one server at a time on 127.0.0.1, each loaded by wrk and
-# by bench/injector (keep-alive, K=150 requests per connection; connection per
+# (bench/e2e/web_evhttp), one server at a time on 127.0.0.1, each loaded by wrk and
+# by bench/e2e/injector (keep-alive, K=150 requests per connection; connection per
 # request with `Connection: close`, the server closing; connection per request
 # closed by the client's reset), with 1 and 2 workers.
 #
-#   bench/run-web.sh [--seconds S] [--quick] [--repeat N] [--only KINDS]
+#   bench/e2e/run-web.sh [--seconds S] [--quick] [--repeat N] [--only KINDS]
 #                    [--workers LIST] [--files LIST] [--modes LIST]
 #                    [--install] [--no-png]
 #
@@ -54,7 +54,7 @@
 # or an option is wrong.
 set -u
 
-usage="usage: bench/run-web.sh [--seconds S] [--quick] [--repeat N] [--only KINDS]
+usage="usage: bench/e2e/run-web.sh [--seconds S] [--quick] [--repeat N] [--only KINDS]
        [--workers LIST] [--files LIST] [--modes LIST] [--install] [--no-png]"
 all_kinds="nginx sws sws-steal legacy legacy-steal evhttp"
 all_workers="1 2"
@@ -220,12 +220,12 @@ find_bin() { # override, candidates...
     done
 }
 SWS=$(find_bin "${SWS_BIN:-}" build/apps/sws/sws apps/sws/sws)
-INJ=$(find_bin "${INJECTOR_BIN:-}" build/bench/injector bench/injector)
-EVH=$(find_bin "${EVHTTP_BIN:-}" build/bench/web_evhttp bench/web_evhttp)
+INJ=$(find_bin "${INJECTOR_BIN:-}" build/bench/e2e/injector bench/e2e/injector)
+EVH=$(find_bin "${EVHTTP_BIN:-}" build/bench/e2e/web_evhttp bench/e2e/web_evhttp)
 for b in "$SWS" "$INJ" "$EVH"; do
     if [ -z "$b" ] || [ ! -x "$b" ]; then
-        echo "run-web.sh: apps/sws/sws, bench/injector or bench/web_evhttp not built: run" \
-            "'make -j2 apps/sws/sws bench/injector && make bench' in build/ (or set SWS_BIN," \
+        echo "run-web.sh: apps/sws/sws, bench/e2e/injector or bench/e2e/web_evhttp not built: run" \
+            "'make -j2 apps/sws/sws && make bench' in build/ (or set SWS_BIN," \
             "INJECTOR_BIN, EVHTTP_BIN)" >&2
         exit 2
     fi
@@ -242,7 +242,7 @@ model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 [ -n "$model" ] || model=$(uname -m)
 echo "machine: ${model}, ${ncpu} CPUs online, $(uname -sr)"
 echo "servers: $("$NGINX" -v 2>&1 | sed 's/.*: //'), sws ($SWS), web_evhttp ($EVH, libevent $(pkg-config --modversion libevent 2>/dev/null || echo '?'))"
-echo "clients: $("$WRK" -v 2>&1 | head -1 | awk '{print $1" "$2}'), bench/injector; ${seconds} s per run"
+echo "clients: $("$WRK" -v 2>&1 | head -1 | awk '{print $1" "$2}'), bench/e2e/injector; ${seconds} s per run"
 echo "runs: ${repeat} pass(es) of ${nruns} runs (servers: ${kinds_sel// /,}; workers: ${workers_sel// /,};" \
     "files: ${files_sel// /,}; modes: ${modes_sel// /,})"
 echo

@@ -20,8 +20,8 @@
 #define _GNU_SOURCE
 #endif
 
-#include "bench/echo.h"
-#include "bench/harness.h"
+#include "bench/e2e/echo.h"
+#include "common/measure.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -154,7 +154,7 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 static void *thread_main(void *arg)
 {
     struct le_thread *t = arg;
-    bench_pin_self(t->cpu);
+    pin_self(t->cpu);
     if (event_base_dispatch(t->base) < 0)
         t->failed = true;
     return NULL;
@@ -169,7 +169,7 @@ int echo_server_libevent(unsigned threads)
 
     if (threads < 1 || threads > ECHO_MAX_THREADS)
         return 2;
-    echo_first_cpus(cpu);
+    first_cpus(cpu, 2);
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &term, NULL); /* the threads inherit it */

@@ -1,5 +1,5 @@
 /* web_evhttp: a plain libevent evhttp static file server, the third column of
- * bench/run-web.sh next to SWS and nginx.
+ * bench/e2e/run-web.sh next to SWS and nginx.
  *
  *   web_evhttp --root DIR [--port N] [--threads 1|2]
  *
@@ -29,6 +29,8 @@
 #include <dirent.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+
+#include "bench/harness.h"
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -202,47 +204,34 @@ static void *run(void *arg)
 {
     struct worker *w = arg;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    if (nworkers > 1 && ncpu > 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(w->idx % ncpu, &set);
-        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-    }
+    if (nworkers > 1 && ncpu > 0)
+        pin_self(w->idx % (int)ncpu);
     event_base_dispatch(w->base);
     return NULL;
 }
 
-static void usage(FILE *to)
-{
-    fprintf(to, "usage: web_evhttp --root DIR [--port N] [--threads 1|2]\n"
-                "  serves the regular files under DIR from memory (GET, HEAD, keep-alive)\n"
-                "  on 127.0.0.1:N (default 8080); --threads 2: one event_base per thread,\n"
-                "  SO_REUSEPORT listening sockets, thread i pinned to CPU i\n");
-}
+static const char *root;
+static unsigned port, threads;
+
+static const struct bench_opt options[] = {
+    {.name = "root", .kind = OPT_STR, .var = &root, .help = "serve the regular files under it"},
+    {.name = "port", .kind = OPT_UINT, .var = &port, .lo = 1, .hi = 65535, .dflt = 8080,
+     .help = "on 127.0.0.1"},
+    {.name = "threads", .kind = OPT_UINT, .var = &threads, .lo = 1, .hi = MAX_THREADS, .dflt = 1,
+     .help = "2: one event_base per thread, SO_REUSEPORT sockets, thread i pinned to CPU i"},
+    {.name = NULL},
+};
 
 int main(int argc, char **argv)
 {
-    const char *root = NULL;
-    int port = 8080;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--root") && i + 1 < argc) {
-            root = argv[++i];
-        } else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
-            port = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            nworkers = atoi(argv[++i]);
-        } else {
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!root || port <= 0 || port > 65535 || nworkers < 1 || nworkers > MAX_THREADS) {
-        usage(stderr);
+    int rc = bench_options("web_evhttp --root DIR [options]", options, 0, 0, argc, argv);
+    if (rc <= 0)
+        return rc ? 2 : 0;
+    if (!root) {
+        fprintf(stderr, "web_evhttp: --root DIR is required\n");
         return 2;
     }
+    nworkers = (int)threads;
     if (load_root(root) != 0) return 1;
     if (nfiles == 0) {
         fprintf(stderr, "web_evhttp: no files under %s\n", root);
@@ -252,7 +241,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < nworkers; i++) {
         struct worker *w = &workers[i];
         w->idx = i;
-        w->fd = listen_socket(port);
+        w->fd = listen_socket((int)port);
         if (w->fd < 0) return 1;
         w->base = event_base_new();
         w->http = evhttp_new(w->base);
@@ -277,7 +266,7 @@ int main(int argc, char **argv)
         ticks[i] = event_new(workers[i].base, -1, EV_PERSIST, on_tick, workers[i].base);
         event_add(ticks[i], &tick);
     }
-    printf("web_evhttp: %d files from %s on 127.0.0.1:%d, %d thread(s)\n", nfiles, root, port,
+    printf("web_evhttp: %d files from %s on 127.0.0.1:%u, %d thread(s)\n", nfiles, root, port,
            nworkers);
     fflush(stdout);
     for (int i = 1; i < nworkers; i++) pthread_create(&workers[i].tid, NULL, run, &workers[i]);

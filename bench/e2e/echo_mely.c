@@ -19,7 +19,7 @@
 #define _GNU_SOURCE
 #endif
 
-#include "bench/echo.h"
+#include "bench/e2e/echo.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -171,7 +171,7 @@ static void on_term(int signo, unsigned ready, void *arg)
     mely_stop(&S.m);
 }
 
-int echo_server_mely(const char *steal, uint64_t timeleft, long spin_us)
+int echo_server_mely(const char *steal, uint64_t timeleft, int spin_us)
 {
     mely_config_t cfg;
     mely_listener_t *l;

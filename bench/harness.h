@@ -267,7 +267,7 @@ struct bench_sample bench_floor_spsc(uint64_t records);
 /* Finds the executable `peer` next to this program: in the directory of argv0
  * (of /proc/self/exe if argv0 has no slash), or in its parent when that is
  * libtool's .libs. @return 0 (path set), -ENOENT. */
-int bench_find_peer(const char *argv0, const char *peer, char *path, size_t size);
+int bench_find_peer(const char *peer, char *path, size_t size);
 
 /* Starts path with argv (NULL-terminated, argv[0] included), its stdout into
  * a pipe (*out), stderr inherited, its CPU affinity `cpus` (NULL: ours).
@@ -280,9 +280,8 @@ pid_t bench_spawn(const struct bench *b, const char *path, char *const argv[],
  * ("status 2", "signal 9", "killed"; "" for status 0). */
 int bench_wait(pid_t pid, double limit_s, char *why, size_t size);
 
-/* Runs a peer (bench_spawn), reads its stdout (the first 64 KB) until it
- * ends, waits for it, and passes each line to on_line. The peer bounds its
- * own run time. @return 0 if it exited with status 0; 1 otherwise (reported;
+/* Runs a peer (bench_spawn), passes each line of its stdout to on_line (while
+ * it runs), and waits for it. The peer bounds its own run time. @return 0 if it exited with status 0; 1 otherwise (reported;
  * its lines are still passed on); -errno if it could not start. */
 int bench_run_peer(const struct bench *b, const char *path, char *const argv[],
                    void (*on_line)(const char *line, void *arg), void *arg);

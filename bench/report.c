@@ -223,38 +223,19 @@ struct bench_sample bench_floor_spsc(uint64_t records)
 
 /* ---- A peer program ------------------------------------------------------------------------ */
 
-static bool executable(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
-}
-
-int bench_find_peer(const char *argv0, const char *peer, char *path, size_t size)
+int bench_find_peer(const char *peer, char *path, size_t size)
 {
     char dir[4096];
+    ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
 
-    if (strchr(argv0, '/')) {
-        snprintf(dir, sizeof(dir), "%s", argv0);
-    } else {
-        ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
-        if (n <= 0)
-            return -ENOENT;
-        dir[n] = '\0';
-    }
-    char *cut = strrchr(dir, '/');
-    if (!cut)
+    if (n <= 0)
         return -ENOENT;
-    *cut = '\0';
-    snprintf(path, size, "%s/%s", dir[0] ? dir : "/", peer); /* truncated: no executable */
-    if (executable(path))
-        return 0;
-    const char *base = strrchr(dir, '/');
-    if (strcmp(base ? base + 1 : dir, ".libs") == 0) {
-        snprintf(path, size, "%s/../%s", dir, peer);
-        if (executable(path))
-            return 0;
-    }
-    return -ENOENT;
+    dir[n] = '\0';
+    *strrchr(dir, '/') = '\0'; /* an absolute path has one */
+    size_t l = strlen(dir);
+    bool libs = l >= 6 && strcmp(dir + l - 6, "/.libs") == 0; /* libtool's real binary */
+    snprintf(path, size, "%s%s/%s", dir, libs ? "/.." : "", peer);
+    return access(path, X_OK) == 0 ? 0 : -ENOENT;
 }
 
 pid_t bench_spawn(const struct bench *b, const char *path, char *const argv[],
@@ -319,30 +300,22 @@ int bench_wait(pid_t pid, double limit_s, char *why, size_t size)
 int bench_run_peer(const struct bench *b, const char *path, char *const argv[],
                    void (*on_line)(const char *line, void *arg), void *arg)
 {
-    char buf[65536], why[64];
-    size_t len = 0;
+    char why[64], *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
     int fd;
     pid_t pid = bench_spawn(b, path, argv, NULL, &fd);
+    FILE *f = pid < 0 ? NULL : fdopen(fd, "r");
 
-    if (pid < 0)
-        return pid;
-    for (;;) { /* bounded: the peer ends, and its end closes the pipe */
-        char tmp[4096];
-        ssize_t n = read(fd, tmp, sizeof(tmp));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        size_t take = (size_t)n < sizeof(buf) - 1 - len ? (size_t)n : sizeof(buf) - 1 - len;
-        memcpy(buf + len, tmp, take);
-        len += take;
-    }
-    buf[len] = '\0';
-    close(fd);
-    int rc = bench_wait(pid, 0, why, sizeof(why));
-    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save))
+    if (!f)
+        return pid < 0 ? pid : -errno;
+    while ((len = getline(&line, &cap, f)) > 0) { /* bounded: the peer ends */
+        line[strcspn(line, "\n")] = '\0';
         on_line(line, arg);
+    }
+    free(line);
+    fclose(f);
+    int rc = bench_wait(pid, 0, why, sizeof(why));
     if (rc)
         fprintf(stderr, "%s: %s ended with %s\n", b->name, path, why);
     return rc;

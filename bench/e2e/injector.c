@@ -481,91 +481,94 @@ static bool still_reading(const struct client *c, int fd)
     return c->fd == fd && (c->state == C_HEAD || c->state == C_EOF);
 }
 
+/* read() that retries on EINTR; -2 when there is nothing to read yet. */
+static ssize_t read_some(int fd, void *buf, size_t n)
+{
+    ssize_t r;
+    while ((r = read(fd, buf, n)) < 0 && errno == EINTR)
+        ;
+    return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? -2 : r;
+}
+
+/* Head bytes: false when on_read must return (nothing more, or an error). */
+static bool read_head(struct client *c, int fd, struct wstats *w)
+{
+    ssize_t n = read_some(fd, c->buf + c->have, sizeof(c->buf) - 1 - c->have);
+    if (n == -2)
+        return false;
+    if (n <= 0) {
+        client_error(c, E_RESET);
+        return false;
+    }
+    add(&w->bytes, (uint64_t)n);
+    size_t from = c->have > 3 ? c->have - 3 : 0;
+    c->have += (size_t)n;
+    c->buf[c->have] = '\0';
+    char *end = memmem(c->buf + from, c->have - from, "\r\n\r\n", 4);
+    if (!end) {
+        if (c->have < sizeof(c->buf) - 1)
+            return true;
+        client_error(c, E_PROTO);
+        return false;
+    }
+    end[2] = '\0';
+    size_t rest = c->have - (size_t)(end + 4 - c->buf);
+    if (!parse_head(c, c->buf) || !body_bytes(c, rest)) {
+        client_error(c, E_PROTO);
+        return false;
+    }
+    c->state = C_BODY;
+    return true;
+}
+
+/* Body bytes, as read_head(). */
+static bool read_body(struct client *c, int fd, struct wstats *w)
+{
+    size_t room = sizeof(c->buf);
+    if (!c->until_eof && (unsigned long long)c->body_left < room)
+        room = (size_t)c->body_left + 1; /* one byte more than expected: extra bytes are an error */
+    ssize_t n = read_some(fd, c->buf, room);
+    if (n == -2)
+        return false;
+    if (n > 0)
+        add(&w->bytes, (uint64_t)n);
+    if (n < 0)
+        client_error(c, E_RESET);
+    else if (n == 0 && c->until_eof)
+        response_done(c);
+    else if (n == 0)
+        client_error(c, E_SHORT);
+    else if (!body_bytes(c, (size_t)n))
+        client_error(c, E_PROTO);
+    return n > 0 && c->state == C_BODY;
+}
+
 static void on_read(int fd, unsigned ready, void *arg)
 {
-    (void)ready;
     struct client *c = arg;
     struct wstats *w = me();
+    (void)ready;
+
     for (;;) {
-        if (c->state == C_HEAD) {
-            ssize_t n = read(fd, c->buf + c->have, sizeof(c->buf) - 1 - c->have);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (c->state == C_HEAD && !read_head(c, fd, w))
+            return;
+        if (c->state == C_BODY && c->body_left != 0 && !read_body(c, fd, w))
+            return;
+        if (c->state == C_BODY && !c->until_eof && c->body_left == 0) {
+            response_done(c);
+            if (!still_reading(c, fd))
                 return;
-            if (n <= 0) {
-                client_error(c, E_RESET);
-                return;
-            }
-            add(&w->bytes, (uint64_t)n);
-            size_t from = c->have > 3 ? c->have - 3 : 0;
-            c->have += (size_t)n;
-            c->buf[c->have] = '\0';
-            char *end = memmem(c->buf + from, c->have - from, "\r\n\r\n", 4);
-            if (!end) {
-                if (c->have >= sizeof(c->buf) - 1) {
-                    client_error(c, E_PROTO);
-                    return;
-                }
-                continue;
-            }
-            end[2] = '\0';
-            size_t rest = c->have - (size_t)(end + 4 - c->buf);
-            if (!parse_head(c, c->buf) || !body_bytes(c, rest)) {
-                client_error(c, E_PROTO);
-                return;
-            }
-            c->state = C_BODY;
-            if (!c->until_eof && c->body_left == 0) {
-                response_done(c);
-                if (!still_reading(c, fd))
-                    return;
-            }
-        } else if (c->state == C_BODY) {
-            size_t room = sizeof(c->buf);
-            if (!c->until_eof && (unsigned long long)c->body_left < room)
-                room = (size_t)c->body_left;
-            /* read one byte more than expected: extra bytes are an error */
-            ssize_t n = read(fd, c->buf, room < sizeof(c->buf) ? room + 1 : room);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                return;
-            if (n < 0) {
-                client_error(c, E_RESET);
-                return;
-            }
-            if (n == 0) {
-                if (c->until_eof)
-                    response_done(c);
-                else
-                    client_error(c, E_SHORT);
-                return;
-            }
-            add(&w->bytes, (uint64_t)n);
-            if (!body_bytes(c, (size_t)n)) {
-                client_error(c, E_PROTO);
-                return;
-            }
-            if (!c->until_eof && c->body_left == 0) {
-                response_done(c);
-                if (!still_reading(c, fd))
-                    return;
-            }
         } else if (c->state == C_EOF) {
             char b[512];
-            ssize_t n = read(fd, b, sizeof(b));
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            ssize_t n = read_some(fd, b, sizeof(b));
+            if (n == -2)
                 return;
-            if (n > 0) {
+            if (n > 0)
                 client_error(c, E_PROTO); /* bytes after a final response */
-                return;
-            }
-            client_reset(c, false); /* EOF or reset after the last response: done */
+            else
+                client_reset(c, false); /* EOF or reset after the last response: done */
             return;
-        } else {
+        } else if (c->state != C_HEAD && c->state != C_BODY) {
             return;
         }
     }

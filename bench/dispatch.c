@@ -75,23 +75,17 @@ struct local {
     uint64_t total; /* N: empties + driver runs */
     uint64_t ran;   /* events run, as the driver sees it */
     uint64_t runs;  /* driver runs */
-    uint64_t t0, t1, c0, c1;
+    struct bench_span span;
     int err;
 };
 
 static void local_driver(void *arg)
 {
     struct local *l = arg;
-    uint64_t t = now_ns(), c = bench_cycles();
 
-    if (l->runs++ == 0) {
-        l->t0 = t;
-        l->c0 = c;
-    }
+    bench_mark(&l->span, l->runs++ != 0); /* the end too, until the last run */
     l->ran++; /* this run; the empties posted before it have run (same color: FIFO) */
     if (l->ran >= l->total) {
-        l->t1 = t;
-        l->c1 = c;
         mely_stop(l->m);
         return;
     }
@@ -141,11 +135,9 @@ static struct bench_sample run_local(const struct bench *b, void *arg, uint64_t 
     (void)arg;
 
     if (!run_workload(b, "local post+run", &m, &l.color, 0, local_driver, &l,
-                      bench_limit_s(n, 5000), &l.err, tot) || l.t1 == 0)
+                      bench_limit_s(n, 5000), &l.err, tot) || l.ran < n)
         return (struct bench_sample){.ok = false};
-    return (struct bench_sample){.ok = true,
-                                 .value = (double)(l.t1 - l.t0) / (double)(n - 1),
-                                 .cycles = (double)(l.c1 - l.c0) / (double)(n - 1)};
+    return bench_span_sample(&l.span, n - 1, false); /* the events between the first and last run */
 }
 
 /* ---- (ii) cross-core throughput -------------------------------------------------- */
@@ -156,15 +148,14 @@ struct cross {
     uint64_t total;
     int err;
 
-    /* the producer's (worker 0) */
+    /* the producer's (worker 0); span.t1 and .c1 the consumers' */
     alignas(64) uint64_t posted;
     unsigned next;
     bool started;
-    uint64_t t0, c0;
+    struct bench_span span;
 
     /* the consumers' (worker 1): single writer, read by the producer */
     alignas(64) _Atomic uint64_t consumed;
-    uint64_t t1, c1;
 };
 
 static void cross_consume(void *arg)
@@ -174,8 +165,7 @@ static void cross_consume(void *arg)
 
     atomic_store_explicit(&x->consumed, c, memory_order_relaxed);
     if (c == x->total) {
-        x->t1 = now_ns();
-        x->c1 = bench_cycles();
+        bench_mark(&x->span, true);
         mely_stop(x->m);
     }
 }
@@ -187,8 +177,7 @@ static void cross_produce(void *arg)
 
     if (!x->started) {
         x->started = true;
-        x->t0 = now_ns();
-        x->c0 = bench_cycles();
+        bench_mark(&x->span, false);
     }
     uint64_t done = atomic_load_explicit(&x->consumed, memory_order_relaxed);
     if (x->posted - done <= MAX_IN_FLIGHT) {
@@ -222,10 +211,7 @@ static struct bench_sample run_cross(const struct bench *b, void *arg, uint64_t 
     x->total = n;
     if (run_workload(b, "cross-core throughput", &m, x->colors, CONSUMERS, cross_produce, x,
                      bench_limit_s(n, 5000), &x->err, tot) &&
-        x->t1 != 0) {
-        out = (struct bench_sample){.ok = true,
-                                    .value = (double)n * 1e9 / (double)(x->t1 - x->t0),
-                                    .cycles = (double)(x->c1 - x->c0) / (double)n};
+        (out = bench_span_sample(&x->span, n, true)).ok) {
         /* The counter has one writer only if every consumer ran on worker 1. */
         if (tot->run[1] != n)
             fprintf(stderr, "dispatch: cross-core: worker 1 ran %" PRIu64 " events, not %" PRIu64
@@ -243,7 +229,7 @@ struct pingpong {
     mely_color_t ab[2]; /* A on worker 0, B on worker 1 */
     uint64_t trips;
     uint64_t count; /* A's handler only */
-    uint64_t t0, t1, c0, c1;
+    struct bench_span span;
     int err;
 };
 
@@ -261,13 +247,9 @@ static void pp_a(void *arg)
 {
     struct pingpong *p = arg;
 
-    if (p->count == 0) {
-        p->t0 = now_ns();
-        p->c0 = bench_cycles();
-    }
+    if (p->count == 0 || p->count == p->trips)
+        bench_mark(&p->span, p->count != 0);
     if (p->count == p->trips) {
-        p->t1 = now_ns();
-        p->c1 = bench_cycles();
         mely_stop(p->m);
         return;
     }
@@ -285,12 +267,9 @@ static struct bench_sample run_pingpong(const struct bench *b, void *arg, uint64
     (void)arg;
 
     if (!run_workload(b, "ping-pong", &m, p.ab, 1, pp_a, &p, bench_limit_s(trips, 200000),
-                      &p.err, tot) ||
-        p.t1 == 0)
+                      &p.err, tot))
         return (struct bench_sample){.ok = false};
-    return (struct bench_sample){.ok = true,
-                                 .value = (double)(p.t1 - p.t0) / (double)trips,
-                                 .cycles = (double)(p.c1 - p.c0) / (double)trips};
+    return bench_span_sample(&p.span, trips, false);
 }
 
 /* ---- (iv) idle CPU, and the machine's floors -------------------------------------- */

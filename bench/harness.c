@@ -285,6 +285,23 @@ void bench_load_warn(const struct bench *b)
 
 /* ---- Samples and passes ------------------------------------------------------------------ */
 
+void bench_mark(struct bench_span *s, bool end)
+{
+    *(end ? &s->t1 : &s->t0) = now_ns();
+    *(end ? &s->c1 : &s->c0) = bench_cycles();
+}
+
+struct bench_sample bench_span_sample(const struct bench_span *s, uint64_t n, bool rate)
+{
+    double ns = (double)(s->t1 - s->t0), items = (double)n;
+
+    if (s->t1 == 0 || n == 0)
+        return (struct bench_sample){.ok = false};
+    return (struct bench_sample){.ok = true,
+                                 .value = rate ? items * 1e9 / ns : ns / items,
+                                 .cycles = (double)(s->c1 - s->c0) / items};
+}
+
 bool bench_sample_medians(const struct bench_sample *s, unsigned n, double *value,
                           double *cycles)
 {

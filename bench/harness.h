@@ -149,6 +149,18 @@ struct bench_sample {
     double cycles; /* TSC cycles per item */
 };
 
+/* A timed stretch: the clock and the TSC at its start and at its end. */
+struct bench_span {
+    uint64_t t0, t1, c0, c1;
+};
+
+/* Marks the start (end false) or the end of s. Any thread. */
+void bench_mark(struct bench_span *s, bool end);
+
+/* n items over s: ns per item (rate false) or items per second (rate true),
+ * and TSC cycles per item; not ok if s has not ended or n is 0. */
+struct bench_sample bench_span_sample(const struct bench_span *s, uint64_t n, bool rate);
+
 /* The medians of value and of cycles over the samples that are ok.
  * @return false (nothing set) if none is. */
 bool bench_sample_medians(const struct bench_sample *s, unsigned n, double *value,

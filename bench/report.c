@@ -108,7 +108,8 @@ static bool on_two_cpus(void *(*theirs)(void *), void (*mine)(void *), void *arg
 struct pingpong {
     alignas(64) _Atomic uint64_t ping;
     alignas(64) _Atomic uint64_t pong;
-    uint64_t trips, t0, t1, c0, c1;
+    uint64_t trips;
+    struct bench_span span;
     int cpu[2];
 };
 
@@ -129,29 +130,23 @@ static void pinger(void *arg)
 {
     struct pingpong *f = arg;
 
-    f->t0 = now_ns();
-    f->c0 = bench_cycles();
+    bench_mark(&f->span, false);
     for (uint64_t i = 1; i <= f->trips; i++) {
         atomic_store_explicit(&f->ping, i, memory_order_release);
         while (atomic_load_explicit(&f->pong, memory_order_acquire) != i) /* bounded by the ponger */
             ;
     }
-    f->t1 = now_ns();
-    f->c1 = bench_cycles();
+    bench_mark(&f->span, true);
 }
 
 struct bench_sample bench_floor_pingpong(uint64_t trips)
 {
     static struct pingpong f;
-    struct bench_sample out = {.ok = false};
 
     f = (struct pingpong){.trips = trips};
-    if (!on_two_cpus(ponger, pinger, &f, f.cpu) || trips == 0)
-        return out;
-    out.ok = true;
-    out.value = (double)(f.t1 - f.t0) / (double)trips;
-    out.cycles = (double)(f.c1 - f.c0) / (double)trips;
-    return out;
+    if (!on_two_cpus(ponger, pinger, &f, f.cpu))
+        return (struct bench_sample){.ok = false};
+    return bench_span_sample(&f.span, trips, false);
 }
 
 /* The SPSC floor's ring: indices on lines of their own, a record of 40 bytes
@@ -162,7 +157,8 @@ struct spsc {
     alignas(64) _Atomic uint64_t tail; /* the producer's */
     alignas(64) _Atomic uint64_t head; /* the consumer's */
     alignas(64) uint64_t slot[SPSC_SLOTS][5];
-    uint64_t records, sum, t0, t1, c0, c1;
+    uint64_t records, sum;
+    struct bench_span span;
     int cpu[2];
 };
 
@@ -187,8 +183,7 @@ static void spsc_producer(void *arg)
     struct spsc *q = arg;
     uint64_t tail = 0, head = 0;
 
-    q->t0 = now_ns();
-    q->c0 = bench_cycles();
+    bench_mark(&q->span, false);
     while (tail < q->records) { /* bounded: `records` records */
         uint64_t n = q->records - tail < SPSC_BATCH ? q->records - tail : SPSC_BATCH;
         while (tail + n - head > SPSC_SLOTS) /* bounded by the consumer */
@@ -211,11 +206,10 @@ struct bench_sample bench_floor_spsc(uint64_t records)
     memset(q, 0, sizeof(*q));
     q->records = records;
     if (on_two_cpus(spsc_consumer, spsc_producer, q, q->cpu)) {
-        q->t1 = now_ns(); /* the consumer is done: joined */
-        q->c1 = bench_cycles();
-        out.ok = records > 0 && q->sum != 0;
-        out.value = records && q->t1 > q->t0 ? (double)records * 1e3 / (double)(q->t1 - q->t0) : 0;
-        out.cycles = records ? (double)(q->c1 - q->c0) / (double)records : 0;
+        bench_mark(&q->span, true); /* the consumer is done: joined */
+        out = bench_span_sample(&q->span, records, true);
+        out.ok &= q->sum != 0;
+        out.value /= 1e6; /* M records/s */
     }
     free(q);
     return out;

@@ -43,6 +43,13 @@ int echo_listen_socket(unsigned port, bool reuseport, unsigned *bound);
  * fatal error. */
 bool echo_send_pending(int fd, const char *buf, size_t *off, size_t len, bool *dead);
 
+/* One readiness of a connection: reads once (ECHO_BUF at most) into buf and
+ * sends it back at once. ECHO_NOTHING: nothing to read yet; ECHO_SENT: echoed;
+ * ECHO_FULL: echoed in part, buf[*off..*len) waits for writability;
+ * ECHO_CLOSE: end of stream or an error. */
+enum echo_step { ECHO_NOTHING, ECHO_SENT, ECHO_FULL, ECHO_CLOSE };
+enum echo_step echo_once(int fd, char *buf, size_t *off, size_t *len);
+
 /* Servers: run until SIGTERM; return the exit status. `steal` is mely's
  * policy ("off", "all", ...), `timeleft` the annotation of the echo handler in
  * TSC cycles (0: none), spin_us the workers' spin (-1: the default). */

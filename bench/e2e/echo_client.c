@@ -56,6 +56,21 @@ bool echo_send_pending(int fd, const char *buf, size_t *off, size_t len, bool *d
     return true;
 }
 
+enum echo_step echo_once(int fd, char *buf, size_t *off, size_t *len)
+{
+    bool dead = false;
+    ssize_t n = read(fd, buf, ECHO_BUF);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return ECHO_NOTHING;
+    if (n <= 0)
+        return ECHO_CLOSE;
+    *off = 0;
+    *len = (size_t)n;
+    if (echo_send_pending(fd, buf, off, *len, &dead))
+        return ECHO_SENT;
+    return dead ? ECHO_CLOSE : ECHO_FULL;
+}
+
 int echo_listen_socket(unsigned port, bool reuseport, unsigned *bound)
 {
     int one = 1;

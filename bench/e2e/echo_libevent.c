@@ -83,28 +83,19 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
     struct le_conn *c = arg;
+    enum echo_step step = echo_once((int)fd, c->buf, &c->off, &c->len);
     (void)what;
-    ssize_t n = read((int)fd, c->buf, sizeof(c->buf));
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        return;
-    if (n <= 0) {
+
+    if (step == ECHO_SENT || step == ECHO_FULL)
+        atomic_store_explicit(&c->t->msgs,
+                              atomic_load_explicit(&c->t->msgs, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    if (step == ECHO_CLOSE) {
         conn_close(c);
-        return;
+    } else if (step == ECHO_FULL) {
+        event_del(c->rev);
+        event_add(c->wev, NULL);
     }
-    atomic_store_explicit(&c->t->msgs,
-                          atomic_load_explicit(&c->t->msgs, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-    c->off = 0;
-    c->len = (size_t)n;
-    bool dead = false;
-    if (echo_send_pending(c->fd, c->buf, &c->off, c->len, &dead))
-        return;
-    if (dead) {
-        conn_close(c);
-        return;
-    }
-    event_del(c->rev);
-    event_add(c->wev, NULL);
 }
 
 static void on_accept(evutil_socket_t lfd, short what, void *arg)

@@ -88,18 +88,57 @@ static void drain_eventfd(int efd)
         ;
 }
 
-struct le_ctx {
-    struct batch *bt;
-    struct event_base *base;
-};
-
 static void le_ready(evutil_socket_t fd, short what, void *arg)
 {
     uint64_t t = bench_cycles();
-    struct le_ctx *c = arg;
+    struct batch *bt = arg;
     (void)what;
     drain_eventfd((int)fd);
-    answered(c->bt, atomic_load_explicit(&c->bt->done, memory_order_relaxed), t);
+    answered(bt, atomic_load_explicit(&bt->done, memory_order_relaxed), t);
+}
+
+/* The libevent floor's wakee: a loop with a persistent event on the eventfd.
+ * Bounded: the waker gives up (and the program exits) if a sample is not
+ * answered. */
+static void le_wakee(struct batch *bt)
+{
+    struct event_base *base = event_base_new();
+    struct event *ev = base ? event_new(base, bt->efd, EV_READ | EV_PERSIST, le_ready, bt) : NULL;
+
+    bt->failed = !ev || event_add(ev, NULL) != 0;
+    while (!bt->failed && atomic_load_explicit(&bt->done, memory_order_relaxed) < bt->n)
+        bt->failed = event_base_loop(base, EVLOOP_ONCE) < 0;
+    if (ev)
+        event_free(ev);
+    if (base)
+        event_base_free(base);
+}
+
+/* Blocks until the waker's sample i, the row's way; returns the TSC read
+ * first thing once awake, 0 if the wait failed. */
+static uint64_t wait_one(struct batch *bt, unsigned i)
+{
+    struct epoll_event ev;
+    uint64_t v, t;
+    ssize_t r;
+
+    switch (bt->row) {
+    case ROW_FUTEX:
+        while (atomic_load_explicit(&bt->word, memory_order_acquire) == i)
+            syscall(SYS_futex, (uint32_t *)&bt->word, FUTEX_WAIT_PRIVATE, i, NULL, NULL, 0);
+        return bench_cycles();
+    case ROW_EVENTFD:
+        while ((r = read(bt->efd, &v, sizeof(v))) < 0 && errno == EINTR)
+            ;
+        t = bench_cycles();
+        return r == sizeof(v) ? t : 0;
+    default: /* ROW_EPOLL */
+        while ((r = epoll_wait(bt->epfd, &ev, 1, -1)) < 0 && errno == EINTR)
+            ;
+        t = bench_cycles();
+        drain_eventfd(bt->efd);
+        return r == 1 ? t : 0;
+    }
 }
 
 static void *wakee_main(void *arg)
@@ -107,66 +146,15 @@ static void *wakee_main(void *arg)
     struct batch *bt = arg;
 
     pin_self(bt->cpu);
-    switch (bt->row) {
-    case ROW_FUTEX:
-        for (unsigned i = 0; i < bt->n; i++) {
-            while (atomic_load_explicit(&bt->word, memory_order_acquire) == i)
-                syscall(SYS_futex, (uint32_t *)&bt->word, FUTEX_WAIT_PRIVATE, i, NULL, NULL, 0);
-            answered(bt, i, bench_cycles());
-        }
-        break;
-    case ROW_EVENTFD:
-        for (unsigned i = 0; i < bt->n; i++) {
-            uint64_t v;
-            ssize_t r;
-            while ((r = read(bt->efd, &v, sizeof(v))) < 0 && errno == EINTR)
-                ;
-            uint64_t t = bench_cycles();
-            if (r != sizeof(v)) {
-                bt->failed = true;
-                return NULL;
-            }
-            answered(bt, i, t);
-        }
-        break;
-    case ROW_EPOLL:
-        for (unsigned i = 0; i < bt->n; i++) {
-            struct epoll_event ev;
-            int r;
-            while ((r = epoll_wait(bt->epfd, &ev, 1, -1)) < 0 && errno == EINTR)
-                ;
-            uint64_t t = bench_cycles();
-            if (r != 1) {
-                bt->failed = true;
-                return NULL;
-            }
-            drain_eventfd(bt->efd);
-            answered(bt, i, t);
-        }
-        break;
-    case ROW_LIBEVENT: {
-        struct le_ctx c = {.bt = bt, .base = event_base_new()};
-        struct event *ev = c.base ? event_new(c.base, bt->efd, EV_READ | EV_PERSIST, le_ready, &c)
-                                  : NULL;
-        if (!ev || event_add(ev, NULL) != 0) {
-            bt->failed = true;
-        } else {
-            /* Bounded: the waker gives up (and the program exits) if a sample
-             * is not answered. */
-            while (atomic_load_explicit(&bt->done, memory_order_relaxed) < bt->n)
-                if (event_base_loop(c.base, EVLOOP_ONCE) < 0) {
-                    bt->failed = true;
-                    break;
-                }
-        }
-        if (ev)
-            event_free(ev);
-        if (c.base)
-            event_base_free(c.base);
-        break;
+    if (bt->row == ROW_LIBEVENT) {
+        le_wakee(bt);
+        return NULL;
     }
-    default:
-        bt->failed = true;
+    for (unsigned i = 0; i < bt->n && !bt->failed; i++) {
+        uint64_t t = wait_one(bt, i);
+        if (t)
+            answered(bt, i, t);
+        bt->failed = t == 0;
     }
     return NULL;
 }
@@ -471,7 +459,8 @@ static bool row_cells(struct bench_table *t, enum row_id r)
     bench_cell(t, r, COL_P99, "%.1f", quantile(res->lat_us, res->n, 0.99));
     bench_cell(t, r, COL_MIN, "%.1f", res->lat_us[0]); /* sorted by quantile() */
     memcpy(p, res->pass_p50, sizeof(double) * res->passes);
-    bench_cell(t, r, COL_PASS, "%.1f..%.1f", quantile(p, res->passes, 0), p[res->passes - 1]);
+    double pmin = quantile(p, res->passes, 0); /* sorts p */
+    bench_cell(t, r, COL_PASS, "%.1f..%.1f", pmin, p[res->passes - 1]);
     bool hf = paired_diff(res, &c.res[ROW_FUTEX], &dfutex);
     bool he = paired_diff(res, &c.res[ROW_EPOLL], &depoll);
     if (hf)

@@ -55,6 +55,7 @@ struct worker {
     int fd;
     struct event_base *base;
     struct evhttp *http;
+    struct event *tick; /* checks the stop flag */
     pthread_t tid;
 };
 
@@ -222,50 +223,54 @@ static const struct bench_opt options[] = {
     {.name = NULL},
 };
 
+/* Worker i's socket, base, evhttp and stop-flag tick; false (reported) on failure. */
+static bool start_worker(struct worker *w, int i)
+{
+    static const struct timeval tick = {0, 100000};
+
+    w->idx = i;
+    w->fd = listen_socket((int)port);
+    if (w->fd < 0)
+        return false;
+    w->base = event_base_new();
+    w->http = w->base ? evhttp_new(w->base) : NULL;
+    w->tick = w->base ? event_new(w->base, -1, EV_PERSIST, on_tick, w->base) : NULL;
+    if (!w->http || !w->tick || !evhttp_accept_socket_with_handle(w->http, w->fd) ||
+        event_add(w->tick, &tick) != 0) {
+        fprintf(stderr, "web_evhttp: evhttp set-up failed\n");
+        return false;
+    }
+    evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS);
+    evhttp_set_gencb(w->http, handle, NULL);
+    return true;
+}
+
 int main(int argc, char **argv)
 {
+    struct sigaction sa;
+
     int rc = bench_options("web_evhttp --root DIR [options]", options, 0, 0, argc, argv);
-    if (rc <= 0)
+    if (rc <= 0 || !root) {
+        if (rc > 0)
+            fprintf(stderr, "web_evhttp: --root DIR is required\n");
         return rc ? 2 : 0;
-    if (!root) {
-        fprintf(stderr, "web_evhttp: --root DIR is required\n");
-        return 2;
     }
     nworkers = (int)threads;
-    if (load_root(root) != 0) return 1;
-    if (nfiles == 0) {
+    if (load_root(root) != 0 || nfiles == 0) {
         fprintf(stderr, "web_evhttp: no files under %s\n", root);
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
-    for (int i = 0; i < nworkers; i++) {
-        struct worker *w = &workers[i];
-        w->idx = i;
-        w->fd = listen_socket((int)port);
-        if (w->fd < 0) return 1;
-        w->base = event_base_new();
-        w->http = evhttp_new(w->base);
-        if (!w->base || !w->http || !evhttp_accept_socket_with_handle(w->http, w->fd)) {
-            fprintf(stderr, "web_evhttp: evhttp set-up failed\n");
+    for (int i = 0; i < nworkers; i++)
+        if (!start_worker(&workers[i], i))
             return 1;
-        }
-        evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
-                                                EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-                                                EVHTTP_REQ_OPTIONS);
-        evhttp_set_gencb(w->http, handle, NULL);
-    }
-    struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    struct event *ticks[MAX_THREADS];
-    const struct timeval tick = {0, 100000};
-    for (int i = 0; i < nworkers; i++) {
-        ticks[i] = event_new(workers[i].base, -1, EV_PERSIST, on_tick, workers[i].base);
-        event_add(ticks[i], &tick);
-    }
     printf("web_evhttp: %d files from %s on 127.0.0.1:%u, %d thread(s)\n", nfiles, root, port,
            nworkers);
     fflush(stdout);
@@ -273,7 +278,7 @@ int main(int argc, char **argv)
     run(&workers[0]);
     for (int i = 1; i < nworkers; i++) pthread_join(workers[i].tid, NULL);
     for (int i = 0; i < nworkers; i++) {
-        event_free(ticks[i]);
+        event_free(workers[i].tick);
         evhttp_free(workers[i].http);
         event_base_free(workers[i].base);
     }

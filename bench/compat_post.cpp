@@ -33,11 +33,13 @@
  * after the last compat run.
  *
  * Usage: bench/compat_post [--events N] [--runs R] [--csv PATH] [--workers N]
- *        [--cross | --no-cross]
+ *        [--cross | --no-cross]      (--help: the options)
  */
 #include "async.h"
 
 #include <mely/mely.h>
+
+#include "bench/harness.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -57,23 +59,31 @@
 
 namespace {
 
-long g_events = 2000000;
-int g_runs = 5;
-std::string g_csv = "bench/results/compat_post.csv";
-bool g_cross = false;    /* this process runs the cross-core rows */
-bool g_no_cross = false; /* do not start them after the one-worker rows */
-unsigned g_workers = 0;  /* cross-core: 0 = all usable CPUs */
+long g_events;
+int g_runs;
+const char *g_csv_opt;
+std::string g_csv;
+bool g_cross;    /* this process runs the cross-core rows */
+bool g_no_cross; /* do not start them after the one-worker rows */
+int g_workers;   /* cross-core: -1 = all usable CPUs */
 char **g_argv;
+
+const bench_opt options[] = {
+    bench_opt_of("events", OPT_U64, &g_events, "events per run", 2000, 1e12, 2000000),
+    bench_opt_of("runs", OPT_INT, &g_runs, "runs of each, interleaved", 1, 1000, 5),
+    bench_opt_of("csv", OPT_STR, &g_csv_opt, "the CSV file (cross-core: -cross before .csv)", 0,
+                 0, 0, 0, "bench/results/compat_post.csv"),
+    bench_opt_of("workers", OPT_INT, &g_workers, "cross-core workers", 1, MELY_MAX_WORKERS, -1, 0,
+                 nullptr, "all usable CPUs"),
+    bench_opt_of("cross", OPT_FLAG, &g_cross, "run the cross-core rows (in this process)"),
+    bench_opt_of("no-cross", OPT_FLAG, &g_no_cross, "do not run the cross-core rows after the others"),
+    bench_opt{},
+};
 
 const int kBurst = 1000;
 const int kColor = 1;
 
-double now_ns()
-{
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
+double now() { return (double)now_ns(); }
 
 /* ---- native ------------------------------------------------------------------------ */
 
@@ -86,10 +96,10 @@ void native_empty(void *) { g_ran++; }
 void native_driver(void *)
 {
     if (g_ran == 0)
-        g_t0 = now_ns();
+        g_t0 = now();
     g_ran++;
     if (g_ran >= g_events) {
-        g_t1 = now_ns();
+        g_t1 = now();
         mely_stop(&g_native);
         return;
     }
@@ -138,10 +148,10 @@ void pair(int run)
 void compat_driver(int run)
 {
     if (g_ran == 0)
-        g_t0 = now_ns();
+        g_t0 = now();
     g_ran++;
     if (g_ran >= g_events) {
-        g_t1 = now_ns();
+        g_t1 = now();
         g_compat_ns.push_back((g_t1 - g_t0) / (double)(g_ran - 1));
         if (run + 1 < g_runs) {
             cpucb_tail(cwrap(pair, run + 1, kColor));
@@ -198,10 +208,10 @@ void cross_reset()
 template <typename Post> bool produce(Post post)
 {
     if (g_ran++ == 0)
-        g_t0 = now_ns();
+        g_t0 = now();
     long done = consumed_total();
     if (done >= g_events) {
-        g_t1 = now_ns();
+        g_t1 = now();
         return true;
     }
     for (int i = 0; i < kBurst && g_posted < g_events && g_posted - done < kMaxInFlight; i++) {
@@ -229,7 +239,7 @@ double native_cross_run()
 {
     mely_config_t cfg;
     mely_config_init(&cfg);
-    cfg.workers = g_workers;
+    cfg.workers = g_workers > 0 ? (unsigned)g_workers : 0;
     if (mely_init(&g_native, &cfg) != 0) {
         fprintf(stderr, "compat_post: mely_init failed\n");
         exit(1);
@@ -281,8 +291,8 @@ int run_cross_child()
     std::string events = std::to_string(g_events), runs = std::to_string(g_runs),
                 workers = std::to_string(g_workers);
     char *argv[] = {g_argv[0], (char *)"--cross", (char *)"--events", (char *)events.c_str(),
-                    (char *)"--runs", (char *)runs.c_str(), (char *)"--workers",
-                    (char *)workers.c_str(), (char *)"--csv", (char *)csv.c_str(), NULL};
+                    (char *)"--runs", (char *)runs.c_str(), (char *)"--csv", (char *)csv.c_str(),
+                    g_workers > 0 ? (char *)"--workers" : NULL, (char *)workers.c_str(), NULL};
     printf("\n");
     fflush(stdout);
     pid_t pid = fork();
@@ -298,11 +308,7 @@ int run_cross_child()
     return WEXITSTATUS(status);
 }
 
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+double median_of(std::vector<double> v) { return median(v.data(), v.size()); }
 
 int run_cross_child();
 
@@ -311,11 +317,11 @@ void report()
     const char *what = g_cross ? "cross-core: producer -> 63 colors on all workers" : "1 worker";
     const char *nname = g_cross ? "native post to 63 colors + run" : "native post+run (empty handler)";
     const char *cname = g_cross ? "compat cwrap(f,a,b,c)+cpucb_tail, 63" : "compat cwrap(f,a,b,c)+cpucb_tail";
-    double n = median(g_native_ns), c = median(g_compat_ns);
+    double n = median_of(g_native_ns), c = median_of(g_compat_ns);
     std::vector<double> ratios;
     for (std::size_t i = 0; i < g_native_ns.size() && i < g_compat_ns.size(); i++)
         ratios.push_back(g_compat_ns[i] / g_native_ns[i]);
-    double ratio = median(ratios);
+    double ratio = median_of(ratios);
     printf("compat_post: %ld events per run, %d runs, %s, medians\n\n", g_events, g_runs, what);
     printf("%-38s %10s\n", "workload", "ns/event");
     printf("%-38s %10.1f\n", nname, n);
@@ -358,35 +364,14 @@ void report()
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--events") && i + 1 < argc)
-            g_events = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
-            g_runs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
-            g_csv = argv[++i];
-        else if (!strcmp(argv[i], "--workers") && i + 1 < argc)
-            g_workers = (unsigned)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--cross"))
-            g_cross = true;
-        else if (!strcmp(argv[i], "--no-cross"))
-            g_no_cross = true;
-        else {
-            fprintf(stderr,
-                    "usage: %s [--events N] [--runs R] [--csv PATH] [--workers N] "
-                    "[--cross | --no-cross]\n",
-                    argv[0]);
-            return 2;
-        }
-    }
+    int rc = bench_options("compat_post [options]", options, 0, 0, argc, argv);
+    if (rc <= 0)
+        return rc ? 2 : 0;
     g_argv = argv;
-    if (g_events < 2 * kBurst || g_runs < 1) {
-        fprintf(stderr, "compat_post: --events >= %d, --runs >= 1\n", 2 * kBurst);
-        return 2;
-    }
+    g_csv = g_csv_opt;
     if (g_cross) {
         /* The compat runtime reads the environment: all usable CPUs, or N. */
-        if (g_workers)
+        if (g_workers > 0)
             setenv("MELY_WORKERS", std::to_string(g_workers).c_str(), 1);
         else
             unsetenv("MELY_WORKERS");

@@ -26,8 +26,9 @@
  * figures go to stderr. A watchdog stops a run that takes far longer than it
  * should, so the program always ends.
  *
- * Options: --workers N (2), --events N (10,000,000), --runs R (5), --quick.
- * Build: g++ -std=c++17 -O2 -pthread bench/dispatch_asio.cpp -o bench/dispatch-asio
+ * Options (--help): --workers N (2), --events N (10,000,000), --runs R (5),
+ * --quick. The options, clock, medians and pinning are the harness's
+ * (bench/harness.h, common/measure.h), which needs libmely at link time only.
  */
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -49,10 +50,10 @@
 #include <thread>
 #include <vector>
 
-#include <getopt.h>
 #include <pthread.h>
 #include <sched.h>
-#include <time.h>
+
+#include "bench/harness.h"
 
 namespace asio = boost::asio;
 using strand_t = asio::strand<asio::io_context::executor_type>;
@@ -61,10 +62,6 @@ namespace {
 
 /* ---- Parameters (kept equal to bench/dispatch.c) ------------------------------ */
 
-constexpr uint64_t kEventsDefault = 10000000; /* N for local and crosscore */
-constexpr uint64_t kEventsQuick = 500000;
-constexpr unsigned kRunsDefault = 5;
-constexpr unsigned kRunsQuick = 3;
 constexpr unsigned kChunk = 1000;         /* events posted per driver/producer run */
 constexpr unsigned kConsumers = 64;       /* consumer strands in crosscore */
 constexpr uint64_t kMaxInFlight = 100000; /* crosscore flow control */
@@ -72,10 +69,17 @@ constexpr uint64_t kPingPongDivisor = 10; /* round trips = N / 10 */
 constexpr int kCacheLine = 64;
 
 struct options {
-    unsigned workers = 2;
-    uint64_t events = 0; /* 0: the default for the mode */
-    unsigned runs = 0;
-    bool quick = false;
+    unsigned workers, runs;
+    uint64_t events;
+    bool quick;
+} o;
+
+const bench_opt options[] = {
+    bench_opt_of("workers", OPT_UINT, &o.workers, "threads", 2, 256, 2),
+    bench_opt_of("events", OPT_U64, &o.events, "N for local and crosscore", 1000, 1e10, 1e7, 5e5),
+    bench_opt_of("runs", OPT_UINT, &o.runs, "runs, the median printed", 1, 1000, 5, 3),
+    bench_opt_of("quick", OPT_QUICK, &o.quick, "small counts"),
+    bench_opt{},
 };
 
 /* The index of the calling thread in run_context() (0: the caller), for the
@@ -88,45 +92,17 @@ struct result {
     std::string note;
 };
 
-uint64_t now_ns()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-double median(std::vector<double> v)
-{
-    if (v.empty())
-        return 0.0;
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
-}
+double median_of(std::vector<double> v) { return median(v.data(), v.size()); }
 
 /* ---- Threads: run one io_context on W pinned threads ---------------------------- */
 
+/* The allowed CPUs (thread i runs on the i-th, modulo their number). */
 std::vector<int> allowed_cpus()
 {
-    cpu_set_t set;
-    std::vector<int> cpus;
-
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) == 0)
-        for (int c = 0; c < CPU_SETSIZE; c++)
-            if (CPU_ISSET(c, &set))
-                cpus.push_back(c);
-    if (cpus.empty())
-        cpus.push_back(0);
+    std::vector<int> cpus(CPU_SETSIZE);
+    cpus.resize(std::max(1u, first_cpus(cpus.data(), CPU_SETSIZE)));
+    cpus[0] = std::max(cpus[0], 0);
     return cpus;
-}
-
-void pin_self(int cpu)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
 /*
@@ -390,81 +366,6 @@ result run_pingpong(unsigned workers, uint64_t trips)
 
 /* ---- Driver --------------------------------------------------------------------- */
 
-bool parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (*s == '-')
-        return false;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end != '\0' || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
-void usage(FILE *f)
-{
-    fprintf(f, "usage: dispatch-asio [--workers N] [--events N] [--runs R] [--quick]\n"
-               "Prints asio,<workload>,<value> for local_ns_per_event,\n"
-               "crosscore_events_per_s and pingpong_ns_per_rt (medians of R runs).\n");
-}
-
-int parse_options(int argc, char **argv, options *o)
-{
-    static const struct option longopts[] = {
-        {"workers", required_argument, nullptr, 'w'}, {"events", required_argument, nullptr, 'e'},
-        {"runs", required_argument, nullptr, 'r'},    {"quick", no_argument, nullptr, 'q'},
-        {"help", no_argument, nullptr, 'h'},          {nullptr, 0, nullptr, 0},
-    };
-    int c;
-    uint64_t v;
-
-    while ((c = getopt_long(argc, argv, "", longopts, nullptr)) != -1) {
-        switch (c) {
-        case 'w':
-            if (!parse_u64(optarg, 2, 256, &v)) {
-                fprintf(stderr, "dispatch-asio: --workers: expected 2..256\n");
-                return 2;
-            }
-            o->workers = (unsigned)v;
-            break;
-        case 'e':
-            if (!parse_u64(optarg, 1000, 10000000000ull, &v)) {
-                fprintf(stderr, "dispatch-asio: --events: expected 1000..10000000000\n");
-                return 2;
-            }
-            o->events = v;
-            break;
-        case 'r':
-            if (!parse_u64(optarg, 1, 1000, &v)) {
-                fprintf(stderr, "dispatch-asio: --runs: expected 1..1000\n");
-                return 2;
-            }
-            o->runs = (unsigned)v;
-            break;
-        case 'q':
-            o->quick = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return 1;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "dispatch-asio: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
-    if (o->events == 0)
-        o->events = o->quick ? kEventsQuick : kEventsDefault;
-    if (o->runs == 0)
-        o->runs = o->quick ? kRunsQuick : kRunsDefault;
-    return 0;
-}
-
 /* Runs fn R times, prints each run on stderr and the median on stdout. */
 template <typename Fn>
 bool measure(const char *workload, const char *unit, unsigned runs, Fn fn)
@@ -482,7 +383,7 @@ bool measure(const char *workload, const char *unit, unsigned runs, Fn fn)
     }
     if (ok.empty())
         return false;
-    printf("asio,%s,%.3f\n", workload, median(ok));
+    printf("asio,%s,%.3f\n", workload, median_of(ok));
     fflush(stdout);
     return true;
 }
@@ -491,10 +392,12 @@ bool measure(const char *workload, const char *unit, unsigned runs, Fn fn)
 
 int main(int argc, char **argv)
 {
-    options o;
-    int rc = parse_options(argc, argv, &o);
-    if (rc)
-        return rc == 1 ? 0 : rc;
+    int rc = bench_options("dispatch-asio [options]: prints asio,<workload>,<value> for "
+                           "local_ns_per_event, crosscore_events_per_s and pingpong_ns_per_rt "
+                           "(medians of R runs)",
+                           options, 0, 0, argc, argv);
+    if (rc <= 0)
+        return rc ? 2 : 0;
 
     uint64_t trips = std::max<uint64_t>(1, o.events / kPingPongDivisor);
     fprintf(stderr, "asio peer: %u threads, N=%" PRIu64 ", %" PRIu64 " round trips, %u runs\n",

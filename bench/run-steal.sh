@@ -6,26 +6,18 @@
 #
 # Run from the top of the source tree. The program is looked for in
 # $STEAL_BIN, then build/bench/steal, then bench/steal (an in-tree build).
-# CSV files and PNG plots go to bench/results/. Takes about 3 minutes
-# (--quick: about 30 s). Exit status: bench/steal's (1 if a row has no
-# figures), or the plot script's if that fails.
+# CSV files and PNG plots go to bench/results/. Exit status: bench/steal's (1
+# if a row has no figures), or the plot script's if that fails.
 set -u
-
 bin=${STEAL_BIN:-}
-if [ -z "$bin" ]; then
-    for b in build/bench/steal bench/steal; do
-        if [ -x "$b" ]; then
-            bin=$b
-            break
-        fi
-    done
-fi
-if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+for b in build/bench/steal bench/steal; do
+    [ -z "$bin" ] && [ -x "$b" ] && bin=$b
+done
+if [ ! -x "${bin:-/}" ]; then
     echo "run-steal.sh: bench/steal not built: run 'make bench' (in build/ or the source" \
         "tree), or set STEAL_BIN" >&2
     exit 1
 fi
-
 "$bin" all --csv-dir bench/results "$@"
 status=$?
 sh "$(dirname "$0")/plot-steal.sh" bench/results || status=$?

@@ -4,66 +4,39 @@
  *
  *   bench/steal unbalanced|penalty|cache|stealcost|all [options]
  *
- * Each of unbalanced (Tables 3-4), penalty (Table 5) and cache (Table 6) runs
- * every configuration of steal_configs[] on a fresh runtime (2 pinned
- * workers by default), in --passes interleaved passes (the table shows each
- * row's median pass) of --seconds / passes of measured time, in fork/join rounds
- * (steal_rounds.c), and prints one table: KEvents/s, its ratio to the "mely"
- * row (mely's engine, no stealing), the % of time in runtime locks (the
- * workers' lock_cycles over elapsed TSC cycles times workers), cycles per
- * steal (the thief's median, and the mean over all steals), expected cycles
- * of work per steal (stolen_cycles / steals), steals, rounds, and the
- * re-homing time left out. stealcost (steal_cost.c) has a table of its own.
- * Every table also goes to <csv-dir>/steal-<workload>.csv.
- *
- * A configuration the runtime does not know (mely_init() fails) prints
- * "n/a (<why>)" and makes the exit status 1. Every run is bounded by the
- * harness's watchdog.
+ * unbalanced (Tables 3-4), penalty (Table 5) and cache (Table 6) run every
+ * configuration of steal_configs[] on a fresh runtime, in --passes
+ * interleaved passes of fork/join rounds (steal_rounds.c), and print one
+ * table each (bench/README.md explains the columns); stealcost
+ * (steal_cost.c) has a table of its own. Every table also goes to
+ * <csv-dir>/steal-<workload>.csv. A configuration the runtime refuses prints
+ * "n/a (<why>)" and makes the exit status 1.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/harness.h"
-#include "bench/report.h"
 #include "bench/steal.h"
 
-#define SECONDS_DEFAULT 6.0
-#define PASSES_DEFAULT 3
-#define MAX_PASSES 9
-#define SECONDS_QUICK 1.0
 #define L2_FALLBACK (512u * 1024u)
-#define CSV_DIR_DEFAULT "bench/results"
-#define SEED_DEFAULT 12345u
 
 const struct steal_config steal_configs[STEAL_NCONFIGS] = {
-    [STEAL_LEGACY] = {.name = "libasync-smp", .key = "libasync",
-                      .engine = "legacy", .steal = "off", .annotated = true},
-    [STEAL_LEGACY_WS] = {.name = "libasync-smp - WS", .key = "libasync_ws",
-                         .engine = "legacy", .steal = "base", .annotated = true},
-    [STEAL_MELY] = {.name = "mely", .key = "mely",
-                    .engine = "mely", .steal = "off", .annotated = true},
-    [STEAL_MELY_BASE] = {.name = "mely - base WS", .key = "mely_base",
-                         .engine = "mely", .steal = "base", .annotated = true},
-    [STEAL_MELY_TIMELEFT] = {.name = "mely - time-left WS", .key = "mely_timeleft",
-                             .engine = "mely", .steal = "timeleft", .annotated = true},
-    [STEAL_MELY_PENALTY] = {.name = "mely - penalty WS", .key = "mely_penalty",
-                            .engine = "mely", .steal = "penalty", .annotated = true},
-    [STEAL_MELY_LOCALITY] = {.name = "mely - locality WS", .key = "mely_locality",
-                             .engine = "mely", .steal = "locality", .annotated = true},
-    [STEAL_MELY_ALL] = {.name = "mely - all heuristics", .key = "mely_all",
-                        .engine = "mely", .steal = "all", .annotated = true},
-    [STEAL_MELY_ALL_BARE] = {.name = "mely - all, no annotations", .key = "mely_all_bare",
-                             .engine = "mely", .steal = "all", .annotated = false},
-    [STEAL_MELY_ALL_MEASURED] = {.name = "mely - all + measured, no annotations",
-                                 .key = "mely_all_measured", .engine = "mely",
-                                 .steal = "all+measured", .annotated = false},
+    [STEAL_LEGACY] = {"libasync-smp", "libasync", "legacy", "off", true},
+    [STEAL_LEGACY_WS] = {"libasync-smp - WS", "libasync_ws", "legacy", "base", true},
+    [STEAL_MELY] = {"mely", "mely", "mely", "off", true},
+    [STEAL_MELY_BASE] = {"mely - base WS", "mely_base", "mely", "base", true},
+    [STEAL_MELY_TIMELEFT] = {"mely - time-left WS", "mely_timeleft", "mely", "timeleft", true},
+    [STEAL_MELY_PENALTY] = {"mely - penalty WS", "mely_penalty", "mely", "penalty", true},
+    [STEAL_MELY_LOCALITY] = {"mely - locality WS", "mely_locality", "mely", "locality", true},
+    [STEAL_MELY_ALL] = {"mely - all heuristics", "mely_all", "mely", "all", true},
+    [STEAL_MELY_ALL_BARE] = {"mely - all, no annotations", "mely_all_bare", "mely", "all", false},
+    [STEAL_MELY_ALL_MEASURED] = {"mely - all + measured, no annotations", "mely_all_measured",
+                                 "mely", "all+measured", false},
 };
 
 /* A round workload. */
@@ -85,128 +58,89 @@ enum { NWORKLOADS = sizeof(workloads) / sizeof(workloads[0]) };
 /* ---- The table of a round workload ------------------------------------------------------- */
 
 enum {
-    COL_CONFIG,
-    COL_KEVENTS,
-    COL_RATIO,
-    COL_LOCKS,
-    COL_MEDIAN,
-    COL_MEAN,
-    COL_STOLEN,
-    COL_STEALS,
-    COL_ROUNDS,
-    COL_REHOME,
-    COL_NOTE,
-    NCOLS
-};
-
-static const struct bench_column columns[NCOLS] = {
-    [COL_CONFIG] = {.title = "configuration"},
-    [COL_KEVENTS] = {.title = "KEvents/s", .right = true, .gap = 2},
-    [COL_RATIO] = {.title = "vs mely", .right = true},
-    [COL_LOCKS] = {.title = "locks %", .right = true},
-    [COL_MEDIAN] = {.title = "steal cyc median", .right = true},
-    [COL_MEAN] = {.title = "mean", .right = true},
-    [COL_STOLEN] = {.title = "stolen cyc/steal", .right = true},
-    [COL_STEALS] = {.title = "steals", .right = true},
-    [COL_ROUNDS] = {.title = "rounds", .right = true},
-    [COL_REHOME] = {.title = "re-home ms", .right = true},
-    [COL_NOTE] = {.title = "note", .gap = 2},
+    COL_CONFIG, COL_KEY, COL_KEVENTS, COL_RATIO, COL_LOCKS, COL_MEDIAN, COL_MEAN, COL_STOLEN,
+    COL_STEALS, COL_ROUNDS, COL_REHOME, COL_NOTE, COL_LABEL, COL_ENGINE, COL_STEAL,
+    COL_ANNOTATED, NCOLS
 };
 
 /* The CSV file has the table's columns plus the configuration's parts. */
-enum { CSV_LABEL = NCOLS, CSV_ENGINE, CSV_STEAL, CSV_ANNOTATED, CSV_NCOLS };
-
-static const char *const csv_titles[CSV_NCOLS] = {
-    [COL_CONFIG] = "configuration",
-    [COL_KEVENTS] = "kevents_per_s",
-    [COL_RATIO] = "ratio_to_mely",
-    [COL_LOCKS] = "lock_pct",
-    [COL_MEDIAN] = "steal_cycles_median",
-    [COL_MEAN] = "steal_cycles_mean",
-    [COL_STOLEN] = "stolen_cycles_per_steal",
-    [COL_STEALS] = "steals",
-    [COL_ROUNDS] = "rounds",
-    [COL_REHOME] = "rehome_ms",
-    [COL_NOTE] = "note",
-    [CSV_LABEL] = "label",
-    [CSV_ENGINE] = "engine",
-    [CSV_STEAL] = "steal",
-    [CSV_ANNOTATED] = "annotated",
+static const struct bench_column columns[NCOLS] = {
+    [COL_CONFIG] = {.title = "configuration"},
+    [COL_KEY] = {.key = "configuration"},
+    [COL_KEVENTS] = {.title = "KEvents/s", .key = "kevents_per_s", .right = true, .gap = 2},
+    [COL_RATIO] = {.title = "vs mely", .key = "ratio_to_mely", .right = true},
+    [COL_LOCKS] = {.title = "locks %", .key = "lock_pct", .right = true},
+    [COL_MEDIAN] = {.title = "steal cyc median", .key = "steal_cycles_median", .right = true},
+    [COL_MEAN] = {.title = "mean", .key = "steal_cycles_mean", .right = true},
+    [COL_STOLEN] = {.title = "stolen cyc/steal", .key = "stolen_cycles_per_steal", .right = true},
+    [COL_STEALS] = {.title = "steals", .key = "steals", .right = true},
+    [COL_ROUNDS] = {.title = "rounds", .key = "rounds", .right = true},
+    [COL_REHOME] = {.title = "re-home ms", .key = "rehome_ms", .right = true},
+    [COL_NOTE] = {.title = "note", .key = "note", .gap = 2},
+    [COL_LABEL] = {.key = "label"},
+    [COL_ENGINE] = {.key = "engine"},
+    [COL_STEAL] = {.key = "steal"},
+    [COL_ANNOTATED] = {.key = "annotated"},
 };
 
-typedef char cell_t[280];
-
-static double kevents(const struct steal_figures *f)
+static double kevents(const void *p)
 {
-    return f->seconds > 0 ? (double)f->events / f->seconds / 1e3 : 0.0;
+    const struct steal_figures *f = p;
+    return !f->ok ? -1 : f->seconds > 0 ? (double)f->events / f->seconds / 1e3 : 0.0;
 }
 
-/* The figures' cells; "-" where there is no figure. */
-static void figure_cells(const struct steal_figures *f, const struct steal_figures *ref,
-                         cell_t *t)
+/* Row r's cells: the configuration, then its figures ("-" where none). */
+static void row_cells(struct bench_table *t, unsigned r, const struct steal_figures *f,
+                      const struct steal_figures *ref)
 {
-    const struct bench_totals *s = &f->tot;
+    const struct steal_config *cfg = &steal_configs[r];
+    const mely_stats_t *s = &f->tot.sum;
 
+    bench_cell(t, r, COL_CONFIG, "%s", cfg->name);
+    bench_cell(t, r, COL_KEY, "%s", cfg->key);
+    bench_cell(t, r, COL_LABEL, "%s", cfg->name);
+    bench_cell(t, r, COL_ENGINE, "%s", cfg->engine);
+    bench_cell(t, r, COL_STEAL, "%s", cfg->steal);
+    bench_cell(t, r, COL_ANNOTATED, "%s", cfg->annotated ? "yes" : "no");
     for (unsigned c = COL_KEVENTS; c < COL_NOTE; c++)
-        snprintf(t[c], sizeof(cell_t), "-");
+        bench_cell(t, r, c, "-");
     if (!f->ok) {
-        snprintf(t[COL_KEVENTS], sizeof(cell_t), "n/a");
-        snprintf(t[COL_NOTE], sizeof(cell_t), "n/a (%s)", mely_strerror(f->err));
+        bench_cell(t, r, COL_KEVENTS, "n/a");
+        bench_cell(t, r, COL_NOTE, "n/a (%s)", mely_strerror(f->err));
         return;
     }
-    snprintf(t[COL_KEVENTS], sizeof(cell_t), "%.0f", kevents(f));
-    if (ref->ok && kevents(ref) > 0)
-        snprintf(t[COL_RATIO], sizeof(cell_t), "%.2f", kevents(f) / kevents(ref));
+    bench_cell(t, r, COL_KEVENTS, "%.0f", kevents(f));
+    if (kevents(ref) > 0)
+        bench_cell(t, r, COL_RATIO, "%.2f", kevents(f) / kevents(ref));
     if (f->elapsed_cycles > 0)
-        snprintf(t[COL_LOCKS], sizeof(cell_t), "%.2f",
-                 100.0 * (double)s->lock_cycles / ((double)f->elapsed_cycles * f->workers));
+        bench_cell(t, r, COL_LOCKS, "%.2f",
+                   100.0 * (double)s->lock_cycles / ((double)f->elapsed_cycles * f->workers));
     if (s->steals > 0) {
-        if (s->steal_median > 0)
-            snprintf(t[COL_MEDIAN], sizeof(cell_t), "%" PRIu64, s->steal_median);
-        snprintf(t[COL_MEAN], sizeof(cell_t), "%.0f",
-                 (double)s->steal_cycles / (double)s->steals);
-        snprintf(t[COL_STOLEN], sizeof(cell_t), "%.0f",
-                 (double)s->stolen_cycles / (double)s->steals);
+        if (f->tot.steal_median > 0)
+            bench_cell(t, r, COL_MEDIAN, "%" PRIu64, f->tot.steal_median);
+        bench_cell(t, r, COL_MEAN, "%.0f", (double)s->steal_cycles / (double)s->steals);
+        bench_cell(t, r, COL_STOLEN, "%.0f", (double)s->stolen_cycles / (double)s->steals);
     }
-    snprintf(t[COL_STEALS], sizeof(cell_t), "%" PRIu64, s->steals);
-    snprintf(t[COL_ROUNDS], sizeof(cell_t), "%u", f->rounds);
-    snprintf(t[COL_REHOME], sizeof(cell_t), "%.1f", f->rehome_seconds * 1e3);
-    snprintf(t[COL_NOTE], sizeof(cell_t), "%s", f->note);
+    bench_cell(t, r, COL_STEALS, "%" PRIu64, s->steals);
+    bench_cell(t, r, COL_ROUNDS, "%u", f->rounds);
+    bench_cell(t, r, COL_REHOME, "%.1f", f->rehome_seconds * 1e3);
+    bench_cell(t, r, COL_NOTE, "%s", f->note);
 }
 
 static void print_and_save(const struct steal_ctx *ctx, const struct bench_machine *mc,
                            const char *workload, const struct steal_figures *f)
 {
-    cell_t text[STEAL_NCONFIGS][NCOLS];
-    const char *shown[STEAL_NCONFIGS][NCOLS];
-    const char *cells[STEAL_NCONFIGS][CSV_NCOLS];
-
-    for (unsigned r = 0; r < STEAL_NCONFIGS; r++) {
-        const struct steal_config *cfg = &steal_configs[r];
-        figure_cells(&f[r], &f[STEAL_MELY], text[r]);
-        for (unsigned c = 0; c < NCOLS; c++)
-            shown[r][c] = cells[r][c] = text[r][c];
-        shown[r][COL_CONFIG] = cfg->name;
-        cells[r][COL_CONFIG] = cfg->key;
-        cells[r][CSV_LABEL] = cfg->name;
-        cells[r][CSV_ENGINE] = cfg->engine;
-        cells[r][CSV_STEAL] = cfg->steal;
-        cells[r][CSV_ANNOTATED] = cfg->annotated ? "yes" : "no";
-    }
-    printf("\n");
-    bench_print_table(stdout, columns, NCOLS, &shown[0][0], STEAL_NCONFIGS);
-
+    struct bench_table t;
     char path[4096];
-    struct bench_param params[] = {
-        {.name = "workers"}, {.name = "seconds"}, {.name = "seed"}, {.name = "passes"}};
-    snprintf(params[0].value, sizeof(params[0].value), "%u", ctx->workers);
-    snprintf(params[1].value, sizeof(params[1].value), "%g", ctx->seconds);
-    snprintf(params[2].value, sizeof(params[2].value), "%" PRIu64, ctx->seed);
-    snprintf(params[3].value, sizeof(params[3].value), "%u", ctx->passes);
+
+    bench_table_init(&t, columns, NCOLS, STEAL_NCONFIGS);
+    for (unsigned r = 0; r < STEAL_NCONFIGS; r++)
+        row_cells(&t, r, &f[r], &f[STEAL_MELY]);
+    printf("\n");
+    bench_table_print(stdout, &t);
     snprintf(path, sizeof(path), "%s/steal-%s.csv", ctx->csv_dir, workload);
-    if (bench_write_cells_csv(&ctx->b, path, mc, params, 4, csv_titles, CSV_NCOLS, &cells[0][0],
-                              STEAL_NCONFIGS) == 0)
-        printf("CSV: %s\n", path);
+    bench_table_csv(&ctx->b, path, mc, ctx->params, ctx->nparams, &t);
+    bench_table_free(&t);
 }
 
 /* The machine's cross-core floor now (harness.h), in ns per round trip, or -1:
@@ -219,26 +153,6 @@ static double floor_ns(void)
     return s.ok ? s.value : -1;
 }
 
-/* Of a row's passes, the one with the median KEvents/s among those with
- * figures (the lower middle one for an even count); the first pass if none. */
-static unsigned median_pass(const struct steal_figures *f, unsigned passes)
-{
-    unsigned idx[MAX_PASSES], n = 0;
-
-    for (unsigned p = 0; p < passes; p++)
-        if (f[p].ok)
-            idx[n++] = p;
-    if (n == 0)
-        return 0;
-    for (unsigned i = 1; i < n; i++) /* insertion sort: n <= MAX_PASSES */
-        for (unsigned j = i; j > 0 && kevents(&f[idx[j - 1]]) > kevents(&f[idx[j]]); j--) {
-            unsigned t = idx[j];
-            idx[j] = idx[j - 1];
-            idx[j - 1] = t;
-        }
-    return idx[(n - 1) / 2];
-}
-
 /* Runs every configuration of w, `passes` times, interleaved (pass 1 of every
  * row, then pass 2, ...), each pass seconds / passes long: a period in which
  * the host slows the guest then hits every row a little rather than one row
@@ -247,7 +161,7 @@ static unsigned median_pass(const struct steal_figures *f, unsigned passes)
 static bool run_workload(struct steal_ctx *ctx, const struct bench_machine *mc,
                          const struct workload *w)
 {
-    static struct steal_figures f[STEAL_NCONFIGS][MAX_PASSES];
+    static struct steal_figures f[STEAL_NCONFIGS][STEAL_MAX_PASSES];
     struct steal_figures shown[STEAL_NCONFIGS];
     struct steal_ctx pass_ctx = *ctx;
     char load[64];
@@ -278,107 +192,37 @@ static bool run_workload(struct steal_ctx *ctx, const struct bench_machine *mc,
            "before the rows, %.0f after\n",
            floor_before, floor_ns());
     for (unsigned r = 0; r < STEAL_NCONFIGS; r++)
-        shown[r] = f[r][median_pass(f[r], ctx->passes)];
+        {
+        int m = bench_median_pass(f[r], sizeof(f[r][0]), ctx->passes, kevents);
+        shown[r] = f[r][m < 0 ? 0 : m];
+    }
     if (ctx->passes > 1)
         printf("  each row: the median of its %u passes\n", ctx->passes);
     print_and_save(ctx, mc, w->name, shown);
     return all;
 }
 
-/* ---- Options ---------------------------------------------------------------------------- */
+/* ---- Options and main --------------------------------------------------------------------- */
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: steal unbalanced|penalty|cache|stealcost|all [options]\n"
-            "  --seconds S    measured time per row of unbalanced, penalty and cache, all\n"
-            "                 passes together (default %.0f; --quick: %.0f)\n"
-            "  --passes P     interleaved passes over the rows, the median shown (default %d;\n"
-            "                 --quick: 1; 1..%d)\n"
-            "  --quick        short rows: all four workloads in about a minute\n"
-            "  --workers N    workers, >= 2 (default 2; stealcost always uses 2)\n"
-            "  --seed N       seed of the workloads' pseudo-random numbers (default %u)\n"
-            "  --csv-dir DIR  where steal-<workload>.csv goes (default %s, relative to the\n"
-            "                 current directory)\n",
-            SECONDS_DEFAULT, SECONDS_QUICK, PASSES_DEFAULT, MAX_PASSES, SEED_DEFAULT,
-            CSV_DIR_DEFAULT);
-}
+static struct steal_ctx ctx = {.b = {.name = "steal"}};
 
-/* 0: go on; 1: exit 0 (--help); 2: usage error. *which: the workload's name. */
-static int parse_options(int argc, char **argv, struct steal_ctx *ctx, const char **which)
-{
-    static const struct option longopts[] = {
-        {"seconds", required_argument, NULL, 's'}, {"quick", no_argument, NULL, 'q'},
-        {"workers", required_argument, NULL, 'w'}, {"seed", required_argument, NULL, 'r'},
-        {"csv-dir", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
-        {"passes", required_argument, NULL, 'p'}, {NULL, 0, NULL, 0},
-    };
-    uint64_t v;
-    int c;
-
-    ctx->workers = 2;
-    ctx->seconds = -1;
-    ctx->passes = 0;
-    ctx->seed = SEED_DEFAULT;
-    ctx->csv_dir = CSV_DIR_DEFAULT;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case 's':
-            if (bench_parse_double(optarg, 0.05, 600, &ctx->seconds) != 0) {
-                fprintf(stderr, "steal: --seconds: expected 0.05..600\n");
-                return 2;
-            }
-            break;
-        case 'q':
-            ctx->quick = true;
-            break;
-        case 'p':
-            if (bench_parse_u64(optarg, 1, MAX_PASSES, &v) != 0) {
-                fprintf(stderr, "steal: --passes: expected 1..%d\n", MAX_PASSES);
-                return 2;
-            }
-            ctx->passes = (unsigned)v;
-            break;
-        case 'w':
-            if (bench_parse_u64(optarg, 2, MELY_MAX_WORKERS, &v) != 0) {
-                fprintf(stderr, "steal: --workers: expected 2..%u\n", MELY_MAX_WORKERS);
-                return 2;
-            }
-            ctx->workers = (unsigned)v;
-            break;
-        case 'r':
-            if (bench_parse_u64(optarg, 1, UINT64_MAX, &ctx->seed) != 0) {
-                fprintf(stderr, "steal: --seed: expected a positive number\n");
-                return 2;
-            }
-            break;
-        case 'c':
-            if (optarg[0] == '\0') {
-                fprintf(stderr, "steal: --csv-dir: expected a directory\n");
-                return 2;
-            }
-            ctx->csv_dir = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 1;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind != argc - 1) {
-        fprintf(stderr, "steal: expected one workload\n");
-        usage(stderr);
-        return 2;
-    }
-    *which = argv[optind];
-    if (ctx->seconds < 0)
-        ctx->seconds = ctx->quick ? SECONDS_QUICK : SECONDS_DEFAULT;
-    if (ctx->passes == 0)
-        ctx->passes = ctx->quick ? 1 : PASSES_DEFAULT;
-    return 0;
-}
+static const struct bench_opt options[] = {
+    {.name = "workers", .kind = OPT_UINT, .var = &ctx.workers, .lo = 2, .hi = MELY_MAX_WORKERS,
+     .dflt = 2, .param = true, .help = "workers (stealcost always uses 2)"},
+    {.name = "seconds", .kind = OPT_DOUBLE, .var = &ctx.seconds, .lo = 0.05, .hi = 600, .dflt = 6,
+     .quick = 1, .param = true,
+     .help = "measured time per row of unbalanced, penalty and cache, all passes together"},
+    {.name = "seed", .kind = OPT_U64, .var = &ctx.seed, .lo = 1, .hi = 18446744073709551615.0,
+     .dflt = 12345, .param = true, .help = "seed of the workloads' pseudo-random numbers"},
+    {.name = "passes", .kind = OPT_UINT, .var = &ctx.passes, .lo = 1, .hi = STEAL_MAX_PASSES,
+     .dflt = 3, .quick = 1, .param = true,
+     .help = "interleaved passes over the rows, the median shown"},
+    {.name = "quick", .kind = OPT_QUICK, .var = &ctx.quick,
+     .help = "short rows: all four workloads in about a minute"},
+    {.name = "csv-dir", .kind = OPT_STR, .var = &ctx.csv_dir, .sdflt = "bench/results",
+     .help = "where steal-<workload>.csv goes"},
+    {.name = NULL},
+};
 
 /* The environment would override every row's engine or policy: refuse. */
 static bool env_ok(void)
@@ -392,50 +236,44 @@ static bool env_ok(void)
     return true;
 }
 
-/* ---- Main --------------------------------------------------------------------------------- */
-
-static void print_header(const struct steal_ctx *ctx, const struct bench_machine *mc)
+static void print_header(const struct bench_machine *mc)
 {
-    printf("mely work-stealing microbenchmarks (the Mely paper, section 5.2)\n");
-    bench_machine_print(stdout, mc);
-    printf("setup: %u workers, pinned; L2 %zu KB%s; seed %" PRIu64 "\n", ctx->workers,
-           ctx->l2_bytes / 1024, bench_cache_bytes(2) ? "" : " (not in sysfs: assumed)",
-           ctx->seed);
-    if (ctx->workers > mc->usable)
+    printf("setup: %u workers, pinned; L2 %zu KB%s; seed %" PRIu64 "\n", ctx.workers,
+           ctx.l2_bytes / 1024, bench_cache_bytes(2) ? "" : " (not in sysfs: assumed)",
+           ctx.seed);
+    if (ctx.workers > mc->usable)
         printf("note: more workers than usable CPUs: workers share CPUs, figures mean little\n");
     bench_print_mely_env(stdout);
 }
 
 int main(int argc, char **argv)
 {
-    struct steal_ctx ctx = {.workers = 2};
-    const char *which = NULL;
-    int rc = parse_options(argc, argv, &ctx, &which);
-    if (rc)
-        return rc == 1 ? 0 : rc;
-    bool known = strcmp(which, "all") == 0 || strcmp(which, "stealcost") == 0;
-    for (unsigned i = 0; i < NWORKLOADS; i++)
-        known |= strcmp(which, workloads[i].name) == 0;
-    if (!known) {
-        fprintf(stderr, "steal: unknown workload '%s'\n", which);
-        usage(stderr);
+    static const char usage[] = "steal unbalanced|penalty|cache|stealcost|all [options]";
+    struct bench_machine mc;
+    bool all = true, known = false;
+
+    int i = bench_options(usage, options, 1, 1, argc, argv);
+    if (i <= 0)
+        return i ? 2 : 0;
+    const char *which = argv[i];
+    bool every = strcmp(which, "all") == 0, cost = every || strcmp(which, "stealcost") == 0;
+    for (unsigned w = 0; w < NWORKLOADS; w++)
+        known |= strcmp(which, workloads[w].name) == 0;
+    if (!known && !every && !cost) {
+        fprintf(stderr, "steal: unknown workload '%s'\nusage: %s\n", which, usage);
         return 2;
     }
     if (!env_ok())
         return 2;
-
-    struct bench_machine mc;
-    bench_init(&ctx.b, "steal");
-    bench_machine_get(&mc);
+    ctx.nparams = bench_opt_params(options, ctx.params, 4);
+    printf("mely work-stealing microbenchmarks (the Mely paper, section 5.2)\n");
+    bench_machine_get(&mc, stdout);
     ctx.l2_bytes = bench_cache_bytes(2) ? bench_cache_bytes(2) : L2_FALLBACK;
-    print_header(&ctx, &mc);
-    fflush(stdout);
-
-    bool all = true, every = strcmp(which, "all") == 0;
-    for (unsigned i = 0; i < NWORKLOADS; i++)
-        if (every || strcmp(which, workloads[i].name) == 0)
-            all &= run_workload(&ctx, &mc, &workloads[i]);
-    if (every || strcmp(which, "stealcost") == 0) {
+    print_header(&mc);
+    for (unsigned w = 0; w < NWORKLOADS; w++)
+        if (every || strcmp(which, workloads[w].name) == 0)
+            all &= run_workload(&ctx, &mc, &workloads[w]);
+    if (cost) {
         double before = floor_ns();
         all &= steal_cost_run(&ctx, &mc);
         printf("  cross-core floor (two plain threads passing a cache line): %.0f ns per round "

@@ -57,16 +57,20 @@ enum {
 
 extern const struct steal_config steal_configs[STEAL_NCONFIGS];
 
+enum { STEAL_MAX_PASSES = 9 };
+
 /* The run's settings, shared by the workloads. */
 struct steal_ctx {
     struct bench b;
-    unsigned workers;     /* >= 2 */
-    double seconds;       /* measured time per row of a round workload, all passes */
-    unsigned passes;      /* interleaved passes over the rows (steal.c) */
+    unsigned workers;    /* >= 2 */
+    double seconds;      /* measured time per row of a round workload, all passes */
+    unsigned passes;     /* interleaved passes over the rows (steal.c) */
     bool quick;
-    size_t l2_bytes;      /* one core's L2 (sysfs), or the fallback */
-    uint64_t seed;        /* of the workloads' pseudo-random numbers */
-    const char *csv_dir;  /* steal-<workload>.csv goes there */
+    size_t l2_bytes;     /* one core's L2 (sysfs), or the fallback */
+    uint64_t seed;       /* of the workloads' pseudo-random numbers */
+    const char *csv_dir; /* steal-<workload>.csv goes there */
+    struct bench_param params[4]; /* the options, for the CSV files */
+    unsigned nparams;
 };
 
 /* Opens the runtime of a row: ctx's workers, pinned, cfg's engine and policy.
@@ -142,7 +146,7 @@ struct steal_rounds {
     uint64_t t0_ns, t1_ns, rehome_ns;
 
     alignas(STEAL_CACHELINE) _Atomic uint64_t left; /* events of the round not done */
-    _Atomic int err; /* the first failure of a handler */
+    int err; /* the first failure of a handler (bench_post_failed) */
 };
 
 /* Zeroed memory aligned to a cache line (for structures holding a steal_rounds

@@ -82,12 +82,6 @@ void steal_cache_describe(const struct steal_ctx *ctx, FILE *f)
             ARRAYS, ARRAY_KB, A_CYCLES, B_CYCLES, C_CYCLES, ctx->seconds);
 }
 
-static int cmp_u32(const void *x, const void *y)
-{
-    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-    return (a > b) - (a < b);
-}
-
 /* Merges the sorted halves into arr->merged; true if the result is sorted and
  * holds what A wrote. O(ELEMS). */
 static bool merge_and_check(struct cache_array *arr)
@@ -141,11 +135,8 @@ static void cache_a(void *arg)
     struct cache_wl *c = arr->c;
     uint64_t s = arr->seed, sum = 0;
 
-    for (size_t i = 0; i < ELEMS; i++) { /* xorshift64 */
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        arr->data[i] = (uint32_t)(s >> 32);
+    for (size_t i = 0; i < ELEMS; i++) {
+        arr->data[i] = (uint32_t)(xorshift64(&s) >> 32);
         sum += arr->data[i];
     }
     arr->seed = s;

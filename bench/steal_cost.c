@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/report.h"
 #include "bench/steal.h"
 
 enum {
@@ -57,7 +56,7 @@ struct cost_point {
     mely_color_t *colors;
     _Atomic uint32_t *queued; /* per color: events posted and not run yet */
     mely_handler_t h_empty;
-    _Atomic int err; /* the blocker's failure */
+    int err; /* the blocker's failure */
 };
 
 struct cost_figures {
@@ -121,12 +120,12 @@ static int refill(struct cost_point *p)
 static void blocker(void *arg)
 {
     struct cost_point *p = arg;
-    uint64_t t0 = bench_now_ns(), every = p->n / 10 ? p->n / 10 : 1;
+    uint64_t t0 = now_ns(), every = p->n / 10 ? p->n / 10 : 1;
     mely_stats_t s = thief_stats(p->m);
     uint64_t refilled_at = s.stolen_events;
     int away = 0;
 
-    while (s.steals < STEALS && bench_now_ns() - t0 < POINT_NS) { /* bounded by POINT_NS */
+    while (s.steals < STEALS && now_ns() - t0 < POINT_NS) { /* bounded by POINT_NS */
         if (away > 0 || s.stolen_events - refilled_at >= every) {
             refilled_at = s.stolen_events;
             away = refill(p);
@@ -151,8 +150,8 @@ static void cost_run(const struct steal_ctx *ctx, struct cost_point *p, struct c
     if (!f->err && (f->err = refill(p)) > 0)
         f->err = 0; /* nothing is away before the run */
     if (!f->err) {
-        int rc = bench_mely_run(&ctx->b, p->m, bench_limit_ns(0, 0) + POINT_NS, "stealcost");
-        f->err = atomic_load(&p->err) ? atomic_load(&p->err) : rc > 0 ? -ETIMEDOUT : rc;
+        int rc = bench_mely_run(&ctx->b, p->m, bench_limit_s(0, 0) + POINT_NS / 1e9, "stealcost");
+        f->err = bench_post_error(&p->err) ? p->err : rc > 0 ? -ETIMEDOUT : rc;
     }
     mely_stats_t s = thief_stats(p->m);
     if (!f->err && s.steals > 0) {
@@ -194,46 +193,35 @@ static void cost_point(struct steal_ctx *ctx, const struct steal_config *cfg, un
 
 /* ---- The table ------------------------------------------------------------------------ */
 
-enum { COL_CONFIG, COL_N, COL_MEDIAN, COL_MEAN, COL_STOLEN, COL_STEALS, COL_NOTE, NCOLS };
+enum { COL_CONFIG, COL_KEY, COL_N, COL_MEDIAN, COL_MEAN, COL_STOLEN, COL_STEALS, COL_NOTE, NCOLS };
 
 static const struct bench_column columns[NCOLS] = {
     [COL_CONFIG] = {.title = "configuration"},
-    [COL_N] = {.title = "pending", .right = true},
-    [COL_MEDIAN] = {.title = "cycles/steal median", .right = true},
-    [COL_MEAN] = {.title = "mean", .right = true},
-    [COL_STOLEN] = {.title = "events/steal", .right = true},
-    [COL_STEALS] = {.title = "steals", .right = true},
-    [COL_NOTE] = {.title = "note", .gap = 2},
+    [COL_KEY] = {.key = "configuration"},
+    [COL_N] = {.title = "pending", .key = "pending", .right = true},
+    [COL_MEDIAN] = {.title = "cycles/steal median", .key = "steal_cycles_median", .right = true},
+    [COL_MEAN] = {.title = "mean", .key = "steal_cycles_mean", .right = true},
+    [COL_STOLEN] = {.title = "events/steal", .key = "events_per_steal", .right = true},
+    [COL_STEALS] = {.title = "steals", .key = "steals", .right = true},
+    [COL_NOTE] = {.title = "note", .key = "note", .gap = 2},
 };
 
-static const char *const csv_titles[NCOLS] = {
-    [COL_CONFIG] = "configuration", [COL_N] = "pending",
-    [COL_MEDIAN] = "steal_cycles_median", [COL_MEAN] = "steal_cycles_mean",
-    [COL_STOLEN] = "events_per_steal", [COL_STEALS] = "steals", [COL_NOTE] = "note",
-};
-
-typedef char cell_t[96];
-
-static void fill_cells(const struct cost_figures *f, unsigned n, const char *name, cell_t *text,
-                       const char **cells)
+static void row_cells(struct bench_table *t, unsigned row, const struct cost_figures *f,
+                      unsigned n, const struct steal_config *cfg)
 {
-    snprintf(text[COL_N], sizeof(cell_t), "%u", n);
-    if (f->ok) {
-        snprintf(text[COL_MEDIAN], sizeof(cell_t), "%" PRIu64, f->median);
-        snprintf(text[COL_MEAN], sizeof(cell_t), "%.0f", (double)f->cycles / (double)f->steals);
-        snprintf(text[COL_STOLEN], sizeof(cell_t), "%.1f",
-                 (double)f->stolen_events / (double)f->steals);
-        snprintf(text[COL_STEALS], sizeof(cell_t), "%" PRIu64, f->steals);
-        text[COL_NOTE][0] = '\0';
-    } else {
+    bench_cell(t, row, COL_CONFIG, "%s", cfg->name);
+    bench_cell(t, row, COL_KEY, "%s", cfg->key);
+    bench_cell(t, row, COL_N, "%u", n);
+    if (!f->ok) {
         for (unsigned c = COL_MEDIAN; c <= COL_STEALS; c++)
-            snprintf(text[c], sizeof(cell_t), "-");
-        snprintf(text[COL_NOTE], sizeof(cell_t), "n/a (%s)",
-                 f->err ? mely_strerror(f->err) : "no steal");
+            bench_cell(t, row, c, "-");
+        bench_cell(t, row, COL_NOTE, "n/a (%s)", f->err ? mely_strerror(f->err) : "no steal");
+        return;
     }
-    for (unsigned c = 0; c < NCOLS; c++)
-        cells[c] = text[c];
-    cells[COL_CONFIG] = name;
+    bench_cell(t, row, COL_MEDIAN, "%" PRIu64, f->median);
+    bench_cell(t, row, COL_MEAN, "%.0f", (double)f->cycles / (double)f->steals);
+    bench_cell(t, row, COL_STOLEN, "%.1f", (double)f->stolen_events / (double)f->steals);
+    bench_cell(t, row, COL_STEALS, "%" PRIu64, f->steals);
 }
 
 /* The targets: mely's median <= 1000 and flat (N = 100,000 within 20% of
@@ -274,11 +262,13 @@ static void print_verdicts(const struct cost_figures f[NROWS][NPOINTS])
 bool steal_cost_run(struct steal_ctx *ctx, const struct bench_machine *mc)
 {
     struct cost_figures f[NROWS][NPOINTS];
-    cell_t text[NROWS * NPOINTS][NCOLS];
-    const char *cells[NROWS * NPOINTS][NCOLS];
+    struct bench_table t;
+    char path[4096];
+    struct bench_param params[] = {{.name = "workers", .value = "2"}};
     bool all = true;
 
     memset(f, 0, sizeof(f));
+    bench_table_init(&t, columns, NCOLS, NROWS * NPOINTS);
     printf("\nstealcost: cycles per steal while worker 0 holds N pending events (round robin "
            "over max(%d, N/10) colors, empty handlers) and idle worker 1 steals; up to %d steals "
            "or %.0f s per point; the victim refills to keep >= ~90%% of N queued\n",
@@ -293,25 +283,17 @@ bool steal_cost_run(struct steal_ctx *ctx, const struct bench_machine *mc)
                 printf(" %" PRIu64 " steals\n", f[r][i].steals);
             else
                 printf(" failed\n");
-            fill_cells(&f[r][i], points[i], cfg->name, text[r * NPOINTS + i],
-                       cells[r * NPOINTS + i]);
+            row_cells(&t, r * NPOINTS + i, &f[r][i], points[i], cfg);
             all &= f[r][i].ok;
         }
     printf("\n");
-    bench_print_table(stdout, columns, NCOLS, &cells[0][0], NROWS * NPOINTS);
+    bench_table_print(stdout, &t);
     printf("  (two successive TSC reads are %" PRIu64 " cycles apart here: the resolution of "
            "these figures)\n",
            bench_tsc_step());
     print_verdicts((const struct cost_figures(*)[NPOINTS])f);
-
-    char path[4096];
-    struct bench_param params[] = {{.name = "workers", .value = "2"}};
     snprintf(path, sizeof(path), "%s/steal-stealcost.csv", ctx->csv_dir);
-    for (unsigned r = 0; r < NROWS; r++)
-        for (unsigned i = 0; i < NPOINTS; i++)
-            cells[r * NPOINTS + i][COL_CONFIG] = steal_configs[rows[r]].key;
-    if (bench_write_cells_csv(&ctx->b, path, mc, params, 1, csv_titles, NCOLS, &cells[0][0],
-                              NROWS * NPOINTS) == 0)
-        printf("CSV: %s\n", path);
+    bench_table_csv(&ctx->b, path, mc, params, 1, &t);
+    bench_table_free(&t);
     return all;
 }

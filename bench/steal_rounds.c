@@ -57,7 +57,7 @@ int steal_rehome(mely_t *m, const mely_color_t *colors, unsigned n, unsigned *mo
         /* A round's last events may still be returning on another worker when
          * the driver runs: their colors are busy for a few microseconds. */
         while ((err = mely_color_move(m, colors[i], 0)) == MELY_EBUSY) {
-            uint64_t now = bench_now_ns();
+            uint64_t now = now_ns();
             if (deadline == 0)
                 deadline = now + REHOME_WAIT_NS;
             else if (now > deadline)
@@ -81,7 +81,7 @@ void steal_round_fail(struct steal_rounds *r, int err)
 
 bool steal_round_begin(struct steal_rounds *r)
 {
-    uint64_t now = bench_now_ns();
+    uint64_t now = now_ns();
 
     if (!r->started) {
         r->started = true;
@@ -95,7 +95,7 @@ bool steal_round_begin(struct steal_rounds *r)
         return false;
     }
     int err = steal_rehome(r->m, r->colors, r->ncolors, NULL);
-    r->rehome_ns += bench_now_ns() - now;
+    r->rehome_ns += now_ns() - now;
     if (err) {
         steal_round_fail(r, err);
         return false;
@@ -139,10 +139,10 @@ void steal_rounds_run(const struct steal_ctx *ctx, mely_t *m, struct steal_round
     }
     uint64_t c0 = bench_cycles();
     /* A round takes well under a second; the limit only catches a hang. */
-    int rc = bench_mely_run(&ctx->b, m, bench_limit_ns(0, 0) + r->limit_ns * 2, what);
+    int rc = bench_mely_run(&ctx->b, m, bench_limit_s(0, 0) + (double)r->limit_ns * 2 / 1e9, what);
     out->elapsed_cycles = bench_cycles() - c0;
     out->tot = bench_rt_totals(m);
-    out->err = atomic_load(&r->err);
+    out->err = bench_post_error(&r->err);
     if (out->err)
         fprintf(stderr, "%s: %s: a handler failed: %s\n", ctx->b.name, what,
                 mely_strerror(out->err));

@@ -54,15 +54,6 @@ void steal_unbalanced_describe(const struct steal_ctx *ctx, FILE *f)
             LONG_MAX_CYCLES, SHORT_CYCLES, LONG_MEAN_CYCLES, ctx->seconds);
 }
 
-/* xorshift64: the driver's pseudo-random numbers (never 0 from a non-0 seed). */
-static uint64_t next_rand(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 static void unb_event(void *arg)
 {
     uint64_t start = bench_cycles();
@@ -79,7 +70,7 @@ static void unb_driver(void *arg)
     if (!steal_round_begin(&u->r))
         return;
     for (unsigned i = 0; i < EVENTS; i++) {
-        uint64_t x = next_rand(&u->rng);
+        uint64_t x = xorshift64(&u->rng);
         bool is_long = x % LONG_ONE_IN == 0;
         u->ev[i].cycles = is_long ? LONG_MIN_CYCLES + (uint32_t)((x >> 16) % (LONG_MAX_CYCLES -
                                                                   LONG_MIN_CYCLES + 1))

@@ -2,46 +2,26 @@
  * wakeup.c: how long a post takes to wake a parked worker on another core,
  * next to the machine's floor for the same wake-up done by hand.
  *
- *   bench/wakeup [--samples N] [--passes P] [--pause-us U] [--quick] [--csv PATH]
- *
- * One runtime of 2 pinned workers with spin_us = 0 (an idle worker parks at
- * once), stealing off. A post to an ordinary color owned by worker 1, while
- * worker 1 is parked, is timed from the poster's TSC read just before
- * mely_post() to the TSC read that the handler makes first thing on worker 1:
- *
- *   mely, foreign post   the program's main thread, pinned to the first
- *                        allowed CPU (where worker 0 runs, parked), posts;
- *   mely, handler post   the main thread posts a kick to worker 0's pinned
- *                        color; the kick handler (on worker 0) reads the TSC
- *                        and posts to worker 1's color (the post leaves when
- *                        the kick returns: that is part of the latency).
- *
- * The floor: two plain threads pinned to the same two CPUs, the waker reading
- * the TSC just before waking the sleeper, which reads it first thing once
- * awake: (a) FUTEX_WAIT / FUTEX_WAKE on a word, (b) read() / write() on an
- * eventfd, (c) epoll_wait() on an epoll set holding an eventfd (what a parked
- * worker does since the I/O layer), (d) libevent's event_base_loop(EVLOOP_ONCE)
- * on an eventfd event (the same through libevent, the worker's poller).
- *
- * Between two samples the poster sleeps --pause-us (1000 us, +-25% at random),
- * so that the wakee is asleep each time (mely: worker 1's parks and wake-ups
- * are counted and printed). The rows run interleaved: --passes passes (20), each
- * taking samples / passes samples of every row in turn (the order rotates),
- * so that a slow period of the host hits every row a little. Percentiles are
- * over all samples of a row; "pass p50" gives the spread of the passes'
- * medians. Every wait is bounded (a sample whose wakee does not answer within
- * 2 s fails the row; the runtime runs under the harness's watchdog).
+ * One runtime of 2 pinned workers, spin_us 0 (an idle worker parks at once),
+ * stealing off. A post to a color of worker 1, while worker 1 is parked, is
+ * timed from the poster's TSC read just before mely_post() to the handler's
+ * first TSC read on worker 1; the poster is the main thread on worker 0's CPU
+ * ("foreign post") or a handler on worker 0 ("handler post": the post leaves
+ * when it returns). The floors: two plain threads on the same two CPUs, the
+ * waker reading the TSC just before waking the sleeper (futex, eventfd read,
+ * epoll_wait on an eventfd, a libevent loop on an eventfd), which reads it
+ * first thing once awake. Between two samples the poster sleeps --pause-us
+ * (+-25%) so that the wakee is asleep; the rows run interleaved in --passes
+ * passes. Every wait is bounded (2 s per sample; the runtime's watchdog).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -55,17 +35,10 @@
 #include <event2/event.h>
 
 #include "bench/harness.h"
-#include "bench/report.h"
 
-#define SAMPLES_DEFAULT 2000u
-#define SAMPLES_QUICK 300u
-#define PASSES_DEFAULT 20u
-#define PASSES_QUICK 3u
 #define MAX_PASSES 100u
-#define PAUSE_US_DEFAULT 1000u
-#define CSV_DEFAULT "bench/results/wakeup.csv"
-#define TARGET_US 5.0            /* mely's p50 within this of a floor's p50 */
-#define ANSWER_LIMIT_NS 2000000000ull /* a wakee must answer within this */
+#define TARGET_US 5.0                 /* mely's p50 within this of a floor's p50 */
+#define ANSWER_LIMIT_US 2000000u      /* a wakee must answer within this */
 
 enum row_id {
     ROW_MELY_FOREIGN,
@@ -115,85 +88,73 @@ static void drain_eventfd(int efd)
         ;
 }
 
-struct le_ctx {
-    struct batch *bt;
-    struct event_base *base;
-};
-
 static void le_ready(evutil_socket_t fd, short what, void *arg)
 {
     uint64_t t = bench_cycles();
-    struct le_ctx *c = arg;
+    struct batch *bt = arg;
     (void)what;
     drain_eventfd((int)fd);
-    answered(c->bt, atomic_load_explicit(&c->bt->done, memory_order_relaxed), t);
+    answered(bt, atomic_load_explicit(&bt->done, memory_order_relaxed), t);
+}
+
+/* The libevent floor's wakee: a loop with a persistent event on the eventfd.
+ * Bounded: the waker gives up (and the program exits) if a sample is not
+ * answered. */
+static void le_wakee(struct batch *bt)
+{
+    struct event_base *base = event_base_new();
+    struct event *ev = base ? event_new(base, bt->efd, EV_READ | EV_PERSIST, le_ready, bt) : NULL;
+
+    bt->failed = !ev || event_add(ev, NULL) != 0;
+    while (!bt->failed && atomic_load_explicit(&bt->done, memory_order_relaxed) < bt->n)
+        bt->failed = event_base_loop(base, EVLOOP_ONCE) < 0;
+    if (ev)
+        event_free(ev);
+    if (base)
+        event_base_free(base);
+}
+
+/* Blocks until the waker's sample i, the row's way; returns the TSC read
+ * first thing once awake, 0 if the wait failed. */
+static uint64_t wait_one(struct batch *bt, unsigned i)
+{
+    struct epoll_event ev;
+    uint64_t v, t;
+    ssize_t r;
+
+    switch (bt->row) {
+    case ROW_FUTEX:
+        while (atomic_load_explicit(&bt->word, memory_order_acquire) == i)
+            syscall(SYS_futex, (uint32_t *)&bt->word, FUTEX_WAIT_PRIVATE, i, NULL, NULL, 0);
+        return bench_cycles();
+    case ROW_EVENTFD:
+        while ((r = read(bt->efd, &v, sizeof(v))) < 0 && errno == EINTR)
+            ;
+        t = bench_cycles();
+        return r == sizeof(v) ? t : 0;
+    default: /* ROW_EPOLL */
+        while ((r = epoll_wait(bt->epfd, &ev, 1, -1)) < 0 && errno == EINTR)
+            ;
+        t = bench_cycles();
+        drain_eventfd(bt->efd);
+        return r == 1 ? t : 0;
+    }
 }
 
 static void *wakee_main(void *arg)
 {
     struct batch *bt = arg;
 
-    bench_pin_self(bt->cpu);
-    switch (bt->row) {
-    case ROW_FUTEX:
-        for (unsigned i = 0; i < bt->n; i++) {
-            while (atomic_load_explicit(&bt->word, memory_order_acquire) == i)
-                syscall(SYS_futex, (uint32_t *)&bt->word, FUTEX_WAIT_PRIVATE, i, NULL, NULL, 0);
-            answered(bt, i, bench_cycles());
-        }
-        break;
-    case ROW_EVENTFD:
-        for (unsigned i = 0; i < bt->n; i++) {
-            uint64_t v;
-            ssize_t r;
-            while ((r = read(bt->efd, &v, sizeof(v))) < 0 && errno == EINTR)
-                ;
-            uint64_t t = bench_cycles();
-            if (r != sizeof(v)) {
-                bt->failed = true;
-                return NULL;
-            }
-            answered(bt, i, t);
-        }
-        break;
-    case ROW_EPOLL:
-        for (unsigned i = 0; i < bt->n; i++) {
-            struct epoll_event ev;
-            int r;
-            while ((r = epoll_wait(bt->epfd, &ev, 1, -1)) < 0 && errno == EINTR)
-                ;
-            uint64_t t = bench_cycles();
-            if (r != 1) {
-                bt->failed = true;
-                return NULL;
-            }
-            drain_eventfd(bt->efd);
-            answered(bt, i, t);
-        }
-        break;
-    case ROW_LIBEVENT: {
-        struct le_ctx c = {.bt = bt, .base = event_base_new()};
-        struct event *ev = c.base ? event_new(c.base, bt->efd, EV_READ | EV_PERSIST, le_ready, &c)
-                                  : NULL;
-        if (!ev || event_add(ev, NULL) != 0) {
-            bt->failed = true;
-        } else {
-            /* Bounded: the waker gives up (and the program exits) if a sample
-             * is not answered. */
-            while (atomic_load_explicit(&bt->done, memory_order_relaxed) < bt->n)
-                if (event_base_loop(c.base, EVLOOP_ONCE) < 0) {
-                    bt->failed = true;
-                    break;
-                }
-        }
-        if (ev)
-            event_free(ev);
-        if (c.base)
-            event_base_free(c.base);
-        break;
+    pin_self(bt->cpu);
+    if (bt->row == ROW_LIBEVENT) {
+        le_wakee(bt);
+        return NULL;
     }
-    default:
-        bt->failed = true;
+    for (unsigned i = 0; i < bt->n && !bt->failed; i++) {
+        uint64_t t = wait_one(bt, i);
+        if (t)
+            answered(bt, i, t);
+        bt->failed = t == 0;
     }
     return NULL;
 }
@@ -205,7 +166,7 @@ struct mely_side {
     mely_color_t color1; /* an ordinary color owned by worker 1 */
     struct batch *bt;    /* the batch being measured */
     _Atomic unsigned cur; /* the sample being woken */
-    _Atomic int post_err;
+    int post_err;
     uint64_t posts, parks, wakeups; /* worker 1's, over the mely samples */
 };
 
@@ -229,28 +190,17 @@ static void on_kick(void *arg)
 
 /* ---- The waker ---------------------------------------------------------------------------- */
 
-static uint64_t xorshift(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
 /* Sleeps about pause_us (+-25%), then waits (sleeping in 50 us steps) until
  * the wakee has answered `want` samples. False if it does not within
- * ANSWER_LIMIT_NS. */
+ * ANSWER_LIMIT_US. */
 static bool pause_then_wait(struct batch *bt, unsigned want, unsigned pause_us, uint64_t *rng)
 {
-    uint64_t ns = (uint64_t)pause_us * 1000u;
-    ns = ns * 3 / 4 + xorshift(rng) % (ns / 2 + 1);
-    bench_sleep_until(bench_ts_after(ns));
-    uint64_t limit = bench_now_ns() + ANSWER_LIMIT_NS;
+    sleep_us(pause_us * 3 / 4 + xorshift64(rng) % (pause_us / 2 + 1));
+    uint64_t limit = now_ns() + ANSWER_LIMIT_US * 1000ull;
     while (atomic_load_explicit(&bt->done, memory_order_acquire) < want) {
-        if (bench_now_ns() > limit)
+        if (now_ns() > limit)
             return false;
-        bench_sleep_until(bench_ts_after(50000));
+        sleep_us(50);
     }
     return true;
 }
@@ -291,8 +241,8 @@ static void wake_one(struct batch *bt, struct mely_side *ms, unsigned i)
 /* ---- A row's samples ------------------------------------------------------------------------ */
 
 struct row_result {
-    double *lat_us;   /* every sample of every pass, in us */
-    unsigned n;       /* samples so far */
+    double *lat_us; /* every sample of every pass, in us */
+    unsigned n;     /* samples so far */
     double pass_p50[MAX_PASSES];
     unsigned passes;
     unsigned negative; /* samples with t1 < t0 (TSCs out of step): dropped */
@@ -300,19 +250,34 @@ struct row_result {
     char why[120];
 };
 
-struct ctx {
+static struct {
     struct bench b;
     unsigned samples, passes, pause_us;
+    bool quick;
     const char *csv;
     int cpu[2];
     double tsc_per_us;
     uint64_t rng;
     struct mely_side ms;
     bool mely_ok;
+    struct row_result res[NROWS];
+} c = {.b = {.name = "wakeup"}, .rng = 0x9e3779b97f4a7c15ull};
+
+static const struct bench_opt options[] = {
+    {.name = "samples", .kind = OPT_UINT, .var = &c.samples, .lo = 10, .hi = 1000000,
+     .dflt = 2000, .quick = 300, .param = true, .help = "samples per row, all passes together"},
+    {.name = "passes", .kind = OPT_UINT, .var = &c.passes, .lo = 1, .hi = MAX_PASSES, .dflt = 20,
+     .quick = 3, .param = true, .help = "interleaved passes over the rows"},
+    {.name = "pause-us", .kind = OPT_UINT, .var = &c.pause_us, .lo = 100, .hi = 100000,
+     .dflt = 1000, .param = true, .help = "sleep between two samples, +-25%"},
+    {.name = "quick", .kind = OPT_QUICK, .var = &c.quick, .help = "a few seconds"},
+    {.name = "csv", .kind = OPT_STR, .var = &c.csv, .sdflt = "bench/results/wakeup.csv",
+     .help = "the CSV file"},
+    {.name = NULL},
 };
 
 /* A finished batch's latencies into res, and its median as one pass p50. */
-static void collect(const struct ctx *c, const struct batch *bt, struct row_result *res)
+static void collect(const struct batch *bt, struct row_result *res)
 {
     double pass[bt->n];
     unsigned k = 0;
@@ -322,92 +287,89 @@ static void collect(const struct ctx *c, const struct batch *bt, struct row_resu
             res->negative++;
             continue;
         }
-        pass[k] = (double)(bt->t1[i] - bt->t0[i]) / c->tsc_per_us;
+        pass[k] = (double)(bt->t1[i] - bt->t0[i]) / c.tsc_per_us;
         res->lat_us[res->n++] = pass[k++];
     }
     if (res->passes < MAX_PASSES && k > 0)
-        res->pass_p50[res->passes++] = bench_median(pass, k);
+        res->pass_p50[res->passes++] = median(pass, k);
+}
+
+/* A floor's descriptors and wakee thread; false (why set) on failure. */
+static bool start_wakee(struct batch *bt, pthread_t *wakee, char *why, size_t size)
+{
+    struct epoll_event ev = {.events = EPOLLIN};
+
+    if (bt->row != ROW_FUTEX && (bt->efd = eventfd(0, EFD_CLOEXEC)) < 0) {
+        snprintf(why, size, "eventfd: %s", strerror(errno));
+        return false;
+    }
+    if (bt->row == ROW_EPOLL && ((bt->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+                                 epoll_ctl(bt->epfd, EPOLL_CTL_ADD, bt->efd, &ev) != 0)) {
+        snprintf(why, size, "epoll: %s", strerror(errno));
+        return false;
+    }
+    int err = pthread_create(wakee, NULL, wakee_main, bt);
+    if (err)
+        snprintf(why, size, "pthread_create: %s", strerror(err));
+    return err == 0;
+}
+
+/* Wakes the wakee n times, pausing between; false (why set) on failure. */
+static bool wake_all(struct batch *bt, unsigned n, bool have_wakee, char *why, size_t size)
+{
+    bool ok = true;
+
+    for (unsigned i = 0; i < n && ok; i++) {
+        ok = pause_then_wait(bt, i, c.pause_us, &c.rng) && !bt->failed;
+        if (ok)
+            wake_one(bt, &c.ms, i);
+    }
+    if (ok && pause_then_wait(bt, n, 0, &c.rng) && !bt->failed)
+        return true;
+    snprintf(why, size, "%s",
+             bt->failed ? "the wakee failed" : "a wake-up was not answered within 2 s");
+    if (have_wakee) {
+        /* A wakee stuck in a blocking call cannot be joined: give up. */
+        fprintf(stderr, "wakeup: %s: %s; giving up\n", rows_def[bt->row].name, why);
+        exit(3);
+    }
+    return false;
 }
 
 /* One batch of n samples of row r into res. */
-static void run_batch(struct ctx *c, enum row_id r, unsigned n, struct row_result *res)
+static void run_batch(enum row_id r, unsigned n, struct row_result *res)
 {
-    struct batch bt = {.n = n, .efd = -1, .epfd = -1, .cpu = c->cpu[1], .row = r};
+    struct batch bt = {.n = n, .efd = -1, .epfd = -1, .cpu = c.cpu[1], .row = r};
+    bool is_mely = r == ROW_MELY_FOREIGN || r == ROW_MELY_HANDLER, have_wakee = false;
     pthread_t wakee;
-    bool have_wakee = false, ok = true;
-    mely_stats_t s0, s1;
+    mely_stats_t s0;
 
     bt.t0 = calloc(n, sizeof(uint64_t));
     bt.t1 = calloc(n, sizeof(uint64_t));
-    if (!bt.t0 || !bt.t1) {
+    if (!bt.t0 || !bt.t1)
         snprintf(res->why, sizeof(res->why), "out of memory");
-        goto fail;
+    else if (is_mely && !c.mely_ok)
+        snprintf(res->why, sizeof(res->why), "no runtime");
+    else if (is_mely)
+        mely_worker_stats(&c.ms.m, 1, &s0), c.ms.bt = &bt;
+    else
+        have_wakee = start_wakee(&bt, &wakee, res->why, sizeof(res->why));
+    res->failed = res->why[0] != '\0';
+    if (!res->failed && !wake_all(&bt, n, have_wakee, res->why, sizeof(res->why)))
+        res->failed = true;
+    if (!res->failed && is_mely && bench_post_error(&c.ms.post_err)) {
+        snprintf(res->why, sizeof(res->why), "mely_post: %s", mely_strerror(c.ms.post_err));
+        res->failed = true;
     }
-    if (r == ROW_MELY_FOREIGN || r == ROW_MELY_HANDLER) {
-        if (!c->mely_ok) {
-            snprintf(res->why, sizeof(res->why), "no runtime");
-            goto fail;
-        }
-        c->ms.bt = &bt;
-        mely_worker_stats(&c->ms.m, 1, &s0);
-    } else {
-        if (r != ROW_FUTEX) {
-            bt.efd = eventfd(0, EFD_CLOEXEC);
-            if (bt.efd < 0) {
-                snprintf(res->why, sizeof(res->why), "eventfd: %s", strerror(errno));
-                goto fail;
-            }
-        }
-        if (r == ROW_EPOLL) {
-            struct epoll_event ev = {.events = EPOLLIN};
-            bt.epfd = epoll_create1(EPOLL_CLOEXEC);
-            if (bt.epfd < 0 || epoll_ctl(bt.epfd, EPOLL_CTL_ADD, bt.efd, &ev) != 0) {
-                snprintf(res->why, sizeof(res->why), "epoll: %s", strerror(errno));
-                goto fail;
-            }
-        }
-        int err = pthread_create(&wakee, NULL, wakee_main, &bt);
-        if (err) {
-            snprintf(res->why, sizeof(res->why), "pthread_create: %s", strerror(err));
-            goto fail;
-        }
-        have_wakee = true;
+    if (!res->failed && is_mely) {
+        mely_stats_t s1;
+        mely_worker_stats(&c.ms.m, 1, &s1);
+        c.ms.posts += n;
+        c.ms.parks += s1.parks - s0.parks;
+        c.ms.wakeups += s1.wakeups - s0.wakeups;
     }
-
-    for (unsigned i = 0; i < n && ok; i++) {
-        ok = pause_then_wait(&bt, i, c->pause_us, &c->rng) && !bt.failed;
-        if (ok)
-            wake_one(&bt, &c->ms, i);
-    }
-    ok = ok && pause_then_wait(&bt, n, 0, &c->rng) && !bt.failed;
-    if (!ok) {
-        snprintf(res->why, sizeof(res->why), "%s",
-                 bt.failed ? "the wakee failed" : "a wake-up was not answered within 2 s");
-        if (have_wakee) {
-            /* A wakee stuck in a blocking call cannot be joined: give up. */
-            fprintf(stderr, "wakeup: %s: %s; giving up\n", rows_def[r].name, res->why);
-            exit(3);
-        }
-        goto fail;
-    }
-    if (r == ROW_MELY_FOREIGN || r == ROW_MELY_HANDLER) {
-        int perr = atomic_load(&c->ms.post_err);
-        if (perr) {
-            snprintf(res->why, sizeof(res->why), "mely_post: %s", mely_strerror(perr));
-            goto fail;
-        }
-        mely_worker_stats(&c->ms.m, 1, &s1);
-        c->ms.posts += n;
-        c->ms.parks += s1.parks - s0.parks;
-        c->ms.wakeups += s1.wakeups - s0.wakeups;
-    }
-
-    collect(c, &bt, res);
-    goto out;
-
-fail:
-    res->failed = true;
-out:
+    if (!res->failed)
+        collect(&bt, res);
     if (have_wakee)
         pthread_join(wakee, NULL);
     if (bt.epfd >= 0)
@@ -418,137 +380,48 @@ out:
     free(bt.t1);
 }
 
-/* ---- Options ------------------------------------------------------------------------------- */
-
-static void usage(FILE *f)
+/* The passes: samples / passes samples of every row in turn, the order
+ * rotating. */
+static void run_passes(void)
 {
-    fprintf(f,
-            "usage: wakeup [options]\n"
-            "  --samples N    samples per row, all passes together (default %u; --quick: %u)\n"
-            "  --passes P     interleaved passes over the rows (default %u; --quick: %u; 1..%u)\n"
-            "  --pause-us U   sleep between two samples, +-25%% (default %u; 100..100000)\n"
-            "  --quick        %u samples per row in %u passes: a few seconds\n"
-            "  --csv PATH     the CSV file (default %s)\n",
-            SAMPLES_DEFAULT, SAMPLES_QUICK, PASSES_DEFAULT, PASSES_QUICK, MAX_PASSES,
-            PAUSE_US_DEFAULT, SAMPLES_QUICK, PASSES_QUICK, CSV_DEFAULT);
-}
-
-static int parse_options(int argc, char **argv, struct ctx *c)
-{
-    static const struct option longopts[] = {
-        {"samples", required_argument, NULL, 's'}, {"passes", required_argument, NULL, 'p'},
-        {"pause-us", required_argument, NULL, 'u'}, {"quick", no_argument, NULL, 'q'},
-        {"csv", required_argument, NULL, 'c'},      {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    uint64_t v;
-    bool quick = false;
-    int o;
-
-    c->pause_us = PAUSE_US_DEFAULT;
-    c->csv = CSV_DEFAULT;
-    while ((o = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (o) {
-        case 's':
-            if (bench_parse_u64(optarg, 10, 1000000, &v) != 0) {
-                fprintf(stderr, "wakeup: --samples: expected 10..1000000\n");
-                return 2;
-            }
-            c->samples = (unsigned)v;
-            break;
-        case 'p':
-            if (bench_parse_u64(optarg, 1, MAX_PASSES, &v) != 0) {
-                fprintf(stderr, "wakeup: --passes: expected 1..%u\n", MAX_PASSES);
-                return 2;
-            }
-            c->passes = (unsigned)v;
-            break;
-        case 'u':
-            if (bench_parse_u64(optarg, 100, 100000, &v) != 0) {
-                fprintf(stderr, "wakeup: --pause-us: expected 100..100000\n");
-                return 2;
-            }
-            c->pause_us = (unsigned)v;
-            break;
-        case 'q':
-            quick = true;
-            break;
-        case 'c':
-            if (optarg[0] == '\0') {
-                fprintf(stderr, "wakeup: --csv: expected a path\n");
-                return 2;
-            }
-            c->csv = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 1;
-        default:
-            usage(stderr);
-            return 2;
+    for (unsigned p = 0; p < c.passes; p++) {
+        unsigned n = c.samples / c.passes + (p < c.samples % c.passes ? 1 : 0);
+        printf("  pass %u/%u:", p + 1, c.passes);
+        for (unsigned k = 0; k < NROWS; k++) {
+            enum row_id r = (enum row_id)((p + k) % NROWS);
+            struct row_result *res = &c.res[r];
+            if (res->failed)
+                continue;
+            run_batch(r, n, res);
+            if (res->failed)
+                printf(" [%s: %s]", rows_def[r].key, res->why);
+            else
+                printf(" %s %.1f", rows_def[r].key, res->pass_p50[res->passes - 1]);
+            fflush(stdout);
         }
+        printf(" (p50 us)\n");
     }
-    if (optind != argc) {
-        usage(stderr);
-        return 2;
-    }
-    if (c->samples == 0)
-        c->samples = quick ? SAMPLES_QUICK : SAMPLES_DEFAULT;
-    if (c->passes == 0)
-        c->passes = quick ? PASSES_QUICK : PASSES_DEFAULT;
-    if (c->passes > c->samples)
-        c->passes = c->samples;
-    return 0;
 }
 
 /* ---- The table ------------------------------------------------------------------------------ */
 
-enum { COL_ROW, COL_N, COL_P50, COL_P90, COL_P99, COL_MIN, COL_PASS, COL_DFUTEX, COL_DEPOLL,
-       COL_STATUS, NCOLS };
+enum { COL_ROW, COL_KEY, COL_N, COL_P50, COL_P90, COL_P99, COL_MIN, COL_PASS, COL_DFUTEX,
+       COL_DEPOLL, COL_STATUS, NCOLS };
 
 static const struct bench_column columns[NCOLS] = {
     [COL_ROW] = {.title = "wake-up"},
-    [COL_N] = {.title = "samples", .right = true, .gap = 2},
-    [COL_P50] = {.title = "p50 us", .right = true},
-    [COL_P90] = {.title = "p90 us", .right = true},
-    [COL_P99] = {.title = "p99 us", .right = true},
-    [COL_MIN] = {.title = "min us", .right = true},
-    [COL_PASS] = {.title = "pass p50 min..max", .right = true},
-    [COL_DFUTEX] = {.title = "- futex", .right = true, .gap = 2},
-    [COL_DEPOLL] = {.title = "- epoll", .right = true},
-    [COL_STATUS] = {.title = "target (both <= 5 us)", .gap = 2},
+    [COL_KEY] = {.key = "row"},
+    [COL_N] = {.title = "samples", .key = "valid_samples", .right = true, .gap = 2},
+    [COL_P50] = {.title = "p50 us", .key = "p50_us", .right = true},
+    [COL_P90] = {.title = "p90 us", .key = "p90_us", .right = true},
+    [COL_P99] = {.title = "p99 us", .key = "p99_us", .right = true},
+    [COL_MIN] = {.title = "min us", .key = "min_us", .right = true},
+    [COL_PASS] = {.title = "pass p50 min..max", .key = "pass_p50_min_max_us", .right = true},
+    [COL_DFUTEX] = {.title = "- futex", .key = "paired_p50_minus_futex_us", .right = true,
+                    .gap = 2},
+    [COL_DEPOLL] = {.title = "- epoll", .key = "paired_p50_minus_epoll_us", .right = true},
+    [COL_STATUS] = {.title = "target (both <= 5 us)", .key = "status", .gap = 2},
 };
-
-static const char *const csv_titles[NCOLS] = {
-    [COL_ROW] = "row",         [COL_N] = "valid_samples",
-    [COL_P50] = "p50_us",      [COL_P90] = "p90_us",
-    [COL_P99] = "p99_us",      [COL_MIN] = "min_us",
-    [COL_PASS] = "pass_p50_min_max_us", [COL_DFUTEX] = "paired_p50_minus_futex_us",
-    [COL_DEPOLL] = "paired_p50_minus_epoll_us", [COL_STATUS] = "status",
-};
-
-struct figures {
-    bool ok;
-    double p50, p90, p99, min, pmin, pmax;
-};
-
-static struct figures figures_of(struct row_result *r)
-{
-    struct figures f = {.ok = !r->failed && r->n > 0};
-    if (!f.ok)
-        return f;
-    f.p50 = bench_quantile(r->lat_us, r->n, 0.5);
-    f.p90 = bench_quantile(r->lat_us, r->n, 0.9);
-    f.p99 = bench_quantile(r->lat_us, r->n, 0.99);
-    f.min = r->lat_us[0]; /* sorted by bench_quantile */
-    double p[MAX_PASSES];
-    memcpy(p, r->pass_p50, sizeof(double) * r->passes);
-    f.pmin = bench_quantile(p, r->passes, 0);
-    f.pmax = p[r->passes - 1];
-    return f;
-}
-
-typedef char cell_t[64];
 
 /* The median over the passes of (row's pass p50 - floor's pass p50): the two
  * were measured within a few hundred ms of each other in every pass, so a
@@ -562,178 +435,63 @@ static bool paired_diff(const struct row_result *row, const struct row_result *f
         return false;
     for (unsigned p = 0; p < n; p++)
         d[p] = row->pass_p50[p] - floor_->pass_p50[p];
-    *out = bench_median(d, n);
+    *out = median(d, n);
     return true;
 }
 
-/* ---- Main ------------------------------------------------------------------------------------- */
-
-static void print_cpuidle(void)
+/* Row r's cells; false if it has no figures. */
+static bool row_cells(struct bench_table *t, enum row_id r)
 {
-    char drv[64] = "?", poll[32] = "?";
-    FILE *f = fopen("/sys/devices/system/cpu/cpuidle/current_driver", "r");
-    if (f) {
-        if (fscanf(f, "%63s", drv) != 1)
-            snprintf(drv, sizeof(drv), "?");
-        fclose(f);
+    struct row_result *res = &c.res[r];
+    double dfutex = 0, depoll = 0, p[MAX_PASSES];
+
+    for (unsigned k = COL_N; k < NCOLS; k++)
+        bench_cell(t, r, k, "-");
+    bench_cell(t, r, COL_ROW, "%s", rows_def[r].name);
+    bench_cell(t, r, COL_KEY, "%s", rows_def[r].key);
+    if (res->failed || res->n == 0) {
+        bench_cell(t, r, COL_STATUS, "n/a (%s)", res->why);
+        return false;
     }
-    f = fopen("/sys/module/haltpoll/parameters/guest_halt_poll_ns", "r");
-    if (f) {
-        if (fscanf(f, "%31s", poll) != 1)
-            snprintf(poll, sizeof(poll), "?");
-        fclose(f);
-    }
-    printf("cpuidle driver: %s; guest_halt_poll_ns: %s (how long an idle vCPU polls before it "
-           "halts)\n",
-           drv, poll);
+    bench_cell(t, r, COL_N, "%u", res->n);
+    bench_cell(t, r, COL_P50, "%.1f", quantile(res->lat_us, res->n, 0.5));
+    bench_cell(t, r, COL_P90, "%.1f", quantile(res->lat_us, res->n, 0.9));
+    bench_cell(t, r, COL_P99, "%.1f", quantile(res->lat_us, res->n, 0.99));
+    bench_cell(t, r, COL_MIN, "%.1f", res->lat_us[0]); /* sorted by quantile() */
+    memcpy(p, res->pass_p50, sizeof(double) * res->passes);
+    double pmin = quantile(p, res->passes, 0); /* sorts p */
+    bench_cell(t, r, COL_PASS, "%.1f..%.1f", pmin, p[res->passes - 1]);
+    bool hf = paired_diff(res, &c.res[ROW_FUTEX], &dfutex);
+    bool he = paired_diff(res, &c.res[ROW_EPOLL], &depoll);
+    if (hf)
+        bench_cell(t, r, COL_DFUTEX, "%+.1f", dfutex);
+    if (he)
+        bench_cell(t, r, COL_DEPOLL, "%+.1f", depoll);
+    if (r == ROW_MELY_FOREIGN || r == ROW_MELY_HANDLER)
+        bench_cell(t, r, COL_STATUS, "%s",
+                   !(hf && he)                                    ? "n/a (no floor)"
+                   : dfutex <= TARGET_US && depoll <= TARGET_US ? "PASS"
+                                                                  : "FAIL");
+    return true;
 }
 
-int main(int argc, char **argv)
+/* The table, the notes under it, the CSV file. True if every row has figures. */
+static bool report(const struct bench_machine *mc, const char *load)
 {
-    static struct ctx c;
-    int rc = parse_options(argc, argv, &c);
-    if (rc)
-        return rc == 1 ? 0 : rc;
+    struct bench_table t;
+    struct bench_param params[3];
+    bool all = true;
 
-    struct bench_machine mc;
-    bench_init(&c.b, "wakeup");
-    bench_machine_get(&mc);
-    c.rng = 0x9e3779b97f4a7c15ull;
-    c.cpu[0] = c.cpu[1] = -1;
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
-        for (int i = 0, k = 0; i < CPU_SETSIZE && k < 2; i++)
-            if (CPU_ISSET(i, &allowed))
-                c.cpu[k++] = i;
-    if (c.cpu[1] < 0) {
-        fprintf(stderr, "wakeup: needs 2 usable CPUs\n");
-        return 2;
-    }
-    c.tsc_per_us = bench_tsc_per_ns() * 1000.0;
-    if (c.tsc_per_us <= 0) {
-        fprintf(stderr, "wakeup: needs a TSC (x86-64)\n");
-        return 2;
-    }
-
-    printf("mely wake-up latency: a post to a parked worker on another core, and the floor\n");
-    bench_machine_print(stdout, &mc);
-    print_cpuidle();
-    printf("setup: 2 workers pinned to CPUs %d and %d, spin_us 0, stealing off; poster on CPU "
-           "%d, wakee on CPU %d; %u samples per row in %u interleaved passes, %u us (+-25%%) "
-           "between samples; TSC %.3f GHz\n",
-           c.cpu[0], c.cpu[1], c.cpu[0], c.cpu[1], c.samples, c.passes, c.pause_us,
-           c.tsc_per_us / 1000.0);
-    bench_print_mely_env(stdout);
-    fflush(stdout);
-
-    mely_config_t cfg;
-    mely_config_init(&cfg);
-    cfg.workers = 2;
-    cfg.pin = 1;
-    cfg.spin_us = 0;
-    cfg.steal = "off";
-    struct bench_bg bg;
-    struct bench_watchdog wd;
-    bool have_wd = false;
-    c.mely_ok = bench_rt_open_cfg(&c.b, &c.ms.m, &cfg, 2) == 0;
-    if (c.mely_ok && bench_colors_of(&c.b, &c.ms.m, 1, &c.ms.color1, 1) != 1) {
-        bench_rt_close(&c.b, &c.ms.m, "wake-up");
-        c.mely_ok = false;
-    }
-    if (c.mely_ok) {
-        /* The watchdog bounds the whole run: every sample at most 2 s. */
-        uint64_t limit = bench_limit_ns((uint64_t)c.samples * NROWS,
-                                        (uint64_t)c.pause_us * 2000u);
-        have_wd = bench_watchdog_start(&wd, &c.b, &c.ms.m, limit, "wake-up") == 0;
-        c.mely_ok = bench_bg_start(&c.b, &bg, &c.ms.m, "wake-up") == 0;
-    }
-    bench_pin_self(c.cpu[0]); /* after bench_bg_start: worker 0 pins its own thread */
-
-    static struct row_result res[NROWS];
-    for (unsigned r = 0; r < NROWS; r++) {
-        res[r].lat_us = calloc(c.samples, sizeof(double));
-        if (!res[r].lat_us) {
-            fprintf(stderr, "wakeup: out of memory\n");
-            return 1;
-        }
-    }
-    struct bench_probe p0 = bench_probe_now();
-    for (unsigned p = 0; p < c.passes; p++) {
-        unsigned n = c.samples / c.passes + (p < c.samples % c.passes ? 1 : 0);
-        printf("  pass %u/%u:", p + 1, c.passes);
-        for (unsigned k = 0; k < NROWS; k++) {
-            enum row_id r = (enum row_id)((p + k) % NROWS);
-            if (res[r].failed)
-                continue;
-            run_batch(&c, r, n, &res[r]);
-            if (res[r].failed)
-                printf(" [%s: %s]", rows_def[r].key, res[r].why);
-            else
-                printf(" %s %.1f", rows_def[r].key, res[r].pass_p50[res[r].passes - 1]);
-            fflush(stdout);
-        }
-        printf(" (p50 us)\n");
-    }
-    struct bench_probe p1 = bench_probe_now();
-    char load[64];
-    bench_load_note(&c.b, &p0, &p1, load, sizeof(load));
-
-    if (c.mely_ok) {
-        bench_bg_stop(&c.b, &bg, "wake-up");
-        if (have_wd)
-            bench_watchdog_end(&wd);
-        bench_rt_close(&c.b, &c.ms.m, "wake-up");
-    } else if (have_wd) {
-        bench_watchdog_end(&wd);
-    }
-
-    struct figures f[NROWS];
+    bench_table_init(&t, columns, NCOLS, NROWS);
     for (unsigned r = 0; r < NROWS; r++)
-        f[r] = figures_of(&res[r]);
-
-    cell_t text[NROWS][NCOLS];
-    const char *cells[NROWS][NCOLS];
-    const char *csv_cells[NROWS][NCOLS];
-    bool all_figures = true;
-    for (unsigned r = 0; r < NROWS; r++) {
-        for (unsigned k = 0; k < NCOLS; k++) {
-            snprintf(text[r][k], sizeof(cell_t), "-");
-            cells[r][k] = csv_cells[r][k] = text[r][k];
-        }
-        cells[r][COL_ROW] = rows_def[r].name;
-        csv_cells[r][COL_ROW] = rows_def[r].key;
-        if (!f[r].ok) {
-            snprintf(text[r][COL_STATUS], sizeof(cell_t), "n/a (%s)", res[r].why);
-            all_figures = false;
-            continue;
-        }
-        snprintf(text[r][COL_N], sizeof(cell_t), "%u", res[r].n);
-        snprintf(text[r][COL_P50], sizeof(cell_t), "%.1f", f[r].p50);
-        snprintf(text[r][COL_P90], sizeof(cell_t), "%.1f", f[r].p90);
-        snprintf(text[r][COL_P99], sizeof(cell_t), "%.1f", f[r].p99);
-        snprintf(text[r][COL_MIN], sizeof(cell_t), "%.1f", f[r].min);
-        snprintf(text[r][COL_PASS], sizeof(cell_t), "%.1f..%.1f", f[r].pmin, f[r].pmax);
-        double dfutex = 0, depoll = 0;
-        bool hf = paired_diff(&res[r], &res[ROW_FUTEX], &dfutex);
-        bool he = paired_diff(&res[r], &res[ROW_EPOLL], &depoll);
-        if (hf)
-            snprintf(text[r][COL_DFUTEX], sizeof(cell_t), "%+.1f", dfutex);
-        if (he)
-            snprintf(text[r][COL_DEPOLL], sizeof(cell_t), "%+.1f", depoll);
-        if (r == ROW_MELY_FOREIGN || r == ROW_MELY_HANDLER) {
-            bool have = hf && he;
-            bool pass = have && dfutex <= TARGET_US && depoll <= TARGET_US;
-            snprintf(text[r][COL_STATUS], sizeof(cell_t), "%s",
-                     !have ? "n/a (no floor)" : pass ? "PASS" : "FAIL");
-        }
-    }
+        all &= row_cells(&t, (enum row_id)r);
     printf("\n");
-    bench_print_table(stdout, columns, NCOLS, &cells[0][0], NROWS);
+    bench_table_print(stdout, &t);
     for (unsigned r = 0; r < NROWS; r++)
-        if (res[r].negative)
+        if (c.res[r].negative)
             printf("note: %s: %u sample(s) with the wakee's TSC before the waker's dropped "
                    "(TSCs out of step between the CPUs?)\n",
-                   rows_def[r].name, res[r].negative);
+                   rows_def[r].name, c.res[r].negative);
     if (c.ms.posts)
         printf("worker 1 over the mely samples: %" PRIu64 " posts, %" PRIu64 " parks, %" PRIu64
                " wake-ups%s\n",
@@ -747,17 +505,103 @@ int main(int argc, char **argv)
            "(paired by pass)%s\n",
            TARGET_US, load);
     bench_load_warn(&c.b);
+    bench_table_csv(&c.b, c.csv, mc, params, bench_opt_params(options, params, 3), &t);
+    bench_table_free(&t);
+    return all;
+}
 
-    struct bench_param params[] = {{.name = "samples"}, {.name = "passes"}, {.name = "pause_us"}};
-    snprintf(params[0].value, sizeof(params[0].value), "%u", c.samples);
-    snprintf(params[1].value, sizeof(params[1].value), "%u", c.passes);
-    snprintf(params[2].value, sizeof(params[2].value), "%u", c.pause_us);
-    if (bench_write_cells_csv(&c.b, c.csv, &mc, params, 3, csv_titles, NCOLS, &csv_cells[0][0],
-                              NROWS) == 0)
-        printf("CSV: %s\n", c.csv);
+/* ---- Main ------------------------------------------------------------------------------------- */
+
+static void print_setup(void)
+{
+    char drv[64] = "?", poll[32] = "?";
+    FILE *f = fopen("/sys/devices/system/cpu/cpuidle/current_driver", "r");
+    if (f && fscanf(f, "%63s", drv) != 1)
+        snprintf(drv, sizeof(drv), "?");
+    if (f)
+        fclose(f);
+    f = fopen("/sys/module/haltpoll/parameters/guest_halt_poll_ns", "r");
+    if (f && fscanf(f, "%31s", poll) != 1)
+        snprintf(poll, sizeof(poll), "?");
+    if (f)
+        fclose(f);
+    printf("cpuidle driver: %s; guest_halt_poll_ns: %s (how long an idle vCPU polls before it "
+           "halts)\n",
+           drv, poll);
+    printf("setup: 2 workers pinned to CPUs %d and %d, spin_us 0, stealing off; poster on CPU "
+           "%d, wakee on CPU %d; %u samples per row in %u interleaved passes, %u us (+-25%%) "
+           "between samples; TSC %.3f GHz\n",
+           c.cpu[0], c.cpu[1], c.cpu[0], c.cpu[1], c.samples, c.passes, c.pause_us,
+           c.tsc_per_us / 1000.0);
+    bench_print_mely_env(stdout);
+    fflush(stdout);
+}
+
+/* The runtime of the mely rows, running in the background under a
+ * watchdog that bounds the whole run (every sample at most 2 s). */
+static void mely_start(struct bench_bg *bg, struct watchdog *wd)
+{
+    mely_config_t cfg;
+
+    mely_config_init(&cfg);
+    cfg.workers = 2;
+    cfg.pin = 1;
+    cfg.spin_us = 0;
+    cfg.steal = "off";
+    c.mely_ok = bench_rt_open_cfg(&c.b, &c.ms.m, &cfg, 2) == 0;
+    if (c.mely_ok && bench_colors_of(&c.b, &c.ms.m, 1, &c.ms.color1, 1) != 1) {
+        bench_rt_close(&c.b, &c.ms.m, "wake-up");
+        c.mely_ok = false;
+    }
+    if (c.mely_ok) {
+        watchdog_start(wd, &c.ms.m, bench_limit_s(c.samples * NROWS, c.pause_us * 2000ull),
+                       "wakeup: wake-up");
+        c.mely_ok = bench_bg_start(&c.b, bg, &c.ms.m, "wake-up") == 0;
+        if (!c.mely_ok) {
+            watchdog_end(wd);
+            bench_rt_close(&c.b, &c.ms.m, "wake-up");
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct bench_machine mc;
+    struct bench_bg bg;
+    struct watchdog wd;
+    char load[64];
+
+    int rc = bench_options("wakeup [options]", options, 0, 0, argc, argv);
+    if (rc <= 0)
+        return rc ? 2 : 0;
+    c.passes = c.passes > c.samples ? c.samples : c.passes;
+    if (first_cpus(c.cpu, 2) < 2 || (c.tsc_per_us = bench_tsc_per_ns() * 1000.0) <= 0) {
+        fprintf(stderr, "wakeup: needs 2 usable CPUs and a TSC (x86-64)\n");
+        return 2;
+    }
     for (unsigned r = 0; r < NROWS; r++)
-        free(res[r].lat_us);
-    if (!all_figures)
+        if (!(c.res[r].lat_us = calloc(c.samples, sizeof(double)))) {
+            fprintf(stderr, "wakeup: out of memory\n");
+            return 1;
+        }
+    printf("mely wake-up latency: a post to a parked worker on another core, and the floor\n");
+    bench_machine_get(&mc, stdout);
+    print_setup();
+    mely_start(&bg, &wd);
+    pin_self(c.cpu[0]); /* after bench_bg_start: worker 0 pins its own thread */
+    struct bench_probe p0 = bench_probe_now();
+    run_passes();
+    struct bench_probe p1 = bench_probe_now();
+    bench_load_note(&c.b, &p0, &p1, load, sizeof(load));
+    if (c.mely_ok) {
+        bench_bg_stop(&c.b, &bg, "wake-up");
+        watchdog_end(&wd);
+        bench_rt_close(&c.b, &c.ms.m, "wake-up");
+    }
+    bool all = report(&mc, load);
+    for (unsigned r = 0; r < NROWS; r++)
+        free(c.res[r].lat_us);
+    if (!all)
         printf("some rows have no figures (n/a): exit status 1\n");
-    return all_figures ? 0 : 1;
+    return all ? 0 : 1;
 }

@@ -69,9 +69,9 @@ install_missing
 build
 case $mode in
 demo)
-    make -C build bench/injector
-    echo "== SWS, the web server, on its sample site, under the load injector (bench/sws-demo.sh)"
-    exec bench/sws-demo.sh
+    make -C build bench/e2e/injector
+    echo "== SWS, the web server, on its sample site, under the load injector (bench/e2e/sws-demo.sh)"
+    exec bench/e2e/sws-demo.sh
     ;;
 test)
     status=0

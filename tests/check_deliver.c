@@ -118,7 +118,7 @@ START_TEST(flood)
     init_runtime_shape(&st.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
     for (unsigned p = 0; p < NPOSTERS; p++)
         ck_assert_int_eq(mely_post(&st.m, POSTER0 + p, poster, (void *)(uintptr_t)p), 0);
-    watchdog_start(&st.wd, &st.m, 60);
+    watchdog_start(&st.wd, &st.m, 60, __func__);
     ck_assert_int_eq(mely_run(&st.m), 0);
     bool fired = watchdog_end(&st.wd);
     assert_no_notes();
@@ -172,7 +172,7 @@ START_TEST(foreign_flood)
     pthread_t t[2];
     for (unsigned p = 0; p < 2; p++)
         ck_assert_int_eq(pthread_create(&t[p], NULL, foreign_poster, (void *)(uintptr_t)p), 0);
-    watchdog_start(&st.wd, &st.m, 60);
+    watchdog_start(&st.wd, &st.m, 60, __func__);
     ck_assert_int_eq(mely_run(&st.m), 0);
     bool fired = watchdog_end(&st.wd);
     for (unsigned p = 0; p < 2; p++)
@@ -282,7 +282,7 @@ START_TEST(moves_race_flushes)
         ck_assert_int_eq(mely_post(&st.m, POSTER0 + p, poster, (void *)(uintptr_t)p), 0);
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, mover, (void *)(uintptr_t)sh->workers), 0);
-    watchdog_start(&st.wd, &st.m, 60);
+    watchdog_start(&st.wd, &st.m, 60, __func__);
     ck_assert_int_eq(mely_run(&st.m), 0);
     bool fired = watchdog_end(&st.wd);
     atomic_store(&st.stop_moving, true);

@@ -465,33 +465,6 @@ static void relay_to_worker1(void *arg)
         note("relay: %s", mely_strerror(err));
 }
 
-static mely_stats_t stats_of(unsigned w)
-{
-    mely_stats_t s;
-    memset(&s, 0, sizeof(s));
-    if (mely_worker_stats(&rt, w, &s) != 0)
-        note("mely_worker_stats(%u) failed", w);
-    return s;
-}
-
-/* Polls worker w's counter at byte offset `off` until it exceeds `than`, for at
- * most 5 s (counters are updated around the event that a test waits for, not
- * necessarily before it). */
-static bool counter_exceeds(unsigned w, size_t off, uint64_t than)
-{
-    uint64_t deadline = now_ns() + 5000000000ull;
-    for (;;) {
-        mely_stats_t s = stats_of(w);
-        uint64_t v;
-        memcpy(&v, (const char *)&s + off, sizeof(v));
-        if (v > than)
-            return true;
-        if (now_ns() >= deadline)
-            return false;
-        sleep_us(200);
-    }
-}
-
 static void *park_observer(void *arg)
 {
     (void)arg;
@@ -501,29 +474,29 @@ static void *park_observer(void *arg)
     }
     sleep_us(100000); /* idle, with spin_us 0 */
     for (unsigned w = 0; w < 2; w++)
-        if (!counter_exceeds(w, offsetof(mely_stats_t, parks), 0))
+        if (!wait_stat(&rt, w, offsetof(mely_stats_t, parks), 0, 5000))
             note("worker %u did not park while idle", w);
 
-    mely_stats_t before = stats_of(1);
+    mely_stats_t before = stats_of(&rt, 1);
     if (mely_post(&rt, MELY_COLOR_PINNED(1), set_pk_a, NULL) != 0 || !wait_flag(&pk.a, 5000)) {
         note("a post to parked worker 1 did not run within 5 s");
         goto out;
     }
-    if (!counter_exceeds(1, offsetof(mely_stats_t, wakeups), before.wakeups))
+    if (!wait_stat(&rt, 1, offsetof(mely_stats_t, wakeups), before.wakeups, 5000))
         note("worker 1 was woken by a post but its wakeups stayed %" PRIu64, before.wakeups);
     /* Compared with the count from before the post: worker 1 may have parked
      * again already. */
-    if (!counter_exceeds(1, offsetof(mely_stats_t, parks), before.parks))
+    if (!wait_stat(&rt, 1, offsetof(mely_stats_t, parks), before.parks, 5000))
         note("worker 1 went idle again but its parks stayed %" PRIu64, before.parks);
 
     /* Worker 0, woken by us, wakes parked worker 1 with a post. */
-    uint64_t sent = stats_of(0).wakes_sent;
+    uint64_t sent = stats_of(&rt, 0).wakes_sent;
     if (mely_post(&rt, MELY_COLOR_PINNED(0), relay_to_worker1, NULL) != 0 ||
         !wait_flag(&pk.b, 5000)) {
         note("a relayed post to parked worker 1 did not run within 5 s");
         goto out;
     }
-    if (!counter_exceeds(0, offsetof(mely_stats_t, wakes_sent), sent))
+    if (!wait_stat(&rt, 0, offsetof(mely_stats_t, wakes_sent), sent, 5000))
         note("worker 0 woke worker 1 but its wakes_sent stayed %" PRIu64, sent);
 out:
     mely_stop(&rt);
@@ -541,17 +514,7 @@ END_TEST
 
 /* ---- idle cost ------------------------------------------------------------------------ */
 
-static struct {
-    double cpu_s, wall_s;
-} idle_m;
-
-static double rusage_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
+static struct cpu_window idle_m;
 
 /* The idle test runs in every shape (11): a short window keeps it quick, and
  * a worker that spins (say, in the steal driver) would use all of it. */
@@ -565,12 +528,7 @@ static void *idle_meter(void *arg)
         mely_stop(&rt);
         return NULL;
     }
-    sleep_us(IDLE_SETTLE_US); /* let the workers settle */
-    double cpu0 = rusage_cpu_s();
-    uint64_t t0 = now_ns();
-    sleep_us(IDLE_WINDOW_US);
-    idle_m.cpu_s = rusage_cpu_s() - cpu0;
-    idle_m.wall_s = (now_ns() - t0) / 1e9;
+    idle_m = idle_window(IDLE_SETTLE_US, IDLE_WINDOW_US); /* after the workers settle */
     mely_stop(&rt);
     return NULL;
 }

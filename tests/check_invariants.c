@@ -36,24 +36,6 @@
 #include "mely/mely.h"
 #include "tests/testutil.h"
 
-/* ---- helpers: counters ---------------------------------------------------------- */
-
-static void sum_stats(const mely_t *m, mely_stats_t *sum)
-{
-    memset(sum, 0, sizeof(*sum));
-    for (unsigned w = 0; w < mely_workers(m); w++) {
-        mely_stats_t s;
-        ck_assert_int_eq(mely_worker_stats(m, w, &s), 0);
-        sum->events_run += s.events_run;
-        sum->posts_local += s.posts_local;
-        sum->posts_remote += s.posts_remote;
-        sum->posts_foreign += s.posts_foreign;
-        sum->parks += s.parks;
-        sum->wakeups += s.wakeups;
-        sum->wakes_sent += s.wakes_sent;
-    }
-}
-
 /* ---- producers and checked events --------------------------------------------- */
 
 enum { NCOLORS = 4096, CHUNK = 64, MAX_PRODUCERS = 16, BEACON_COLOR = 4095 };
@@ -178,28 +160,18 @@ static unsigned total_events(void)
     return n;
 }
 
-/* A running color is never stolen (nor moved): while a handler runs, the map
- * names its worker as the color's owner. */
-static void check_owner(uint32_t color)
-{
-    int owner = mely_color_owner(&st.m, color);
-    if (owner != mely_current_worker())
-        note("color %u runs on worker %d while the map says worker %d", color,
-             mely_current_worker(), owner);
-}
-
 static void enter(uint32_t color)
 {
     if (atomic_exchange(&st.inflight[color], 1) != 0)
         note("two events of color %u ran at the same time", color);
     if (mely_current_color() != (int)color)
         note("mely_current_color() is %d in a handler of color %u", mely_current_color(), color);
-    check_owner(color);
+    check_owner(&st.m, color); /* a running color is never stolen (nor moved) */
 }
 
 static void leave(uint32_t color)
 {
-    check_owner(color);
+    check_owner(&st.m, color);
     atomic_store(&st.inflight[color], 0);
 }
 
@@ -311,7 +283,7 @@ static void *producer_thread(void *arg)
         mely_stop(&st.m);
         return NULL;
     }
-    while (p->posted < p->n && !atomic_load(&st.wd.fired)) {
+    while (p->posted < p->n && !watchdog_fired(&st.wd)) {
         int err = post_next(p);
         if (err) {
             give_up(err);
@@ -408,7 +380,7 @@ static void run_scenario(const struct scenario *sc, const struct shape *sh)
             ck_assert_int_eq(pthread_create(&p->thread, NULL, producer_thread, p), 0);
     }
 
-    watchdog_start(&st.wd, &st.m, 100);
+    watchdog_start(&st.wd, &st.m, 100, __func__);
     uint64_t t0 = now_ns();
     int rc = mely_run(&st.m);
     uint64_t t1 = now_ns();
@@ -428,7 +400,7 @@ static void run_scenario(const struct scenario *sc, const struct shape *sh)
     ck_assert_uint_eq(atomic_load(&st.gen_runs), gen_expected);
 
     mely_stats_t sum;
-    sum_stats(&st.m, &sum);
+    ck_assert_int_eq(stats_sum(&st.m, &sum), 0);
     ck_assert_uint_eq(sum.events_run, (uint64_t)st.expected + gen_expected);
     ck_assert_uint_eq(sum.posts_foreign, foreign_posts);
     /* Handlers post the generators' events and their re-posts, nothing else. */
@@ -534,7 +506,7 @@ static void *mover(void *arg)
     uint32_t rng = 12345;
     bool stealing = mv.sh->steal != NULL;
 
-    for (unsigned r = 0; r < mv.rounds && !atomic_load(&mv.wd.fired); r++) {
+    for (unsigned r = 0; r < mv.rounds && !watchdog_fired(&mv.wd); r++) {
         for (unsigned c = 0; c < MV_COLORS; c++) {
             unsigned to = (r * 7 + c) % mv.workers;
             int rc = move_when_idle(MV_FIRST + c, to);
@@ -609,7 +581,7 @@ START_TEST(moves_race_posts)
     init_runtime_shape(&mv.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
 
     pthread_t t;
-    watchdog_start(&mv.wd, &mv.m, 60);
+    watchdog_start(&mv.wd, &mv.m, 60, __func__);
     ck_assert_int_eq(pthread_create(&t, NULL, mover, NULL), 0);
     int rc = mely_run(&mv.m);
     bool fired = watchdog_end(&mv.wd);
@@ -656,7 +628,7 @@ START_TEST(exactly_once_across_shutdown)
     while (p->posted < p->n)
         ck_assert_int_eq(post_next(p), 0);
 
-    watchdog_start(&st.wd, &st.m, 30);
+    watchdog_start(&st.wd, &st.m, 30, __func__);
     int rc = mely_run(&st.m);
     bool fired = watchdog_end(&st.wd);
     ck_assert_int_eq(rc, 0);
@@ -697,7 +669,7 @@ START_TEST(run_stop_run)
         ck_assert_int_eq(post_next(p), 0);
     st.expected = n1;
     st.stop_after = 1;
-    watchdog_start(&st.wd, &st.m, 30);
+    watchdog_start(&st.wd, &st.m, 30, __func__);
     int rc = mely_run(&st.m);
     bool fired = watchdog_end(&st.wd);
     ck_assert_int_eq(rc, 0);
@@ -711,7 +683,7 @@ START_TEST(run_stop_run)
         ck_assert_int_eq(post_next(p), 0);
     st.stop_after = 0;
     st.expected = p->n;
-    watchdog_start(&st.wd, &st.m, 60);
+    watchdog_start(&st.wd, &st.m, 60, __func__);
     rc = mely_run(&st.m);
     fired = watchdog_end(&st.wd);
     ck_assert_int_eq(rc, 0);

@@ -747,12 +747,10 @@ static void idle_read(int fd, unsigned ready, void *arg)
 static void *idle_meter(void *arg)
 {
     (void)arg;
-    sleep_us(200000); /* the workers start, run nothing and park */
-    double cpu0 = process_cpu_s();
-    uint64_t t0 = now_ns();
-    sleep_us(IDLE_WINDOW_MS * 1000);
-    idl.cpu_s = process_cpu_s() - cpu0;
-    idl.wall_s = (now_ns() - t0) / 1e9;
+    /* The workers start, run nothing and park. */
+    struct cpu_window w = idle_window(200000, IDLE_WINDOW_MS * 1000);
+    idl.cpu_s = w.cpu_s;
+    idl.wall_s = w.wall_s;
     /* The watches are alive: a few pokes are handled. */
     for (unsigned k = 0; k < IDLE_PROBES; k++)
         if (write(idl.sv[k * (idl.n / IDLE_PROBES)][1], "x", 1) != 1)
@@ -883,10 +881,10 @@ static void *emfile_driver(void *arg)
         goto out;
     }
     /* Paused: accepting retries every 100 ms, and nothing spins meanwhile. */
-    double cpu0 = process_cpu_s();
+    double cpu0 = cpu_s(RUSAGE_SELF);
     uint64_t t0 = now_ns();
     sleep_us(EMFILE_WINDOW_MS * 1000);
-    ex.cpu_s = process_cpu_s() - cpu0;
+    ex.cpu_s = cpu_s(RUSAGE_SELF) - cpu0;
     ex.wall_s = (now_ns() - t0) / 1e9;
     ex.pauses1 = mely_listener_pauses(srv.l);
     /* The clients close: the server closes their connections, accepts the

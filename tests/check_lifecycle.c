@@ -333,7 +333,7 @@ static void *run_m2(void *arg)
 {
     (void)arg;
     struct watchdog wd;
-    watchdog_start(&wd, &two.m2, 40);
+    watchdog_start(&wd, &two.m2, 40, __func__);
     two.m2_rc = mely_run(&two.m2);
     if (watchdog_end(&wd))
         note("runtime 2 still running after 40 s");

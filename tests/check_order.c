@@ -67,7 +67,7 @@ static void run_pair(mely_color_t a, mely_color_t b)
     ck_assert_int_eq(mely_post(&par.m, b, par_handler, (void *)(uintptr_t)1), 0);
 
     struct watchdog wd;
-    watchdog_start(&wd, &par.m, 20);
+    watchdog_start(&wd, &par.m, 20, __func__);
     int rc = mely_run(&par.m);
     bool fired = watchdog_end(&wd);
     ck_assert_int_eq(rc, 0);
@@ -132,7 +132,7 @@ static void run_expect(const int *want, unsigned n, const char *what)
     struct watchdog wd;
 
     rec.expected = n;
-    watchdog_start(&wd, &rec.m, 20);
+    watchdog_start(&wd, &rec.m, 20, __func__);
     int rc = mely_run(&rec.m);
     bool fired = watchdog_end(&wd);
     ck_assert_int_eq(rc, 0);
@@ -375,7 +375,7 @@ START_TEST(head_posts_hold_under_stealing)
             hs_post(c, t, 0);
 
     struct watchdog wd;
-    watchdog_start(&wd, &hs.m, 20);
+    watchdog_start(&wd, &hs.m, 20, __func__);
     int rc = mely_run(&hs.m);
     bool fired = watchdog_end(&wd);
     ck_assert_int_eq(rc, 0);

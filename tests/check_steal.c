@@ -304,7 +304,8 @@ START_TEST(stealable_work_wakes_a_parked_thief)
     ck_assert_msg(wt.saw_steal,
                   "%s: worker 1 stayed parked for %u ms while worker 0 held stealable events",
                   what, THIEF_WAIT_MS);
-    mely_stats_t st = stats_of(1);
+    mely_stats_t st = stats_of(&rt, 1);
+    assert_no_notes();
     ck_assert_uint_gt(st.steals, 0);
     ck_assert_uint_gt(st.wakeups, 0);
     ck_assert_int_eq(mely_shutdown(&rt), 0);

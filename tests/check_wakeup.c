@@ -80,7 +80,7 @@ static void *wake_poster(void *arg)
     (void)arg;
     unsigned expected = 0;
 
-    for (unsigned r = 0; r < wk.rounds && !atomic_load(&wk.wd.fired); r++) {
+    for (unsigned r = 0; r < wk.rounds && !watchdog_fired(&wk.wd); r++) {
         sleep_us(pause_us(r));
         for (unsigned w = 0; w < wk.workers; w++) {
             mely_color_t c = r % 2 ? wk.own[w] : MELY_COLOR_PINNED(w);
@@ -132,7 +132,7 @@ START_TEST(posts_wake_parked_workers)
     }
 
     pthread_t poster;
-    watchdog_start(&wk.wd, &wk.m, WAKE_WATCHDOG_S);
+    watchdog_start(&wk.wd, &wk.m, WAKE_WATCHDOG_S, __func__);
     ck_assert_int_eq(pthread_create(&poster, NULL, wake_poster, NULL), 0);
     int rc = mely_run(&wk.m);
     bool fired = watchdog_end(&wk.wd);

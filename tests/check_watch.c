@@ -59,20 +59,6 @@ static void drain(int fd)
     }
 }
 
-static mely_stats_t sum_stats(mely_t *m)
-{
-    mely_stats_t sum = {0};
-    for (unsigned w = 0; w < mely_workers(m); w++) {
-        mely_stats_t st;
-        ck_assert_int_eq(mely_worker_stats(m, w, &st), 0);
-        sum.io_ready += st.io_ready;
-        sum.steals += st.steals;
-        sum.watch_moves += st.watch_moves;
-        sum.polls += st.polls;
-    }
-    return sum;
-}
-
 /* ---- a ready watch is queued once ------------------------------------------------------ */
 
 enum { ONCE_PIPES = 4, ONCE_HOLD_MS = 100 };
@@ -157,7 +143,8 @@ START_TEST(ready_watch_is_queued_once)
                       "triggered, it must come back)",
                       shape_name(sh), i, runs, ms);
     }
-    mely_stats_t sum = sum_stats(&rt);
+    mely_stats_t sum;
+    ck_assert_int_eq(stats_sum(&rt, &sum), 0);
     ck_assert_msg(sum.io_ready == total,
                   "%s: the pollers queued %" PRIu64 " watch events for %u runs", shape_name(sh),
                   sum.io_ready, total);
@@ -691,7 +678,8 @@ START_TEST(stolen_color_takes_its_watch)
                 mely_post_ex(&rt, st.color[i], MELY_PRIO_DEFAULT, &d_heavy, st_spin, NULL, 0), 0);
     run_with_helper(&rt, st_writer, NULL, 60, policy);
 
-    mely_stats_t w1, sum = sum_stats(&rt);
+    mely_stats_t w1, sum;
+    ck_assert_int_eq(stats_sum(&rt, &sum), 0);
     ck_assert_int_eq(mely_worker_stats(&rt, 1, &w1), 0);
     unsigned moved_colors = 0;
     for (unsigned i = 0; i < STEAL_COLORS; i++) {
@@ -736,17 +724,6 @@ static void mv_watch(int fd, unsigned ready, void *arg)
     atomic_fetch_add(&mv.runs, 1);
 }
 
-/* Waits (bounded) until worker w's watch_moves exceeds `above`: the move is
- * made and counted at the end of the run, after the handler returned. */
-static bool wait_moves(unsigned w, uint64_t above, unsigned ms)
-{
-    uint64_t deadline = now_ns() + (uint64_t)ms * 1000000u;
-    mely_stats_t st;
-    while (mely_worker_stats(&rt, w, &st) == 0 && st.watch_moves <= above && now_ns() < deadline)
-        sleep_us(100);
-    return st.watch_moves > above;
-}
-
 /* Moves the idle color (retrying while the runtime still calls it busy),
  * pokes it, and checks where its watch ran. */
 static void mv_step(unsigned k, unsigned to)
@@ -767,7 +744,7 @@ static void mv_step(unsigned k, unsigned to)
     if (atomic_load(&mv.worker) != (int)to)
         note("step %u: moved to worker %u, the watch ran on worker %d", k, to,
              atomic_load(&mv.worker));
-    if (!wait_moves(to, before.watch_moves, WAIT_MS))
+    if (!wait_stat(&rt, to, offsetof(mely_stats_t, watch_moves), before.watch_moves, WAIT_MS))
         note("step %u: the watch ran on worker %u, whose watch_moves stayed %" PRIu64, k, to,
              before.watch_moves);
 }
@@ -781,7 +758,7 @@ static void *mv_driver(void *arg)
     else if (atomic_load(&mv.worker) != 1)
         note("moved to worker 1 before the run, the watch ran on worker %d",
              atomic_load(&mv.worker));
-    if (!wait_moves(1, 0, WAIT_MS))
+    if (!wait_stat(&rt, 1, offsetof(mely_stats_t, watch_moves), 0, WAIT_MS))
         note("the watch ran on worker 1 (its color moved there before the run), whose "
              "watch_moves is 0");
     mv_step(1, 0);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# injector-sws.sh: bench/injector against apps/sws/sws on loopback. SWS serves
+# injector-sws.sh: bench/e2e/injector against apps/sws/sws on loopback. SWS serves
 # its built-in sample site on a free port; the injector runs 2 s with 4
 # clients (keep-alive, 3 URLs round robin), then 1 s with Connection: close,
 # then 1 s of connections the client ends with a reset (--reset), and must report requests > 0 and no error; a URL SWS does not have must make
@@ -9,7 +9,7 @@ set -u
 # shellcheck source=tests/sws-lib.sh
 . "$(dirname "$0")/sws-lib.sh"
 sws=./apps/sws/sws
-inj=./bench/injector
+inj=./bench/e2e/injector
 for p in "$sws" "$inj"; do
     [ -x "$p" ] || { echo "FAIL: $p not built (run from the build directory)"; exit 1; }
 done

@@ -87,16 +87,6 @@ static void finish(void)
         part_done();
 }
 
-/* A running color never moves: while its handler runs, the map names the
- * worker running it. */
-static void check_owner(mely_color_t color)
-{
-    int owner = mely_color_owner(&rt, color);
-    if (owner != mely_current_worker())
-        note("color %u runs on worker %d while the map says worker %d", color,
-             mely_current_worker(), owner);
-}
-
 void colored(void *arg)
 {
     unsigned *seq = arg;
@@ -107,13 +97,13 @@ void colored(void *arg)
 
     if (atomic_fetch_add(&cs->inside, 1) != 0)
         note("color %u: two handlers at once", ld.color[c]);
-    check_owner(ld.color[c]);
+    check_owner(&rt, ld.color[c]);
     if (*seq != cs->next)
         note("color %u: event %u ran when %u was due", ld.color[c], *seq, cs->next);
     cs->next = *seq + 1;
     atomic_fetch_or(&cs->worker_mask, 1 << mely_current_worker());
     spin_ns(g->spin_ns ? g->spin_ns : SPIN_NS);
-    check_owner(ld.color[c]);
+    check_owner(&rt, ld.color[c]);
     atomic_fetch_sub(&cs->inside, 1);
     if (g->desc == &d_measured || !g->desc)
         tsc_record(tsc() - t0);
@@ -195,13 +185,6 @@ void post_load(mely_color_t first, unsigned npinned)
 
 /* ---- running and checking ------------------------------------------------------------- */
 
-mely_stats_t stats_of(unsigned w)
-{
-    mely_stats_t st;
-    ck_assert_int_eq(mely_worker_stats(&rt, w, &st), 0);
-    return st;
-}
-
 /*
  * Runs the posted load to its end and checks the invariants and the steal
  * counters' consistency; returns what was stolen. `what` names the run in
@@ -241,7 +224,7 @@ struct outcome run_load(const char *what, unsigned npinned)
     memset(&o, 0, sizeof(o));
     ck_assert_uint_le(nw, MAXW);
     for (unsigned w = 0; w < nw; w++) {
-        before[w] = stats_of(w);
+        before[w] = stats_of(&rt, w);
         attempts_before[w] = before[w].steal_attempts;
     }
     bool gated = nw > 1;
@@ -265,7 +248,7 @@ struct outcome run_load(const char *what, unsigned npinned)
 
     uint64_t events = 0;
     for (unsigned w = 0; w < nw; w++) {
-        mely_stats_t st = stats_of(w);
+        mely_stats_t st = stats_of(&rt, w);
         ck_assert_msg(st.steals <= st.steal_attempts,
                       "%s: worker %u: %" PRIu64 " steals in %" PRIu64 " attempts", what, w,
                       st.steals, st.steal_attempts);
@@ -296,6 +279,7 @@ struct outcome run_load(const char *what, unsigned npinned)
         if (w != 0)
             o.run_elsewhere += o.events_run[w];
     }
+    assert_no_notes(); /* stats_of() */
     ck_assert_uint_eq(events, ld.total);
 
     /* Colors that ran on other workers were stolen (the load's colors all

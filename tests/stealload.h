@@ -118,8 +118,6 @@ struct outcome {
     unsigned stolen[MAX_GROUPS]; /* colors of each group that ran elsewhere */
 };
 
-mely_stats_t stats_of(unsigned w);
-
 /* Runs the posted load on `rt` to its end, checks it (above) and returns what
  * was stolen; `what` names the run in failure messages. */
 struct outcome run_load(const char *what, unsigned npinned);

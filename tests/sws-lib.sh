@@ -1,7 +1,7 @@
 # shellcheck shell=sh
 # sws-lib.sh: starting and stopping apps/sws/sws from shell scripts. Sourced
-# (POSIX sh) by tests/injector-sws.sh, tests/sws-curl.sh, bench/sws-demo.sh
-# and bench/sws-memory.sh; it defines functions only.
+# (POSIX sh) by tests/injector-sws.sh, tests/sws-curl.sh, bench/e2e/sws-demo.sh
+# and bench/e2e/sws-memory.sh; it defines functions only.
 
 # sws_port OUT PID TENTHS: waits at most TENTHS tenths of a second until sws,
 # running as PID with its standard output in the file OUT, prints the address

@@ -7,13 +7,10 @@
 #include "tests/testutil.h"
 
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 /* ---- scale ---------------------------------------------------------------- */
 
@@ -55,20 +52,6 @@ unsigned scaled(unsigned n, unsigned min, unsigned max)
 
 /* ---- clock and bounded waits ------------------------------------------------ */
 
-uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-void sleep_us(unsigned us)
-{
-    struct timespec ts = {.tv_sec = us / 1000000u, .tv_nsec = (long)(us % 1000000u) * 1000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
 bool wait_count(atomic_uint *v, unsigned n, unsigned ms)
 {
     uint64_t deadline = now_ns() + (uint64_t)ms * 1000000u;
@@ -91,36 +74,6 @@ bool wait_flag(atomic_bool *flag, unsigned ms)
     return true;
 }
 
-/* ---- processes and descriptors (the I/O tests) ----------------------------------- */
-
-double process_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-unsigned raise_fd_limit(unsigned want)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-        return 0;
-    if (rl.rlim_cur < want) {
-        struct rlimit up = rl;
-        up.rlim_cur = want;
-        if (up.rlim_max != RLIM_INFINITY && up.rlim_max < want)
-            up.rlim_max = want; /* only root may; otherwise settle for the hard limit */
-        if (setrlimit(RLIMIT_NOFILE, &up) != 0) {
-            up.rlim_cur = rl.rlim_max;
-            up.rlim_max = rl.rlim_max;
-            setrlimit(RLIMIT_NOFILE, &up);
-        }
-        getrlimit(RLIMIT_NOFILE, &rl);
-    }
-    return rl.rlim_cur > UINT32_MAX ? UINT32_MAX : (unsigned)rl.rlim_cur;
-}
-
 unsigned open_fds(void)
 {
     DIR *d = opendir("/proc/self/fd");
@@ -135,12 +88,39 @@ unsigned open_fds(void)
     return n - 1; /* the directory's own descriptor */
 }
 
-int set_nonblocking(int fd)
+/* ---- the workers' counters ------------------------------------------------------ */
+
+mely_stats_t stats_of(const mely_t *m, unsigned w)
 {
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-        return -errno;
-    return 0;
+    mely_stats_t s;
+    memset(&s, 0, sizeof(s));
+    int err = mely_worker_stats(m, w, &s);
+    if (err)
+        note("mely_worker_stats(%u): %s", w, mely_strerror(err));
+    return s;
+}
+
+bool wait_stat(const mely_t *m, unsigned w, size_t off, uint64_t above, unsigned ms)
+{
+    uint64_t deadline = now_ns() + (uint64_t)ms * 1000000u;
+    for (;;) {
+        mely_stats_t s = stats_of(m, w);
+        uint64_t v;
+        memcpy(&v, (const char *)&s + off, sizeof(v));
+        if (v > above)
+            return true;
+        if (now_ns() >= deadline)
+            return false;
+        sleep_us(100);
+    }
+}
+
+void check_owner(const mely_t *m, mely_color_t color)
+{
+    int owner = mely_color_owner(m, color);
+    if (owner != mely_current_worker())
+        note("color %u runs on worker %d while the map says worker %d", (unsigned)color,
+             mely_current_worker(), owner);
 }
 
 /* ---- failure notes ------------------------------------------------------------ */
@@ -178,57 +158,12 @@ void assert_no_notes(void)
     pthread_mutex_unlock(&note_mu);
 }
 
-/* ---- watchdog ------------------------------------------------------------------ */
-
-static void *watchdog_main(void *arg)
-{
-    struct watchdog *wd = arg;
-    int rc = 0;
-
-    pthread_mutex_lock(&wd->mu);
-    while (!wd->done && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&wd->cv, &wd->mu, &wd->deadline);
-    bool fire = !wd->done;
-    pthread_mutex_unlock(&wd->mu);
-    if (fire) {
-        atomic_store(&wd->fired, true);
-        mely_stop(wd->m);
-    }
-    return NULL;
-}
-
-void watchdog_start(struct watchdog *wd, mely_t *m, unsigned seconds)
-{
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&wd->cv, &attr);
-    pthread_condattr_destroy(&attr);
-    pthread_mutex_init(&wd->mu, NULL);
-    wd->done = false;
-    atomic_store(&wd->fired, false);
-    wd->m = m;
-    clock_gettime(CLOCK_MONOTONIC, &wd->deadline);
-    wd->deadline.tv_sec += seconds;
-    ck_assert_int_eq(pthread_create(&wd->thread, NULL, watchdog_main, wd), 0);
-}
-
-bool watchdog_end(struct watchdog *wd)
-{
-    pthread_mutex_lock(&wd->mu);
-    wd->done = true;
-    pthread_cond_signal(&wd->cv);
-    pthread_mutex_unlock(&wd->mu);
-    pthread_join(wd->thread, NULL);
-    pthread_cond_destroy(&wd->cv);
-    pthread_mutex_destroy(&wd->mu);
-    return atomic_load(&wd->fired);
-}
+/* ---- bounded runs ------------------------------------------------------------------ */
 
 void run_bounded(mely_t *m, unsigned seconds, const char *what)
 {
     struct watchdog wd;
-    watchdog_start(&wd, m, seconds);
+    watchdog_start(&wd, m, seconds, what);
     int rc = mely_run(m);
     bool fired = watchdog_end(&wd);
     ck_assert_msg(rc == 0, "%s: mely_run() returned %d (%s)", what, rc, mely_strerror(rc));

@@ -1,9 +1,10 @@
 /*
- * testutil.h: what the Check test programs share: scaled event counts, a
- * monotonic clock and bounded waits, failure notes, a watchdog that stops a
- * runtime, runtime setup and the runtime shapes of the stress tests, a runtime
- * and handlers for the small API tests, and the suite boilerplate (test cases,
- * main()).
+ * testutil.h: what the Check test programs share: scaled event counts,
+ * bounded waits, failure notes, bounded runs, the workers' counters, runtime
+ * setup and the runtime shapes of the stress tests, a runtime and handlers for
+ * the small API tests, and the suite boilerplate (test cases, main()). The
+ * clock, sleeps, CPU time, descriptors and the watchdog are common/measure.h's,
+ * which bench/ shares.
  *
  * Rules every test program follows (the helpers below are built for them):
  *  - Handlers and helper threads never call ck_assert: from worker 0 it would
@@ -18,9 +19,9 @@
  *    scaled()): 10 for a soak, 0.1 for a quick look. It defaults to 1, and to
  *    0.25 in ASan and TSan builds (testutil.c says why).
  *
- * Threads: the Check-facing helpers (those that may fail the test: watchdog_*,
- * run_*, init_runtime, assert_no_notes, new_tcase, mely_test_main) are for the
- * test thread only; scaled, now_ns, sleep_us, wait_flag and note may be called
+ * Threads: the Check-facing helpers (those that may fail the test: run_*,
+ * init_runtime, assert_no_notes, new_tcase, mely_test_main) are for the test
+ * thread only; scaled, wait_*, stats_of, check_owner and note may be called
  * from any thread, and shapes[] (constant) read from any.
  *
  * Unit tests link the core library and may use all of this too: it uses the
@@ -36,6 +37,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "common/measure.h" /* now_ns, sleep_us, cpu_s, the watchdog, ... */
 #include "mely/mely.h"
 
 #define NELEM(a) (int)(sizeof(a) / sizeof((a)[0]))
@@ -53,13 +55,7 @@ unsigned scaled(unsigned n, unsigned min, unsigned max);
 /* MELY_TEST_SCALE (default 1; 0.25 in sanitizer builds). */
 double test_scale(void);
 
-/* ---- clock and bounded waits ------------------------------------------------ */
-
-/* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t now_ns(void);
-
-/* Sleeps `us` microseconds, resuming after signals. */
-void sleep_us(unsigned us);
+/* ---- bounded waits -------------------------------------------------------------- */
 
 /* Waits until *flag is set, for at most `ms` milliseconds (polling every
  * 100 us). Returns whether it was set. */
@@ -69,21 +65,23 @@ bool wait_flag(atomic_bool *flag, unsigned ms);
  * every 100 us). Returns whether it did. */
 bool wait_count(atomic_uint *v, unsigned n, unsigned ms);
 
-/* ---- processes and descriptors (the I/O tests) ----------------------------------- */
-
-/* The CPU time (user + system) of the whole process so far, in seconds. */
-double process_cpu_s(void);
-
-/* Raises the soft RLIMIT_NOFILE to at least `want` descriptors if the hard
- * limit allows (or can be raised: root), never lowers it. Returns the soft
- * limit in force afterwards. */
-unsigned raise_fd_limit(unsigned want);
-
 /* Descriptors open in this process now (from /proc/self/fd). */
 unsigned open_fds(void);
 
-/* Sets O_NONBLOCK on fd; returns 0 or -errno. */
-int set_nonblocking(int fd);
+/* ---- the workers' counters ------------------------------------------------------ */
+
+/* Worker w's counters in runtime m; a failure is noted, and reads as zeros. */
+mely_stats_t stats_of(const mely_t *m, unsigned w);
+
+/* Waits until the counter at byte offset `off` of worker w's mely_stats_t
+ * (offsetof(mely_stats_t, parks)) exceeds `above`, for at most `ms`
+ * milliseconds (polling every 100 us): counters are updated around the event
+ * a test waits for, not necessarily before it. Returns whether it did. */
+bool wait_stat(const mely_t *m, unsigned w, size_t off, uint64_t above, unsigned ms);
+
+/* In a handler of `color`: notes a failure unless the color map names the
+ * worker running it as the color's owner (a running color never moves). */
+void check_owner(const mely_t *m, mely_color_t color);
 
 /* ---- failure notes ------------------------------------------------------------ */
 
@@ -98,24 +96,7 @@ void reset_notes(void);
  * when no handler or helper thread can still note(). */
 void assert_no_notes(void);
 
-/* ---- watchdog ------------------------------------------------------------------ */
-
-struct watchdog {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;         /* under mu */
-    atomic_bool fired; /* set before the watchdog calls mely_stop(); any thread may read */
-    mely_t *m;
-    struct timespec deadline; /* CLOCK_MONOTONIC */
-};
-
-/* Starts a thread that calls mely_stop(m) after `seconds` unless
- * watchdog_end() comes first. */
-void watchdog_start(struct watchdog *wd, mely_t *m, unsigned seconds);
-
-/* Ends and joins the watchdog. Returns whether it had to stop the runtime. */
-bool watchdog_end(struct watchdog *wd);
+/* ---- bounded runs (the watchdog is common/measure.h's) ------------------------------- */
 
 /* mely_run(m) under a watchdog of `seconds`; fails the test, naming `what`, if
  * mely_run() fails or the watchdog had to stop it. */

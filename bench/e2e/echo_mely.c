@@ -19,7 +19,7 @@
 #define _GNU_SOURCE
 #endif
 
-#include "bench/echo.h"
+#include "bench/e2e/echo.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -105,32 +105,22 @@ static void on_write(int fd, unsigned ready, void *arg)
 static void on_read(int fd, unsigned ready, void *arg)
 {
     struct conn *c = arg;
-    (void)ready;
-    ssize_t n = read(fd, c->buf, sizeof(c->buf));
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        return;
-    if (n <= 0) {
-        conn_close(c);
-        return;
-    }
+    enum echo_step step = echo_once(fd, c->buf, &c->off, &c->len);
     int w = mely_current_worker();
-    if (w >= 0 && (unsigned)w < ECHO_MAX_THREADS)
+    (void)ready;
+
+    if ((step == ECHO_SENT || step == ECHO_FULL) && w >= 0 && (unsigned)w < ECHO_MAX_THREADS)
         bump(&S.msgs[w].v);
-    c->off = 0;
-    c->len = (size_t)n;
-    bool dead = false;
-    if (echo_send_pending(c->fd, c->buf, &c->off, c->len, &dead))
-        return;
-    if (dead) {
+    if (step == ECHO_CLOSE) {
         conn_close(c);
-        return;
-    }
-    mely_watch_remove(c->rw);
-    c->rw = NULL;
-    int err = mely_watch(&S.m, fd, MELY_WRITE, to_of(fd, &S.write_desc), on_write, c, &c->ww);
-    if (err) {
-        note_err(err);
-        conn_close(c);
+    } else if (step == ECHO_FULL) {
+        mely_watch_remove(c->rw);
+        c->rw = NULL;
+        int err = mely_watch(&S.m, fd, MELY_WRITE, to_of(fd, &S.write_desc), on_write, c, &c->ww);
+        if (err) {
+            note_err(err);
+            conn_close(c);
+        }
     }
 }
 
@@ -171,7 +161,7 @@ static void on_term(int signo, unsigned ready, void *arg)
     mely_stop(&S.m);
 }
 
-int echo_server_mely(const char *steal, uint64_t timeleft, long spin_us)
+int echo_server_mely(const char *steal, uint64_t timeleft, int spin_us)
 {
     mely_config_t cfg;
     mely_listener_t *l;

@@ -1,23 +1,23 @@
 #!/bin/sh
 # sws-demo.sh: SWS under load, in one command. Builds nothing: it expects a
 # built tree in build/ (scripts/quickstart.sh, or `mkdir build && cd build &&
-# ../configure && make && make bench/injector`; BUILD=DIR picks another).
+# ../configure && make && make bench/e2e/injector`; BUILD=DIR picks another).
 #
-#   bench/sws-demo.sh [--no-wait] [INJECTOR OPTIONS...]
+#   bench/e2e/sws-demo.sh [--no-wait] [INJECTOR OPTIONS...]
 #
 # Starts build/apps/sws/sws on its built-in sample site on a free loopback
-# port, runs build/bench/injector against it for 5 s with 50 clients and the
+# port, runs build/bench/e2e/injector against it for 5 s with 50 clients and the
 # site's four pages (extra options go to the injector after these: a later
 # --duration or --clients wins, a --url adds a URL), prints the injector's
 # report, and stops SWS with SIGTERM. On a terminal it first waits for Enter,
 # so that you can browse the site; --no-wait stops SWS at once.
 set -u
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/sws-lib.sh
 . "$top/tests/sws-lib.sh"
 build=${BUILD:-$top/build}
 sws=$build/apps/sws/sws
-inj=$build/bench/injector
+inj=$build/bench/e2e/injector
 wait_enter=1
 [ -t 0 ] || wait_enter=0
 if [ "${1:-}" = "--no-wait" ]; then
@@ -27,7 +27,7 @@ fi
 for p in "$sws" "$inj"; do
     if [ ! -x "$p" ]; then
         echo "sws-demo: $p is not built; build first, e.g.:" >&2
-        echo "  mkdir -p build && cd build && ../configure && make -j && make bench/injector" >&2
+        echo "  mkdir -p build && cd build && ../configure && make -j && make bench/e2e/injector" >&2
         exit 1
     fi
 done

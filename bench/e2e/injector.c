@@ -26,7 +26,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -42,6 +41,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "bench/harness.h"
 #include "mely/mely.h"
 
 #define MAX_URLS 64
@@ -103,16 +103,58 @@ static struct {
     double duration;
     const char *urls[MAX_URLS];
     unsigned nurls;
-    unsigned workers;
+    int workers; /* -1: every usable CPU */
+    bool keepalive_mode;
     bool close_mode;
     bool reset_mode; /* one request per connection, ended by the client's RST */
     bool quiet;
     bool pin;
     const char *csv;
-    long long expect_bytes; /* -1: compare with the first body of the URL */
+    double expect_bytes; /* -1: compare with the first body of the URL */
+    double timeout_s;
     uint64_t timeout_ns;
-} opt = { .host = "127.0.0.1", .port = 8080, .clients = 50, .per_conn = 150, .duration = 5,
-          .expect_bytes = -1, .timeout_ns = 10000000000ull };
+} opt;
+
+static bool add_url(const char *url, void *var)
+{
+    (void)var;
+    if (url[0] != '/' || strpbrk(url, " \t\r\n") || opt.nurls == MAX_URLS)
+        return false;
+    opt.urls[opt.nurls++] = url;
+    return true;
+}
+
+static const struct bench_opt options[] = {
+    {.name = "host", .kind = OPT_STR, .var = &opt.host, .sdflt = "127.0.0.1",
+     .help = "server address, 127.x.x.x"},
+    {.name = "port", .kind = OPT_UINT, .var = &opt.port, .lo = 1, .hi = 65535, .dflt = 8080,
+     .help = "server port"},
+    {.name = "clients", .kind = OPT_UINT, .var = &opt.clients, .lo = 1, .hi = MAX_CLIENTS,
+     .dflt = 50, .help = "virtual clients"},
+    {.name = "requests-per-conn", .kind = OPT_UINT, .var = &opt.per_conn, .lo = 1, .hi = 1e9,
+     .dflt = 150, .help = "requests per connection"},
+    {.name = "duration", .kind = OPT_DOUBLE, .var = &opt.duration, .lo = 0.1, .hi = 600,
+     .dflt = 5, .help = "seconds to run"},
+    {.name = "url", .kind = OPT_CALL, .var = &opt, .call = add_url, .sdflt = "/",
+     .help = "a path to request, without spaces (repeatable, up to 64: round robin)"},
+    {.name = "expect-bytes", .kind = OPT_DOUBLE, .var = &opt.expect_bytes, .lo = 0, .hi = 1e15,
+     .dflt = -1, .none = "the first body of its URL", .help = "every 200 body must be N bytes"},
+    {.name = "timeout", .kind = OPT_DOUBLE, .var = &opt.timeout_s, .lo = 0.01, .hi = 3600,
+     .dflt = 10, .help = "per-request timeout in seconds"},
+    {.name = "workers", .kind = OPT_INT, .var = &opt.workers, .lo = 1, .hi = MELY_MAX_WORKERS,
+     .dflt = -1, .none = "every usable CPU", .help = "worker threads"},
+    {.name = "pin", .kind = OPT_FLAG, .var = &opt.pin, .help = "pin the workers to CPUs"},
+    {.name = "keepalive", .kind = OPT_FLAG, .var = &opt.keepalive_mode,
+     .help = "keep connections open for K requests (the default)"},
+    {.name = "close", .kind = OPT_FLAG, .var = &opt.close_mode,
+     .help = "send Connection: close, one request per connection (the server closes first)"},
+    {.name = "reset", .kind = OPT_FLAG, .var = &opt.reset_mode,
+     .help = "one request per connection, ended by the client's reset"},
+    {.name = "quiet", .kind = OPT_FLAG, .var = &opt.quiet, .help = "no progress line per second"},
+    {.name = "csv", .kind = OPT_STR, .var = &opt.csv,
+     .help = "write the per-second figures and the totals to this file"},
+    {.name = NULL},
+};
 
 static mely_t rt;
 static struct sockaddr_in addr;
@@ -327,7 +369,7 @@ static void response_done(struct client *c)
     if (c->status != 200 && c->status != 304) {
         bad = E_STATUS;
     } else if (c->status == 200) {
-        long long want = opt.expect_bytes;
+        long long want = (long long)opt.expect_bytes;
         if (want < 0) {
             long long ref = -1;
             if (!atomic_compare_exchange_strong(&url_ref[c->cur_url], &ref, c->body_len))
@@ -439,91 +481,94 @@ static bool still_reading(const struct client *c, int fd)
     return c->fd == fd && (c->state == C_HEAD || c->state == C_EOF);
 }
 
+/* read() that retries on EINTR; -2 when there is nothing to read yet. */
+static ssize_t read_some(int fd, void *buf, size_t n)
+{
+    ssize_t r;
+    while ((r = read(fd, buf, n)) < 0 && errno == EINTR)
+        ;
+    return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? -2 : r;
+}
+
+/* Head bytes: false when on_read must return (nothing more, or an error). */
+static bool read_head(struct client *c, int fd, struct wstats *w)
+{
+    ssize_t n = read_some(fd, c->buf + c->have, sizeof(c->buf) - 1 - c->have);
+    if (n == -2)
+        return false;
+    if (n <= 0) {
+        client_error(c, E_RESET);
+        return false;
+    }
+    add(&w->bytes, (uint64_t)n);
+    size_t from = c->have > 3 ? c->have - 3 : 0;
+    c->have += (size_t)n;
+    c->buf[c->have] = '\0';
+    char *end = memmem(c->buf + from, c->have - from, "\r\n\r\n", 4);
+    if (!end) {
+        if (c->have < sizeof(c->buf) - 1)
+            return true;
+        client_error(c, E_PROTO);
+        return false;
+    }
+    end[2] = '\0';
+    size_t rest = c->have - (size_t)(end + 4 - c->buf);
+    if (!parse_head(c, c->buf) || !body_bytes(c, rest)) {
+        client_error(c, E_PROTO);
+        return false;
+    }
+    c->state = C_BODY;
+    return true;
+}
+
+/* Body bytes, as read_head(). */
+static bool read_body(struct client *c, int fd, struct wstats *w)
+{
+    size_t room = sizeof(c->buf);
+    if (!c->until_eof && (unsigned long long)c->body_left < room)
+        room = (size_t)c->body_left + 1; /* one byte more than expected: extra bytes are an error */
+    ssize_t n = read_some(fd, c->buf, room);
+    if (n == -2)
+        return false;
+    if (n > 0)
+        add(&w->bytes, (uint64_t)n);
+    if (n < 0)
+        client_error(c, E_RESET);
+    else if (n == 0 && c->until_eof)
+        response_done(c);
+    else if (n == 0)
+        client_error(c, E_SHORT);
+    else if (!body_bytes(c, (size_t)n))
+        client_error(c, E_PROTO);
+    return n > 0 && c->state == C_BODY;
+}
+
 static void on_read(int fd, unsigned ready, void *arg)
 {
-    (void)ready;
     struct client *c = arg;
     struct wstats *w = me();
+    (void)ready;
+
     for (;;) {
-        if (c->state == C_HEAD) {
-            ssize_t n = read(fd, c->buf + c->have, sizeof(c->buf) - 1 - c->have);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (c->state == C_HEAD && !read_head(c, fd, w))
+            return;
+        if (c->state == C_BODY && c->body_left != 0 && !read_body(c, fd, w))
+            return;
+        if (c->state == C_BODY && !c->until_eof && c->body_left == 0) {
+            response_done(c);
+            if (!still_reading(c, fd))
                 return;
-            if (n <= 0) {
-                client_error(c, E_RESET);
-                return;
-            }
-            add(&w->bytes, (uint64_t)n);
-            size_t from = c->have > 3 ? c->have - 3 : 0;
-            c->have += (size_t)n;
-            c->buf[c->have] = '\0';
-            char *end = memmem(c->buf + from, c->have - from, "\r\n\r\n", 4);
-            if (!end) {
-                if (c->have >= sizeof(c->buf) - 1) {
-                    client_error(c, E_PROTO);
-                    return;
-                }
-                continue;
-            }
-            end[2] = '\0';
-            size_t rest = c->have - (size_t)(end + 4 - c->buf);
-            if (!parse_head(c, c->buf) || !body_bytes(c, rest)) {
-                client_error(c, E_PROTO);
-                return;
-            }
-            c->state = C_BODY;
-            if (!c->until_eof && c->body_left == 0) {
-                response_done(c);
-                if (!still_reading(c, fd))
-                    return;
-            }
-        } else if (c->state == C_BODY) {
-            size_t room = sizeof(c->buf);
-            if (!c->until_eof && (unsigned long long)c->body_left < room)
-                room = (size_t)c->body_left;
-            /* read one byte more than expected: extra bytes are an error */
-            ssize_t n = read(fd, c->buf, room < sizeof(c->buf) ? room + 1 : room);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                return;
-            if (n < 0) {
-                client_error(c, E_RESET);
-                return;
-            }
-            if (n == 0) {
-                if (c->until_eof)
-                    response_done(c);
-                else
-                    client_error(c, E_SHORT);
-                return;
-            }
-            add(&w->bytes, (uint64_t)n);
-            if (!body_bytes(c, (size_t)n)) {
-                client_error(c, E_PROTO);
-                return;
-            }
-            if (!c->until_eof && c->body_left == 0) {
-                response_done(c);
-                if (!still_reading(c, fd))
-                    return;
-            }
         } else if (c->state == C_EOF) {
             char b[512];
-            ssize_t n = read(fd, b, sizeof(b));
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            ssize_t n = read_some(fd, b, sizeof(b));
+            if (n == -2)
                 return;
-            if (n > 0) {
+            if (n > 0)
                 client_error(c, E_PROTO); /* bytes after a final response */
-                return;
-            }
-            client_reset(c, false); /* EOF or reset after the last response: done */
+            else
+                client_reset(c, false); /* EOF or reset after the last response: done */
             return;
-        } else {
+        } else if (c->state != C_HEAD && c->state != C_BODY) {
             return;
         }
     }
@@ -657,7 +702,7 @@ static int report(double secs)
     for (unsigned u = 0; u < opt.nurls; u++) {
         long long ref = atomic_load(&url_ref[u]);
         if (opt.expect_bytes >= 0)
-            printf("body length      %s: %lld (--expect-bytes)\n", opt.urls[u], opt.expect_bytes);
+            printf("body length      %s: %.0f (--expect-bytes)\n", opt.urls[u], opt.expect_bytes);
         else if (ref >= 0)
             printf("body length      %s: %lld\n", opt.urls[u], ref);
         else
@@ -689,134 +734,14 @@ static int report(double secs)
     return err == 0 && req > 0 ? 0 : 1;
 }
 
-/* ---- Options -------------------------------------------------------------------- */
+/* ---- Main ------------------------------------------------------------------------ */
 
-static void usage(FILE *f)
+/* The options' checks beyond their ranges; false (reported) if they fail. */
+static bool check_options(void)
 {
-    fprintf(f,
-            "usage: injector [options]\n"
-            "A closed-loop HTTP load injector (the Mely paper's, section 5.3.1) on the mely\n"
-            "runtime: N virtual clients each send K requests on a connection, one after the\n"
-            "other, then reconnect. Loopback only. Exit status 0 if no request failed.\n"
-            "  --host ADDR            server address, 127.x.x.x (default 127.0.0.1)\n"
-            "  --port N               server port (default 8080)\n"
-            "  --clients N            virtual clients (default 50, at most %u)\n"
-            "  --requests-per-conn K  requests per connection (default 150)\n"
-            "  --duration S           seconds to run (default 5, at most 600)\n"
-            "  --url PATH             a URL to request (repeatable: used round robin;\n"
-            "                         default /)\n"
-            "  --expect-bytes N       every 200 body must be N bytes (default: the same\n"
-            "                         length as the first body received for its URL)\n"
-            "  --timeout S            per-request timeout in seconds (default 10)\n"
-            "  --workers N            worker threads (default: every usable CPU)\n"
-            "  --pin                  pin the workers to CPUs (default: not pinned)\n"
-            "  --keepalive            keep connections open for K requests (default)\n"
-            "  --close                send Connection: close; one request per connection\n"
-            "                         (the server closes first)\n"
-            "  --reset                one request per connection (no Connection: close);\n"
-            "                         the client closes with a reset once it has the response\n"
-            "  --quiet                no progress line every second\n"
-            "  --csv FILE             write the per-second figures and the totals to FILE\n"
-            "  --help                 this text\n",
-            MAX_CLIENTS);
-}
-
-static bool num(const char *name, const char *v, double min, double max, double *out)
-{
-    char *e;
-    errno = 0;
-    double d = strtod(v, &e);
-    if (e == v || *e || errno || !(d >= min && d <= max)) {
-        fprintf(stderr, "injector: --%s: expected a number in %g..%g, got \"%s\"\n", name, min,
-                max, v);
+    if (opt.keepalive_mode + opt.close_mode + opt.reset_mode > 1) {
+        fprintf(stderr, "injector: at most one of --keepalive, --close and --reset\n");
         return false;
-    }
-    *out = d;
-    return true;
-}
-
-static bool unum(const char *name, const char *v, unsigned min, unsigned max, unsigned *out)
-{
-    double d;
-    if (!num(name, v, min, max, &d))
-        return false;
-    if (d != floor(d)) {
-        fprintf(stderr, "injector: --%s: expected a whole number, got \"%s\"\n", name, v);
-        return false;
-    }
-    *out = (unsigned)d;
-    return true;
-}
-
-static int parse(int argc, char **argv)
-{
-    enum { O_HOST = 256, O_PORT, O_CLIENTS, O_PER, O_DUR, O_URL, O_EXPECT, O_TIMEOUT, O_WORKERS,
-           O_PIN, O_KEEP, O_CLOSE, O_RESET, O_QUIET, O_CSV, O_HELP };
-    static const struct option lo[] = {
-        { "host", required_argument, NULL, O_HOST },
-        { "port", required_argument, NULL, O_PORT },
-        { "clients", required_argument, NULL, O_CLIENTS },
-        { "requests-per-conn", required_argument, NULL, O_PER },
-        { "duration", required_argument, NULL, O_DUR },
-        { "url", required_argument, NULL, O_URL },
-        { "expect-bytes", required_argument, NULL, O_EXPECT },
-        { "timeout", required_argument, NULL, O_TIMEOUT },
-        { "workers", required_argument, NULL, O_WORKERS },
-        { "pin", no_argument, NULL, O_PIN },
-        { "keepalive", no_argument, NULL, O_KEEP },
-        { "close", no_argument, NULL, O_CLOSE },
-        { "reset", no_argument, NULL, O_RESET },
-        { "quiet", no_argument, NULL, O_QUIET },
-        { "csv", required_argument, NULL, O_CSV },
-        { "help", no_argument, NULL, O_HELP },
-        { NULL, 0, NULL, 0 },
-    };
-    int o;
-    double d;
-    bool ok = true;
-    while (ok && (o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-        switch (o) {
-        case O_HOST: opt.host = optarg; break;
-        case O_PORT: ok = unum("port", optarg, 1, 65535, &opt.port); break;
-        case O_CLIENTS: ok = unum("clients", optarg, 1, MAX_CLIENTS, &opt.clients); break;
-        case O_PER: ok = unum("requests-per-conn", optarg, 1, 1000000000u, &opt.per_conn); break;
-        case O_DUR: ok = num("duration", optarg, 0.1, 600, &opt.duration); break;
-        case O_URL:
-            if (optarg[0] != '/' || strpbrk(optarg, " \t\r\n")) {
-                fprintf(stderr, "injector: --url: a path starting with '/' without spaces, "
-                                "not \"%s\"\n", optarg);
-                ok = false;
-            } else if (opt.nurls == MAX_URLS) {
-                fprintf(stderr, "injector: --url: at most %d URLs\n", MAX_URLS);
-                ok = false;
-            } else {
-                opt.urls[opt.nurls++] = optarg;
-            }
-            break;
-        case O_EXPECT:
-            ok = num("expect-bytes", optarg, 0, 1e15, &d);
-            opt.expect_bytes = (long long)d;
-            break;
-        case O_TIMEOUT:
-            ok = num("timeout", optarg, 0.01, 3600, &d);
-            opt.timeout_ns = (uint64_t)(d * 1e9);
-            break;
-        case O_WORKERS: ok = unum("workers", optarg, 1, MELY_MAX_WORKERS, &opt.workers); break;
-        case O_PIN: opt.pin = true; break;
-        case O_KEEP: opt.close_mode = opt.reset_mode = false; break;
-        case O_CLOSE: opt.close_mode = true; opt.reset_mode = false; break;
-        case O_RESET: opt.reset_mode = true; opt.close_mode = false; break;
-        case O_QUIET: opt.quiet = true; break;
-        case O_CSV: opt.csv = optarg; break;
-        case O_HELP: usage(stdout); exit(0);
-        default: usage(stderr); return 2;
-        }
-    }
-    if (!ok)
-        return 2;
-    if (optind < argc) {
-        fprintf(stderr, "injector: unexpected argument \"%s\"\n", argv[optind]);
-        return 2;
     }
     addr.sin_family = AF_INET;
     addr.sin_port = htons((uint16_t)opt.port);
@@ -824,79 +749,58 @@ static int parse(int argc, char **argv)
         (ntohl(addr.sin_addr.s_addr) >> 24) != 127) {
         fprintf(stderr, "injector: --host: a numeric loopback address (127.x.x.x), not \"%s\"\n",
                 opt.host);
-        return 2;
+        return false;
     }
     if (opt.nurls == 0)
         opt.urls[opt.nurls++] = "/";
-    return 0;
+    opt.timeout_ns = (uint64_t)(opt.timeout_s * 1e9);
+    tick_ns = opt.timeout_ns / 4; /* how often a client checks its timeout: 1 ms..1 s */
+    tick_ns = tick_ns > 1000000000ull ? 1000000000ull : tick_ns < 1000000ull ? 1000000ull : tick_ns;
+    return true;
 }
 
-int main(int argc, char **argv)
+/* The request text of each URL. */
+static bool make_requests(void)
 {
-    int rc = parse(argc, argv);
-    if (rc != 0)
-        return rc;
-
-    /* One descriptor per client, and room for the rest. */
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        (void)setrlimit(RLIMIT_NOFILE, &rl);
-    }
-
     for (unsigned u = 0; u < opt.nurls; u++) {
         size_t cap = strlen(opt.urls[u]) + strlen(opt.host) + 128;
-        req_text[u] = malloc(cap);
-        if (!req_text[u]) {
-            fprintf(stderr, "injector: out of memory\n");
-            return 1;
-        }
-        int n = snprintf(req_text[u], cap,
-                         "GET %s HTTP/1.1\r\nHost: %s:%u\r\nUser-Agent: mely-injector\r\n%s\r\n",
-                         opt.urls[u], opt.host, opt.port,
-                         opt.close_mode ? "Connection: close\r\n" : "");
-        req_len[u] = (size_t)n;
+        if (!(req_text[u] = malloc(cap)))
+            return false;
+        req_len[u] = (size_t)snprintf(
+            req_text[u], cap, "GET %s HTTP/1.1\r\nHost: %s:%u\r\nUser-Agent: mely-injector\r\n%s\r\n",
+            opt.urls[u], opt.host, opt.port, opt.close_mode ? "Connection: close\r\n" : "");
         atomic_init(&url_ref[u], -1);
     }
+    return true;
+}
 
+/* The runtime, the per-worker figures, the clients and the samples. */
+static bool setup(void)
+{
     mely_config_t cfg;
+
     mely_config_init(&cfg);
-    cfg.workers = opt.workers;
+    cfg.workers = opt.workers < 0 ? 0 : (unsigned)opt.workers;
     cfg.pin = opt.pin;
-    rc = mely_init(&rt, &cfg);
+    int rc = mely_init(&rt, &cfg);
     if (rc != 0) {
         fprintf(stderr, "injector: mely_init: %s\n", mely_strerror(rc));
-        return 1;
+        exit(1);
     }
     nworkers = mely_workers(&rt);
     ws = aligned_alloc(64, sizeof(*ws) * nworkers);
     clients = calloc(opt.clients, sizeof(*clients));
     max_samples = (unsigned)ceil(opt.duration) + 1;
     samples = calloc(max_samples, sizeof(*samples));
-    if (!ws || !clients || !samples) {
-        fprintf(stderr, "injector: out of memory\n");
-        return 1;
-    }
-    memset(ws, 0, sizeof(*ws) * nworkers);
+    if (ws)
+        memset(ws, 0, sizeof(*ws) * nworkers);
+    return ws && clients && samples && make_requests();
+}
 
-    tick_ns = opt.timeout_ns / 4;
-    if (tick_ns > 1000000000ull)
-        tick_ns = 1000000000ull;
-    if (tick_ns < 1000000ull)
-        tick_ns = 1000000ull;
-
-    if (!opt.quiet) {
-        printf("injector: http://%s:%u, %u clients, %u requests per connection%s, %g s, "
-               "%u workers, %u URL%s\n",
-               opt.host, opt.port, opt.clients, opt.per_conn,
-               opt.close_mode   ? " (Connection: close: 1)"
-               : opt.reset_mode ? " (closed by a client reset: 1)"
-                                : "",
-               opt.duration, nworkers,
-               opt.nurls, opt.nurls > 1 ? "s" : "");
-        fflush(stdout);
-    }
-
+/* Every client's first connect and timeout tick, the control's first second
+ * and SIGINT; the run starts now. */
+static void start(mely_watch_t **sig)
+{
     start_ns = mely_now_ns();
     last_ns = start_ns;
     end_ns = start_ns + (uint64_t)(opt.duration * 1e9);
@@ -913,9 +817,35 @@ int main(int argc, char **argv)
     must(mely_timer_at(&rt, first < end_ns ? first : end_ns, MELY_TO(CONTROL_COLOR), on_second,
                        NULL, NULL),
          "timer");
-    mely_watch_t *sig;
-    must(mely_signal(&rt, SIGINT, MELY_TO(CONTROL_COLOR), on_sigint, NULL, &sig), "signal");
+    must(mely_signal(&rt, SIGINT, MELY_TO(CONTROL_COLOR), on_sigint, NULL, sig), "signal");
+}
 
+int main(int argc, char **argv)
+{
+    static const char usage[] =
+        "injector [options]: a closed-loop HTTP load injector (the Mely paper's, section 5.3.1)\n"
+        "on the mely runtime: N virtual clients each send K requests on a connection, one after\n"
+        "the other, then reconnect. Loopback only. Exit status 0 if no request failed.";
+    mely_watch_t *sig;
+
+    int rc = bench_options(usage, options, 0, 0, argc, argv);
+    if (rc <= 0 || !check_options())
+        return rc == 0 ? 0 : 2;
+    raise_fd_limit(~0u); /* one descriptor per client, and room for the rest */
+    if (!setup()) {
+        fprintf(stderr, "injector: out of memory\n");
+        return 1;
+    }
+    if (!opt.quiet)
+        printf("injector: http://%s:%u, %u clients, %u requests per connection%s, %g s, "
+               "%u workers, %u URL%s\n",
+               opt.host, opt.port, opt.clients, opt.per_conn,
+               opt.close_mode   ? " (Connection: close: 1)"
+               : opt.reset_mode ? " (closed by a client reset: 1)"
+                                : "",
+               opt.duration, nworkers, opt.nurls, opt.nurls > 1 ? "s" : "");
+    fflush(stdout);
+    start(&sig);
     rc = mely_run(&rt);
     if (rc != 0) {
         fprintf(stderr, "injector: mely_run: %s\n", mely_strerror(rc));
@@ -926,13 +856,5 @@ int main(int argc, char **argv)
         if (clients[i].fd >= 0)
             mely_close(&rt, clients[i].fd);
     mely_shutdown(&rt);
-
-    double secs = (double)(end_ns - start_ns) / 1e9;
-    rc = report(secs);
-    for (unsigned u = 0; u < opt.nurls; u++)
-        free(req_text[u]);
-    free(samples);
-    free(clients);
-    free(ws);
-    return rc;
+    return report((double)(end_ns - start_ns) / 1e9);
 }

@@ -64,33 +64,10 @@ static int read_response(int fd)
     }
 }
 
-int main(int argc, char **argv)
+/* Opens n connections, one request served on each, into fds; 0, or 1 with a
+ * message. */
+static int open_all(int *fds, unsigned n, unsigned port, const char *req, size_t len)
 {
-    if (argc < 3 || argc > 4) {
-        fprintf(stderr, "usage: idle_conns PORT N [PATH]\n");
-        return 2;
-    }
-    unsigned port = (unsigned)strtoul(argv[1], NULL, 10);
-    unsigned n = (unsigned)strtoul(argv[2], NULL, 10);
-    const char *path = argc == 4 ? argv[3] : "/";
-    if (port == 0 || port > 65535 || n == 0 || n > MAX_CONNS) {
-        fprintf(stderr, "idle_conns: PORT 1..65535 and N 1..%d\n", MAX_CONNS);
-        return 2;
-    }
-    struct rlimit rl = { n + 64, n + 64 };
-    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
-        fprintf(stderr, "idle_conns: cannot allow %u descriptors: %s\n", n + 64, strerror(errno));
-        return 1;
-    }
-    char req[512];
-    int rlen = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
-    if (rlen <= 0 || (size_t)rlen >= sizeof(req)) {
-        fprintf(stderr, "idle_conns: PATH too long\n");
-        return 2;
-    }
-    int *fds = calloc(n, sizeof(*fds));
-    if (!fds)
-        return 1;
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     for (unsigned i = 0; i < n; i++) {
@@ -100,11 +77,38 @@ int main(int argc, char **argv)
             return fail("socket", i);
         if (connect(fds[i], (struct sockaddr *)&a, sizeof(a)) != 0)
             return fail("connect", i);
-        if (write(fds[i], req, (size_t)rlen) != rlen)
+        if (write(fds[i], req, len) != (ssize_t)len)
             return fail("write", i);
         if (read_response(fds[i]) != 0)
             return fail("response", i);
     }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3 || argc > 4) {
+        fprintf(stderr, "usage: idle_conns PORT N [PATH]\n");
+        return 2;
+    }
+    unsigned port = (unsigned)strtoul(argv[1], NULL, 10);
+    unsigned n = (unsigned)strtoul(argv[2], NULL, 10);
+    char req[512];
+    int rlen = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                        argc == 4 ? argv[3] : "/");
+    if (port == 0 || port > 65535 || n == 0 || n > MAX_CONNS || rlen <= 0 ||
+        (size_t)rlen >= sizeof(req)) {
+        fprintf(stderr, "idle_conns: PORT 1..65535, N 1..%d, a PATH of < 480 bytes\n", MAX_CONNS);
+        return 2;
+    }
+    struct rlimit rl = { n + 64, n + 64 };
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        fprintf(stderr, "idle_conns: cannot allow %u descriptors: %s\n", n + 64, strerror(errno));
+        return 1;
+    }
+    int *fds = calloc(n, sizeof(*fds));
+    if (!fds || open_all(fds, n, port, req, (size_t)rlen) != 0)
+        return 1;
     printf("ready %u\n", n);
     fflush(stdout);
     struct pollfd p = { .fd = 0, .events = POLLIN };

@@ -1,174 +1,87 @@
 #!/bin/bash
-# run-web.sh: the side-by-side web benchmark (issue 6, item 6). Serves the same
-# 1 KB and 100 KB files from nginx (Debian's nginx-light), SWS (apps/sws: Mely
-# engine, and the paper's Figure-6 rows: Mely engine with stealing, legacy
-# engine with and without stealing) and a plain libevent evhttp server
-# (bench/web_evhttp), one server at a time on 127.0.0.1, each loaded by wrk and
-# by bench/injector (keep-alive, K=150 requests per connection; connection per
-# request with `Connection: close`, the server closing; connection per request
-# closed by the client's reset), with 1 and 2 workers.
+# run-web.sh: the side-by-side web benchmark. Serves the same 1 KB and 100 KB
+# files from nginx (nginx-light), SWS (apps/sws; the Mely engine, and the
+# paper's Figure-6 rows: Mely with stealing, the legacy engine with and
+# without it) and a plain libevent evhttp server (bench/e2e/web_evhttp), one
+# at a time on 127.0.0.1, each loaded by wrk and by bench/e2e/injector
+# (keep-alive with K=150 requests per connection; close: `Connection: close`,
+# the server closes; reset: one request per connection ended by the client's
+# RST), with 1 and 2 workers. bench/README.md explains the options, the
+# placement on the CPUs and the figures.
 #
-#   bench/run-web.sh [--seconds S] [--quick] [--repeat N] [--only KINDS]
-#                    [--workers LIST] [--files LIST] [--modes LIST]
-#                    [--install] [--no-png]
+#   bench/e2e/run-web.sh [--seconds S] [--quick] [--repeat N] [--only KINDS]
+#                        [--workers LIST] [--files LIST] [--modes LIST]
+#                        [--install] [--no-png]
 #
-#   --seconds S      length of each load run (default 5)
-#   --quick          1-second runs (everything selected: 72 runs per pass,
-#                    about a minute and a half)
-#   --repeat N       N passes (default 1, 1..20), interleaved: pass 1 runs every
-#                    selected server configuration once, then pass 2, ... so
-#                    that drift over time hits every server alike. Each row
-#                    reports the median req/s and the median server us/req
-#                    over its passes (N even: the mean of the two middle
-#                    values), the min and max req/s, and errors summed over
-#                    the passes; requests is the total over the passes.
-#   --only KINDS     comma-separated server kinds to run, out of nginx, sws,
-#                    sws-steal, legacy, legacy-steal, evhttp (default all;
-#                    sws-steal, legacy and legacy-steal run with 2 workers
-#                    only). Leave nginx in for ratios: without it they are "-".
-#   --workers LIST   1, 2 or 1,2 (default 1,2)
-#   --files LIST     1k, 100k or 1k,100k (default both)
-#   --modes LIST     client:mode pairs out of wrk:keepalive, injector:keepalive,
-#                    injector:close, injector:reset (default all four)
-#   --install        when nginx or wrk is missing and this runs as root:
-#                    apt-get update && apt-get install -y nginx-light wrk
-#   --no-png         no gnuplot charts
+#   --seconds S    each load run (default 5; --quick: 1)
+#   --repeat N     interleaved passes (default 1, 1..20): each row gives medians
+#   --only KINDS   of nginx, sws, sws-steal, legacy, legacy-steal, evhttp (the
+#                  last but one three: 2 workers only); nginx gives the ratios
+#   --workers LIST 1, 2 or 1,2;  --files LIST 1k, 100k or 1k,100k
+#   --modes LIST   of wrk:keepalive, injector:keepalive, injector:close,
+#                  injector:reset
+#   --install      as root, apt-get install nginx-light wrk when missing
+#   --no-png       no gnuplot charts
 #
-# Modes: keepalive (wrk, and the injector with K=150), close (injector
-# --close: `Connection: close`, the server closes first), reset (injector
-# --reset: one request per connection, no `Connection: close`, the client
-# closes with an RST, SO_LINGER 0).
-#
-# Run from the top of the source tree after `make bench` (and apps/sws/sws).
-# Binaries are looked for in $SWS_BIN / $INJECTOR_BIN / $EVHTTP_BIN, then
-# build/, then the source tree. Writes bench/results/web.csv and, when gnuplot
-# is installed, bench/results/web-*.png. Progress (one line per run, and the
-# pass number at the start of each pass) goes to stderr.
-#
-# Placement: 1-worker rows run the server on CPU 1 and the client on CPU 0;
-# 2-worker rows let the server and the client share CPUs 0 and 1 (the servers
-# pin their two workers to CPU 0 and CPU 1). Server CPU per request is the
-# utime+stime the server's processes (nginx: master and workers) gained over
-# the run, from /proc/PID/stat, divided by the requests the client completed.
+# Run from the top of the source tree after `make bench` (binaries: $SWS_BIN,
+# $INJECTOR_BIN, $EVHTTP_BIN, else build/, else the source tree). Writes
+# bench/results/web.csv (and web-*.png with gnuplot); progress on stderr.
 # Exit status: 0, 1 if a run failed (its row says so), 2 if a tool is missing
 # or an option is wrong.
 set -u
 
-usage="usage: bench/run-web.sh [--seconds S] [--quick] [--repeat N] [--only KINDS]
+usage="usage: bench/e2e/run-web.sh [--seconds S] [--quick] [--repeat N] [--only KINDS]
        [--workers LIST] [--files LIST] [--modes LIST] [--install] [--no-png]"
 all_kinds="nginx sws sws-steal legacy legacy-steal evhttp"
-all_workers="1 2"
-all_files="1k 100k"
 all_modes="wrk:keepalive injector:keepalive injector:close injector:reset"
 
-# pick OPTION LIST ALLOWED: LIST is comma-separated; prints the allowed values
-# it names, in the order of ALLOWED (space-separated). Exits 2 on an unknown
-# or missing value.
+# pick OPTION LIST ALLOWED: the values of the comma-separated LIST, in the
+# order of ALLOWED; exits 2 on an unknown value or an empty list.
 pick() {
-    local opt=$1 list=$2 allowed=$3 v a ok out=
-    local -a vals
-    IFS=, read -ra vals <<<"$list"
-    if [ "${#vals[@]}" = 0 ]; then
-        echo "run-web.sh: $opt expects a comma-separated list out of: ${allowed// /,}" >&2
-        exit 2
-    fi
-    for v in "${vals[@]}"; do
-        ok=
-        for a in $allowed; do [ "$v" = "$a" ] && ok=yes; done
-        if [ -z "$ok" ]; then
-            echo "run-web.sh: $opt: unknown value '$v' (expected one of: ${allowed// /,})" >&2
-            exit 2
-        fi
+    local v out=
+    for v in ${2//,/ }; do
+        case " $3 " in *" $v "*) ;; *)
+            echo "run-web.sh: $1: unknown value '$v' (expected one of: ${3// /,})" >&2
+            exit 2 ;;
+        esac
     done
-    for a in $allowed; do
-        for v in "${vals[@]}"; do
-            if [ "$v" = "$a" ]; then
-                out="$out $a"
-                break
-            fi
-        done
-    done
+    for v in $3; do case ",$2," in *",$v,"*) out="$out $v" ;; esac; done
+    [ -n "$out" ] || { echo "run-web.sh: $1 expects a list out of: ${3// /,}" >&2; exit 2; }
     echo "${out# }"
 }
 
-seconds=5
-repeat=1
-install=
-png=yes
-kinds_sel=$all_kinds
-workers_sel=$all_workers
-files_sel=$all_files
-modes_sel=$all_modes
+# whole NAME VALUE LO HI: exits 2 unless VALUE is a whole number in LO..HI
+whole() {
+    case "$2" in '' | *[!0-9]*) false ;; *) [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] ;; esac ||
+        { echo "run-web.sh: $1 expects a whole number in $3..$4" >&2; exit 2; }
+}
+
+seconds=5 repeat=1 install='' png=yes
+kinds_sel=$all_kinds workers_sel="1 2" files_sel="1k 100k" modes_sel=$all_modes
 while [ $# -gt 0 ]; do
     case "$1" in
-    --seconds)
-        seconds="${2:-}"
-        shift
-        ;;
+    --seconds) seconds="${2:-}"; shift ;;
     --quick) seconds=1 ;;
-    --repeat)
-        repeat="${2:-}"
-        shift
-        ;;
-    --only)
-        kinds_sel=$(pick --only "${2:-}" "$all_kinds") || exit 2
-        shift
-        ;;
-    --workers)
-        workers_sel=$(pick --workers "${2:-}" "$all_workers") || exit 2
-        shift
-        ;;
-    --files)
-        files_sel=$(pick --files "${2:-}" "$all_files") || exit 2
-        shift
-        ;;
-    --modes)
-        modes_sel=$(pick --modes "${2:-}" "$all_modes") || exit 2
-        shift
-        ;;
+    --repeat) repeat="${2:-}"; shift ;;
+    --only) kinds_sel=$(pick --only "${2:-}" "$all_kinds") || exit 2; shift ;;
+    --workers) workers_sel=$(pick --workers "${2:-}" "1 2") || exit 2; shift ;;
+    --files) files_sel=$(pick --files "${2:-}" "1k 100k") || exit 2; shift ;;
+    --modes) modes_sel=$(pick --modes "${2:-}" "$all_modes") || exit 2; shift ;;
     --install) install=yes ;;
     --no-png) png= ;;
-    -h | --help)
-        # the header comment: line 2 up to the first line that is not a comment
-        awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"
-        exit 0
-        ;;
-    *)
-        echo "run-web.sh: unknown option '$1'" >&2
-        echo "$usage" >&2
-        exit 2
-        ;;
+    -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    *) echo "run-web.sh: unknown option '$1'" >&2; echo "$usage" >&2; exit 2 ;;
     esac
     shift
 done
-case "$seconds" in
-'' | *[!0-9]*)
-    echo "run-web.sh: --seconds expects a whole number of seconds" >&2
-    exit 2
-    ;;
-esac
-if [ "$seconds" -lt 1 ] || [ "$seconds" -gt 600 ]; then
-    echo "run-web.sh: --seconds must be 1..600" >&2
-    exit 2
-fi
-case "$repeat" in
-'' | *[!0-9]*)
-    echo "run-web.sh: --repeat expects a whole number of passes" >&2
-    exit 2
-    ;;
-esac
-if [ "$repeat" -lt 1 ] || [ "$repeat" -gt 20 ]; then
-    echo "run-web.sh: --repeat must be 1..20" >&2
-    exit 2
-fi
+whole --seconds "$seconds" 1 600
+whole --repeat "$repeat" 1 20
 
 # kinds_for WORKERS: the selected server kinds run with that many workers
 kinds_for() {
     local k out=
     for k in $kinds_sel; do
-        case "$k" in
-        sws-steal | legacy | legacy-steal) [ "$1" = 2 ] || continue ;;
-        esac
+        case "$k" in sws-steal | legacy | legacy-steal) [ "$1" = 2 ] || continue ;; esac
         out="$out $k"
     done
     echo "${out# }"
@@ -206,26 +119,18 @@ if [ -z "$NGINX" ] || [ -z "$WRK" ]; then
     fi
 fi
 
-find_bin() { # override, candidates...
-    if [ -n "$1" ]; then
-        echo "$1"
-        return
-    fi
+find_bin() { # override, candidates...: the override, or the first executable
+    [ -n "$1" ] && { echo "$1"; return; }
     shift
-    for b in "$@"; do
-        if [ -x "$b" ]; then
-            echo "$b"
-            return
-        fi
-    done
+    for b in "$@"; do [ -x "$b" ] && { echo "$b"; return; }; done
 }
 SWS=$(find_bin "${SWS_BIN:-}" build/apps/sws/sws apps/sws/sws)
-INJ=$(find_bin "${INJECTOR_BIN:-}" build/bench/injector bench/injector)
-EVH=$(find_bin "${EVHTTP_BIN:-}" build/bench/web_evhttp bench/web_evhttp)
+INJ=$(find_bin "${INJECTOR_BIN:-}" build/bench/e2e/injector bench/e2e/injector)
+EVH=$(find_bin "${EVHTTP_BIN:-}" build/bench/e2e/web_evhttp bench/e2e/web_evhttp)
 for b in "$SWS" "$INJ" "$EVH"; do
     if [ -z "$b" ] || [ ! -x "$b" ]; then
-        echo "run-web.sh: apps/sws/sws, bench/injector or bench/web_evhttp not built: run" \
-            "'make -j2 apps/sws/sws bench/injector && make bench' in build/ (or set SWS_BIN," \
+        echo "run-web.sh: apps/sws/sws, bench/e2e/injector or bench/e2e/web_evhttp not built: run" \
+            "'make -j2 apps/sws/sws && make bench' in build/ (or set SWS_BIN," \
             "INJECTOR_BIN, EVHTTP_BIN)" >&2
         exit 2
     fi
@@ -242,7 +147,7 @@ model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 [ -n "$model" ] || model=$(uname -m)
 echo "machine: ${model}, ${ncpu} CPUs online, $(uname -sr)"
 echo "servers: $("$NGINX" -v 2>&1 | sed 's/.*: //'), sws ($SWS), web_evhttp ($EVH, libevent $(pkg-config --modversion libevent 2>/dev/null || echo '?'))"
-echo "clients: $("$WRK" -v 2>&1 | head -1 | awk '{print $1" "$2}'), bench/injector; ${seconds} s per run"
+echo "clients: $("$WRK" -v 2>&1 | head -1 | awk '{print $1" "$2}'), bench/e2e/injector; ${seconds} s per run"
 echo "runs: ${repeat} pass(es) of ${nruns} runs (servers: ${kinds_sel// /,}; workers: ${workers_sel// /,};" \
     "files: ${files_sel// /,}; modes: ${modes_sel// /,})"
 echo

@@ -12,7 +12,7 @@
 #define _GNU_SOURCE
 #endif
 
-#include "bench/echo.h"
+#include "bench/e2e/echo.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,24 +29,13 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "bench/harness.h"
+#include "common/measure.h"
 
 /* ---- Helpers the servers share ------------------------------------------------------ */
 
 void echo_stat(const char *key, uint64_t value)
 {
     printf("stat %s %llu\n", key, (unsigned long long)value);
-}
-
-void echo_first_cpus(int cpu[2])
-{
-    cpu_set_t allowed;
-    cpu[0] = cpu[1] = -1;
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
-        return;
-    for (int c = 0, k = 0; c < CPU_SETSIZE && k < 2; c++)
-        if (CPU_ISSET(c, &allowed))
-            cpu[k++] = c;
 }
 
 bool echo_send_pending(int fd, const char *buf, size_t *off, size_t len, bool *dead)
@@ -65,6 +54,21 @@ bool echo_send_pending(int fd, const char *buf, size_t *off, size_t len, bool *d
         }
     }
     return true;
+}
+
+enum echo_step echo_once(int fd, char *buf, size_t *off, size_t *len)
+{
+    bool dead = false;
+    ssize_t n = read(fd, buf, ECHO_BUF);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return ECHO_NOTHING;
+    if (n <= 0)
+        return ECHO_CLOSE;
+    *off = 0;
+    *len = (size_t)n;
+    if (echo_send_pending(fd, buf, off, *len, &dead))
+        return ECHO_SENT;
+    return dead ? ECHO_CLOSE : ECHO_FULL;
 }
 
 int echo_listen_socket(unsigned port, bool reuseport, unsigned *bound)
@@ -197,7 +201,7 @@ static bool connect_all(struct client *cl)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cl->cfg->port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    uint64_t limit = bench_now_ns() + CONNECT_LIMIT_NS;
+    uint64_t limit = now_ns() + CONNECT_LIMIT_NS;
     struct timeval tv = {.tv_sec = 2};
     int one = 1;
 
@@ -217,15 +221,14 @@ static bool connect_all(struct client *cl)
         }
         int r;
         while ((r = connect(fd, (struct sockaddr *)&a, sizeof(a))) != 0 && errno == EINTR &&
-               bench_now_ns() < limit)
+               now_ns() < limit)
             ;
         if (r != 0) {
             fail(cl, "connect: %s", strerror(errno));
             return false;
         }
         struct timeval zero = {0};
-        int fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0 ||
+        if (set_nonblocking(fd) != 0 ||
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &zero, sizeof(zero)) != 0) {
             fail(cl, "fcntl: %s", strerror(errno));
             return false;
@@ -235,7 +238,7 @@ static bool connect_all(struct client *cl)
             fail(cl, "epoll_ctl: %s", strerror(errno));
             return false;
         }
-        if (bench_now_ns() > limit) {
+        if (now_ns() > limit) {
             fail(cl, "connecting took over 5 s%s", "");
             return false;
         }
@@ -275,7 +278,7 @@ static bool on_readable(struct client *cl, unsigned i, bool measuring, uint64_t 
             fail(cl, "an echo differs from its message%s", "");
             return false;
         }
-        uint64_t now = bench_now_ns();
+        uint64_t now = now_ns();
         (*completed)++;
         if (c->seq == 1)
             cl->first_done++;
@@ -300,12 +303,6 @@ static bool on_readable(struct client *cl, unsigned i, bool measuring, uint64_t 
     }
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
 static double quantile_us(const uint32_t *v, size_t n, double q)
 {
     if (n == 0)
@@ -314,15 +311,6 @@ static double quantile_us(const uint32_t *v, size_t n, double q)
     if (i >= n)
         i = n - 1;
     return (double)v[i] / 1000.0;
-}
-
-static double thread_cpu_s(void)
-{
-    struct rusage ru;
-    if (getrusage(RUSAGE_THREAD, &ru) != 0)
-        return 0;
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 void echo_client_run(const struct echo_client_cfg *cfg, struct echo_client_res *res)
@@ -352,7 +340,7 @@ void echo_client_run(const struct echo_client_cfg *cfg, struct echo_client_res *
     if (!connect_all(&cl))
         goto out;
 
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = now_ns();
     uint64_t win_start = 0; /* set when the ramp ends */
     uint64_t win_len = (uint64_t)(cfg->seconds * 1e9);
     uint64_t t_start = 0, t_end = 0, completed = 0, last_progress = t0;
@@ -387,7 +375,7 @@ void echo_client_run(const struct echo_client_cfg *cfg, struct echo_client_res *
                 !on_readable(&cl, i, phase == 1, &completed))
                 goto out;
         }
-        uint64_t now = bench_now_ns();
+        uint64_t now = now_ns();
         if (completed != before)
             last_progress = now;
         else if (now - last_progress > STALL_LIMIT_NS) {
@@ -409,12 +397,12 @@ void echo_client_run(const struct echo_client_cfg *cfg, struct echo_client_res *
             phase = 1;
             t_start = now;
             srv0 = echo_proc_cpu_s(cfg->server);
-            cli0 = thread_cpu_s();
+            cli0 = cpu_s(RUSAGE_THREAD);
         } else if (phase == 1 && now - t_start >= win_len) {
             phase = 2;
             t_end = now;
             double srv1 = echo_proc_cpu_s(cfg->server);
-            res->client_cpu_s = thread_cpu_s() - cli0;
+            res->client_cpu_s = cpu_s(RUSAGE_THREAD) - cli0;
             res->server_cpu_s = srv0 >= 0 && srv1 >= 0 ? srv1 - srv0 : -1;
         }
     }

@@ -16,8 +16,8 @@
  * buffer, writes back at once, and only on a short write waits for
  * writability (write watch or event) and stops reading meanwhile.
  */
-#ifndef MELY_BENCH_ECHO_H
-#define MELY_BENCH_ECHO_H
+#ifndef MELY_BENCH_E2E_ECHO_H
+#define MELY_BENCH_E2E_ECHO_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -33,10 +33,6 @@
 /* "stat <key> <value>" on stdout. */
 void echo_stat(const char *key, uint64_t value);
 
-/* The first two CPUs of this process's affinity mask into cpu[0..1] (-1 if
- * missing). */
-void echo_first_cpus(int cpu[2]);
-
 /* A listening TCP socket on 127.0.0.1:port (0: any), non-blocking, with
  * SO_REUSEADDR (and SO_REUSEPORT if reuseport), backlog SOMAXCONN.
  * @return the fd, or a negative errno. *bound: the port it got. */
@@ -47,10 +43,17 @@ int echo_listen_socket(unsigned port, bool reuseport, unsigned *bound);
  * fatal error. */
 bool echo_send_pending(int fd, const char *buf, size_t *off, size_t len, bool *dead);
 
+/* One readiness of a connection: reads once (ECHO_BUF at most) into buf and
+ * sends it back at once. ECHO_NOTHING: nothing to read yet; ECHO_SENT: echoed;
+ * ECHO_FULL: echoed in part, buf[*off..*len) waits for writability;
+ * ECHO_CLOSE: end of stream or an error. */
+enum echo_step { ECHO_NOTHING, ECHO_SENT, ECHO_FULL, ECHO_CLOSE };
+enum echo_step echo_once(int fd, char *buf, size_t *off, size_t *len);
+
 /* Servers: run until SIGTERM; return the exit status. `steal` is mely's
  * policy ("off", "all", ...), `timeleft` the annotation of the echo handler in
  * TSC cycles (0: none), spin_us the workers' spin (-1: the default). */
-int echo_server_mely(const char *steal, uint64_t timeleft, long spin_us);
+int echo_server_mely(const char *steal, uint64_t timeleft, int spin_us);
 int echo_server_libevent(unsigned threads);
 
 /* ---- The client ------------------------------------------------------------------ */
@@ -88,4 +91,4 @@ void echo_client_run(const struct echo_client_cfg *cfg, struct echo_client_res *
 /* user + system time of process pid, in seconds (/proc/<pid>/stat), or -1. */
 double echo_proc_cpu_s(pid_t pid);
 
-#endif /* MELY_BENCH_ECHO_H */
+#endif /* MELY_BENCH_E2E_ECHO_H */

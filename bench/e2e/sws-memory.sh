@@ -1,11 +1,11 @@
 #!/bin/bash
 # sws-memory.sh: what an idle keep-alive connection costs SWS in memory.
 #
-#   bench/sws-memory.sh [N]      (default N = 5000)
+#   bench/e2e/sws-memory.sh [N]      (default N = 5000)
 #
 # Starts apps/sws/sws (2 workers, the built-in sample site, a free port),
 # makes one request on a warm-up connection, reads the server's VmRSS
-# (/proc/PID/status), then bench/idle_conns opens N connections, each served
+# (/proc/PID/status), then bench/e2e/idle_conns opens N connections, each served
 # one request and then left idle, and VmRSS is read again. Prints the growth
 # per connection (user-space memory of the server: struct conn, the runtime's
 # watch and timer, allocator overhead; the kernel's socket memory is not in
@@ -13,11 +13,11 @@
 # Exit status 0, 1 if a step failed, 2 if a binary is missing.
 set -u
 # shellcheck source=tests/sws-lib.sh
-. "$(dirname "$0")/../tests/sws-lib.sh"
+. "$(dirname "$0")/../../tests/sws-lib.sh"
 n=${1:-5000}
-case "$n" in '' | *[!0-9]*) echo "usage: bench/sws-memory.sh [N]" >&2; exit 2 ;; esac
+case "$n" in '' | *[!0-9]*) echo "usage: bench/e2e/sws-memory.sh [N]" >&2; exit 2 ;; esac
 SWS=${SWS_BIN:-build/apps/sws/sws}
-IDLE=${IDLE_BIN:-build/bench/idle_conns}
+IDLE=${IDLE_BIN:-build/bench/e2e/idle_conns}
 for b in "$SWS" "$IDLE"; do
     [ -x "$b" ] || { echo "sws-memory.sh: $b not built (make -C build && make -C build bench)" >&2; exit 2; }
 done

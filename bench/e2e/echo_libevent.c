@@ -20,8 +20,8 @@
 #define _GNU_SOURCE
 #endif
 
-#include "bench/echo.h"
-#include "bench/harness.h"
+#include "bench/e2e/echo.h"
+#include "common/measure.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -83,28 +83,19 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
     struct le_conn *c = arg;
+    enum echo_step step = echo_once((int)fd, c->buf, &c->off, &c->len);
     (void)what;
-    ssize_t n = read((int)fd, c->buf, sizeof(c->buf));
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        return;
-    if (n <= 0) {
+
+    if (step == ECHO_SENT || step == ECHO_FULL)
+        atomic_store_explicit(&c->t->msgs,
+                              atomic_load_explicit(&c->t->msgs, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    if (step == ECHO_CLOSE) {
         conn_close(c);
-        return;
+    } else if (step == ECHO_FULL) {
+        event_del(c->rev);
+        event_add(c->wev, NULL);
     }
-    atomic_store_explicit(&c->t->msgs,
-                          atomic_load_explicit(&c->t->msgs, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-    c->off = 0;
-    c->len = (size_t)n;
-    bool dead = false;
-    if (echo_send_pending(c->fd, c->buf, &c->off, c->len, &dead))
-        return;
-    if (dead) {
-        conn_close(c);
-        return;
-    }
-    event_del(c->rev);
-    event_add(c->wev, NULL);
 }
 
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
@@ -154,7 +145,7 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 static void *thread_main(void *arg)
 {
     struct le_thread *t = arg;
-    bench_pin_self(t->cpu);
+    pin_self(t->cpu);
     if (event_base_dispatch(t->base) < 0)
         t->failed = true;
     return NULL;
@@ -169,7 +160,7 @@ int echo_server_libevent(unsigned threads)
 
     if (threads < 1 || threads > ECHO_MAX_THREADS)
         return 2;
-    echo_first_cpus(cpu);
+    first_cpus(cpu, 2);
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &term, NULL); /* the threads inherit it */

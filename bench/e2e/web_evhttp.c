@@ -1,5 +1,5 @@
 /* web_evhttp: a plain libevent evhttp static file server, the third column of
- * bench/run-web.sh next to SWS and nginx.
+ * bench/e2e/run-web.sh next to SWS and nginx.
  *
  *   web_evhttp --root DIR [--port N] [--threads 1|2]
  *
@@ -30,6 +30,8 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "bench/harness.h"
+
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -53,6 +55,7 @@ struct worker {
     int fd;
     struct event_base *base;
     struct evhttp *http;
+    struct event *tick; /* checks the stop flag */
     pthread_t tid;
 };
 
@@ -202,89 +205,80 @@ static void *run(void *arg)
 {
     struct worker *w = arg;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    if (nworkers > 1 && ncpu > 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(w->idx % ncpu, &set);
-        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-    }
+    if (nworkers > 1 && ncpu > 0)
+        pin_self(w->idx % (int)ncpu);
     event_base_dispatch(w->base);
     return NULL;
 }
 
-static void usage(FILE *to)
+static const char *root;
+static unsigned port, threads;
+
+static const struct bench_opt options[] = {
+    {.name = "root", .kind = OPT_STR, .var = &root, .help = "serve the regular files under it"},
+    {.name = "port", .kind = OPT_UINT, .var = &port, .lo = 1, .hi = 65535, .dflt = 8080,
+     .help = "on 127.0.0.1"},
+    {.name = "threads", .kind = OPT_UINT, .var = &threads, .lo = 1, .hi = MAX_THREADS, .dflt = 1,
+     .help = "2: one event_base per thread, SO_REUSEPORT sockets, thread i pinned to CPU i"},
+    {.name = NULL},
+};
+
+/* Worker i's socket, base, evhttp and stop-flag tick; false (reported) on failure. */
+static bool start_worker(struct worker *w, int i)
 {
-    fprintf(to, "usage: web_evhttp --root DIR [--port N] [--threads 1|2]\n"
-                "  serves the regular files under DIR from memory (GET, HEAD, keep-alive)\n"
-                "  on 127.0.0.1:N (default 8080); --threads 2: one event_base per thread,\n"
-                "  SO_REUSEPORT listening sockets, thread i pinned to CPU i\n");
+    static const struct timeval tick = {0, 100000};
+
+    w->idx = i;
+    w->fd = listen_socket((int)port);
+    if (w->fd < 0)
+        return false;
+    w->base = event_base_new();
+    w->http = w->base ? evhttp_new(w->base) : NULL;
+    w->tick = w->base ? event_new(w->base, -1, EV_PERSIST, on_tick, w->base) : NULL;
+    if (!w->http || !w->tick || !evhttp_accept_socket_with_handle(w->http, w->fd) ||
+        event_add(w->tick, &tick) != 0) {
+        fprintf(stderr, "web_evhttp: evhttp set-up failed\n");
+        return false;
+    }
+    evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS);
+    evhttp_set_gencb(w->http, handle, NULL);
+    return true;
 }
 
 int main(int argc, char **argv)
 {
-    const char *root = NULL;
-    int port = 8080;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--root") && i + 1 < argc) {
-            root = argv[++i];
-        } else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
-            port = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            nworkers = atoi(argv[++i]);
-        } else {
-            usage(stderr);
-            return 2;
-        }
+    struct sigaction sa;
+
+    int rc = bench_options("web_evhttp --root DIR [options]", options, 0, 0, argc, argv);
+    if (rc <= 0 || !root) {
+        if (rc > 0)
+            fprintf(stderr, "web_evhttp: --root DIR is required\n");
+        return rc ? 2 : 0;
     }
-    if (!root || port <= 0 || port > 65535 || nworkers < 1 || nworkers > MAX_THREADS) {
-        usage(stderr);
-        return 2;
-    }
-    if (load_root(root) != 0) return 1;
-    if (nfiles == 0) {
+    nworkers = (int)threads;
+    if (load_root(root) != 0 || nfiles == 0) {
         fprintf(stderr, "web_evhttp: no files under %s\n", root);
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
-    for (int i = 0; i < nworkers; i++) {
-        struct worker *w = &workers[i];
-        w->idx = i;
-        w->fd = listen_socket(port);
-        if (w->fd < 0) return 1;
-        w->base = event_base_new();
-        w->http = evhttp_new(w->base);
-        if (!w->base || !w->http || !evhttp_accept_socket_with_handle(w->http, w->fd)) {
-            fprintf(stderr, "web_evhttp: evhttp set-up failed\n");
+    for (int i = 0; i < nworkers; i++)
+        if (!start_worker(&workers[i], i))
             return 1;
-        }
-        evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
-                                                EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-                                                EVHTTP_REQ_OPTIONS);
-        evhttp_set_gencb(w->http, handle, NULL);
-    }
-    struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    struct event *ticks[MAX_THREADS];
-    const struct timeval tick = {0, 100000};
-    for (int i = 0; i < nworkers; i++) {
-        ticks[i] = event_new(workers[i].base, -1, EV_PERSIST, on_tick, workers[i].base);
-        event_add(ticks[i], &tick);
-    }
-    printf("web_evhttp: %d files from %s on 127.0.0.1:%d, %d thread(s)\n", nfiles, root, port,
+    printf("web_evhttp: %d files from %s on 127.0.0.1:%u, %d thread(s)\n", nfiles, root, port,
            nworkers);
     fflush(stdout);
     for (int i = 1; i < nworkers; i++) pthread_create(&workers[i].tid, NULL, run, &workers[i]);
     run(&workers[0]);
     for (int i = 1; i < nworkers; i++) pthread_join(workers[i].tid, NULL);
     for (int i = 0; i < nworkers; i++) {
-        event_free(ticks[i]);
+        event_free(workers[i].tick);
         evhttp_free(workers[i].http);
         event_base_free(workers[i].base);
     }

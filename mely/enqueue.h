@@ -42,7 +42,7 @@ static inline void mely__enqueue_wake(struct mely__worker *w, struct mely__worke
 /* Under w->lock, after queueing: the event just queued is w's only pending
  * one and w queued it itself outside any handler (from its poller: a
  * readiness, a timer), so w runs it next. Waking a thief for it would only
- * cost a wake-up and a steal attempt per event (bench/echo, 1 connection). */
+ * cost a wake-up and a steal attempt per event (bench/e2e/echo, 1 connection). */
 static inline bool mely__runs_next(const struct mely__worker *w, const struct mely__worker *self)
 {
     return self == w && mely__current_color < 0 &&

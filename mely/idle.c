@@ -42,7 +42,7 @@ static bool has_watches(struct mely__worker *w)
  * yields at every turn, so that a worker with work gets the CPU; so does a
  * worker with watches: a server shares its cores with other processes (its
  * clients, on a small machine), and a spin that keeps the CPU from them
- * costs more than it saves (bench/echo, 10 and 100 connections: 0.74x and
+ * costs more than it saves (bench/e2e/echo, 10 and 100 connections: 0.74x and
  * 0.87x libevent spinning with pause, 1.05x and 1.01x with sched_yield). */
 static bool spin(struct mely__worker *w)
 {

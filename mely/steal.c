@@ -28,7 +28,7 @@
  * (mely__steal_charge), they are summed in rt->move_cycles and folded into
  * the average at the next steal, so a server
  * whose colors carry sockets stops stealing colors worth less than moving
- * their sockets (SWS under bench/run-web.sh: a stolen ReadRequest is worth
+ * their sockets (SWS under bench/e2e/run-web.sh: a stolen ReadRequest is worth
  * ~4,000 cycles, a move 2 system calls). The statistics (steal log,
  * steal_cycles) keep the steal alone.
  *

@@ -24,7 +24,7 @@
  *    Why wait for the queue: watches are level-triggered, so a connection
  *    whose event is still queued is reported again by every poll. Polling
  *    every 50 us through a backlog of 1,000 ready connections ran 1,000
- *    readiness callbacks per poll for nothing (bench/echo: 0.2x libevent).
+ *    readiness callbacks per poll for nothing (bench/e2e/echo: 0.2x libevent).
  *  - idle: once without blocking, before stealing; again after spinning;
  *    then it parks: a blocking poll (park.c, idle.c), with the next timer as
  *    the deadline. A post from another thread to a parked worker writes its

@@ -25,18 +25,21 @@
 
 #define L2_FALLBACK (512u * 1024u)
 
+/* One row: its fields named once here, the rows below one line each. */
+#define ROW(n, k, e, s, a) {.name = n, .key = k, .engine = e, .steal = s, .annotated = a}
+
 const struct steal_config steal_configs[STEAL_NCONFIGS] = {
-    [STEAL_LEGACY] = {"libasync-smp", "libasync", "legacy", "off", true},
-    [STEAL_LEGACY_WS] = {"libasync-smp - WS", "libasync_ws", "legacy", "base", true},
-    [STEAL_MELY] = {"mely", "mely", "mely", "off", true},
-    [STEAL_MELY_BASE] = {"mely - base WS", "mely_base", "mely", "base", true},
-    [STEAL_MELY_TIMELEFT] = {"mely - time-left WS", "mely_timeleft", "mely", "timeleft", true},
-    [STEAL_MELY_PENALTY] = {"mely - penalty WS", "mely_penalty", "mely", "penalty", true},
-    [STEAL_MELY_LOCALITY] = {"mely - locality WS", "mely_locality", "mely", "locality", true},
-    [STEAL_MELY_ALL] = {"mely - all heuristics", "mely_all", "mely", "all", true},
-    [STEAL_MELY_ALL_BARE] = {"mely - all, no annotations", "mely_all_bare", "mely", "all", false},
-    [STEAL_MELY_ALL_MEASURED] = {"mely - all + measured, no annotations", "mely_all_measured",
-                                 "mely", "all+measured", false},
+    [STEAL_LEGACY] = ROW("libasync-smp", "libasync", "legacy", "off", true),
+    [STEAL_LEGACY_WS] = ROW("libasync-smp - WS", "libasync_ws", "legacy", "base", true),
+    [STEAL_MELY] = ROW("mely", "mely", "mely", "off", true),
+    [STEAL_MELY_BASE] = ROW("mely - base WS", "mely_base", "mely", "base", true),
+    [STEAL_MELY_TIMELEFT] = ROW("mely - time-left WS", "mely_timeleft", "mely", "timeleft", true),
+    [STEAL_MELY_PENALTY] = ROW("mely - penalty WS", "mely_penalty", "mely", "penalty", true),
+    [STEAL_MELY_LOCALITY] = ROW("mely - locality WS", "mely_locality", "mely", "locality", true),
+    [STEAL_MELY_ALL] = ROW("mely - all heuristics", "mely_all", "mely", "all", true),
+    [STEAL_MELY_ALL_BARE] = ROW("mely - all, no annotations", "mely_all_bare", "mely", "all", false),
+    [STEAL_MELY_ALL_MEASURED] = ROW("mely - all + measured, no annotations", "mely_all_measured",
+                                    "mely", "all+measured", false),
 };
 
 /* A round workload. */

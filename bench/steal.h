@@ -38,7 +38,8 @@ struct steal_config {
     const char *key;    /* in the CSV file and plots: "mely_base" */
     const char *engine; /* mely_config_t.engine */
     const char *steal;  /* mely_config_t.steal */
-    bool annotated;     /* false: every handler's timeleft is 0 */
+    bool annotated;     /* false: no timeleft annotations (unbalanced: plain
+                           mely_post, no descriptor at all) */
 };
 
 enum {

@@ -9,7 +9,10 @@
  *
  * Annotations: the short handler says timeleft 100, the long one 30,000 (the
  * mean of its events), no penalty. The time-left rule should take the long
- * events only: a short one costs less to run than to steal.
+ * events only: a short one costs less to run than to steal. The rows "no
+ * annotations" post with plain mely_post(), no descriptor, as a program
+ * nobody profiled would: short and long events have handler functions of
+ * their own, so that a "measured" policy learns each function's cost.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -38,6 +41,7 @@ struct unb_event {
 struct unbalanced {
     struct steal_rounds r;
     mely_handler_t h_short, h_long;
+    bool annotated; /* else: plain mely_post(), no descriptor */
     uint64_t rng; /* the driver's */
     struct unb_event ev[EVENTS];
     mely_color_t colors[EVENTS];
@@ -63,6 +67,25 @@ static void unb_event(void *arg)
     steal_round_event_done(&e->u->r);
 }
 
+/* The same for events posted without a descriptor: one function per kind. */
+static void unb_short(void *arg)
+{
+    unb_event(arg);
+}
+
+static void unb_long(void *arg)
+{
+    unb_event(arg);
+}
+
+static int unb_post(struct unbalanced *u, unsigned i, bool is_long)
+{
+    if (!u->annotated)
+        return mely_post(u->r.m, u->colors[i], is_long ? unb_long : unb_short, &u->ev[i]);
+    return mely_post_ex(u->r.m, u->colors[i], MELY_PRIO_DEFAULT, is_long ? &u->h_long : &u->h_short,
+                        unb_event, &u->ev[i], 0);
+}
+
 static void unb_driver(void *arg)
 {
     struct unbalanced *u = arg;
@@ -75,8 +98,7 @@ static void unb_driver(void *arg)
         u->ev[i].cycles = is_long ? LONG_MIN_CYCLES + (uint32_t)((x >> 16) % (LONG_MAX_CYCLES -
                                                                   LONG_MIN_CYCLES + 1))
                                   : SHORT_CYCLES;
-        int err = mely_post_ex(u->r.m, u->colors[i], MELY_PRIO_DEFAULT,
-                               is_long ? &u->h_long : &u->h_short, unb_event, &u->ev[i], 0);
+        int err = unb_post(u, i, is_long);
         if (err) {
             steal_round_fail(&u->r, err);
             return;
@@ -96,6 +118,7 @@ void steal_unbalanced_row(const struct steal_ctx *ctx, const struct steal_config
     }
     u->h_short = steal_handler(cfg, "unbalanced short", SHORT_CYCLES, 0);
     u->h_long = steal_handler(cfg, "unbalanced long", LONG_MEAN_CYCLES, 0);
+    u->annotated = cfg->annotated;
     u->rng = ctx->seed | 1;
     for (unsigned i = 0; i < EVENTS; i++) {
         u->colors[i] = (mely_color_t)(i + 1); /* 0 is the shared default color */
@@ -109,7 +132,7 @@ void steal_unbalanced_row(const struct steal_ctx *ctx, const struct steal_config
         if (cfg->steal && strstr(cfg->steal, "measured") && out->ok)
             snprintf(out->note, sizeof(out->note),
                      "measured costs: short %" PRIu64 ", long %" PRIu64 " cycles",
-                     mely_handler_measured(&m, &u->h_short), mely_handler_measured(&m, &u->h_long));
+                     mely_fn_measured(&m, unb_short), mely_fn_measured(&m, unb_long));
         bench_rt_close(&ctx->b, &m, "unbalanced");
     }
     free(u);

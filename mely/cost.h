@@ -9,8 +9,9 @@
  *
  * An event's cost is its handler's timeleft annotation; with a "measured"
  * policy, a handler without one counts its measured cost (below), and so
- * does an event posted without a descriptor (mely_post); divided by the
- * handler's penalty when the policy is penalty-aware; 0 when stealing is off
+ * does an event posted without a descriptor (mely_post); never divided by a
+ * penalty (penalties only order worthy colors: colorq.h's pshift); 0 when
+ * stealing is off
  * (nothing is computed then: the post path of a runtime without stealing
  * pays a test and two additions for it), and 0 without a descriptor unless
  * costs are measured.
@@ -120,8 +121,6 @@ static inline uint16_t mely__cost_units(const struct mely__rt *rt, const mely_ha
     uint64_t c = h ? h->timeleft : 0;
     if (c == 0 && rt->cost.measure)
         c = mely__cost_avg(rt, mely__cost_key(h, fn));
-    if (h && rt->cost.penalty_strict && h->penalty > 1)
-        c /= h->penalty;
     c = (c + MELY__COST_UNIT / 2) >> MELY__COST_SHIFT;
     return c > MELY__COST_UNITS_MAX ? MELY__COST_UNITS_MAX : (uint16_t)c;
 }

@@ -109,9 +109,6 @@ typedef struct mely_config {
  *   penalty   as timeleft (worthiness on time-left alone), and among worthy
  *             colors the one with the lowest handler penalties is taken
  *             (section 3.3);
- *   penalty-strict  as timeleft, with each event's time divided by its
- *             handler's penalty, so that penalized colors rarely look worthy
- *             (the paper's implementation, section 4.2);
  *   measured  handlers without a timeleft annotation count their measured
  *             cost (cycles per run, a moving average per descriptor, or
  *             per handler function for events posted without one);

@@ -81,7 +81,6 @@ static void rt_configure(struct mely__rt *rt, const struct mely__settings *s)
         rt->steal = &rt->steal_ops;
         rt->cost.track = true;
         rt->cost.penalty = s->steal.penalty;
-        rt->cost.penalty_strict = s->steal.penalty_strict;
         rt->cost.measure = s->steal.measure;
     }
     rt->enqueue_special = rt->engine != &mely__engine_mely || rt->steal_ops.stealq;

@@ -125,7 +125,6 @@ struct mely__rt {
     struct {
         bool track;   /* events carry expected costs: stealing is on (cost.h) */
         bool penalty; /* color-queues keep their events' penalty (pshift) */
-        bool penalty_strict; /* divided by their handler's penalty */
         bool measure; /* unannotated handlers' costs measured */
     } cost;
     struct mely__costtab *costtab; /* measured costs, with cost.measure */

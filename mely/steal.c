@@ -61,11 +61,10 @@ enum { STEAL_COST_INIT = 1500 };
 /* In composition order: a later heuristic's members win. */
 static const struct mely__steal_ops *const heuristics[] = {
     &mely__steal_base,     &mely__steal_locality, &mely__steal_timeleft,
-    &mely__steal_penalty,  &mely__steal_penalty_strict, &mely__steal_measured,
+    &mely__steal_penalty,  &mely__steal_measured,
 };
 
-const char mely__steal_names[] = "off, or base, locality, timeleft, penalty, penalty-strict, "
-                                 "measured, all "
+const char mely__steal_names[] = "off, or base, locality, timeleft, penalty, measured, all "
                                  "joined with '+'";
 
 /* The heuristics named by `word` as a bit per heuristics[] entry; 0 if unknown. */
@@ -89,7 +88,6 @@ static void overlay(struct mely__steal_ops *ops, const struct mely__steal_ops *h
         ops->choose_color = h->choose_color;
     ops->stealq |= h->stealq;
     ops->penalty |= h->penalty;
-    ops->penalty_strict |= h->penalty_strict;
     ops->measure |= h->measure;
 }
 

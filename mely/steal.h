@@ -17,7 +17,6 @@ extern const struct mely__steal_ops mely__steal_base;     /* libasync-smp's */
 extern const struct mely__steal_ops mely__steal_locality; /* cache distance first */
 extern const struct mely__steal_ops mely__steal_timeleft; /* worthy colors only */
 extern const struct mely__steal_ops mely__steal_penalty;  /* worthy, lowest penalty first */
-extern const struct mely__steal_ops mely__steal_penalty_strict; /* worthy net of penalties */
 extern const struct mely__steal_ops mely__steal_measured; /* measured costs */
 
 /* libasync-smp's victim and color rules (base.c). */

@@ -37,10 +37,8 @@ struct mely__steal_ops {
     bool (*can_be_stolen)(const struct mely__worker *victim);
     struct mely__colorq *(*choose_color)(const struct mely__worker *victim);
     bool stealq;  /* the policy reads the stealing-queue: workers keep it (stealq.h) */
-    bool penalty; /* events carry their handler's penalty (cost.h): a
-                     choice among worthy colors may prefer low penalty */
-    bool penalty_strict; /* event costs are divided by their handler's
-                            penalty, so penalties decide worthiness (cost.h) */
+    bool penalty; /* color-queues keep their events' penalty (colorq.h's
+                     pshift): the choice among worthy colors prefers low ones */
     bool measure; /* handlers without timeleft count their measured cost (cost.h) */
 };
 

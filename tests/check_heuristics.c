@@ -8,9 +8,8 @@
  *  - time-left: colors of never-worthy handlers (time-left 1 cycle) are never
  *    stolen, always-worthy ones (10,000,000 cycles) are;
  *  - penalty: colors are worthy on time-left alone and stolen in full, also
- *    heavily penalized ones when nothing else is worthy; under
- *    "penalty-strict", a color whose penalty makes it cheap is never stolen,
- *    though "timeleft" (which ignores penalties) takes it;
+ *    heavily penalized ones when nothing else is worthy; an unpenalized
+ *    worthy color is taken before a penalized one;
  *  - measured: mely_handler_measured() is 0 until a "measured" policy ran the
  *    handler, then near its real cost (also for a const descriptor); colors
  *    of measured handlers become worthy; nothing is measured otherwise;
@@ -180,37 +179,15 @@ START_TEST(penalty_steals_on_time_left)
 }
 END_TEST
 
-static const char *const strict_policies[] = {
-    "penalty-strict", "timeleft+penalty-strict", "penalty-strict+measured",
-};
-
-/*
- * "penalty-strict" (the paper's section 4.2): time-left 100,000 cycles with
- * penalty 100,000 counts 1 cycle per event (never worthy); the same
- * time-left with penalty 0 or 1 counts fully: those colors are stolen (the
- * checks of run_mixed_penalties), the penalized ones never.
- */
-START_TEST(penalty_strict_keeps_penalized_colors)
-{
-    const char *policy = strict_policies[_i];
-    struct outcome o = run_mixed_penalties(policy);
-
-    ck_assert_msg(o.stolen[0] == 0, "%s: %u colors of penalty %u stolen", policy, o.stolen[0],
-                  HIGH_PENALTY);
-    ck_assert_int_eq(mely_shutdown(&rt), 0);
-}
-END_TEST
-
 /* Only penalized colors, worthy on time-left: every time-left policy steals
  * them, counting their full time-left ("penalty" too: nothing better is
- * worthy), except "penalty-strict", for which they are not worthy. */
+ * worthy). */
 static const struct {
     const char *steal;
     bool stolen;
 } penalized_only_cases[] = {
     {"timeleft", true}, {"locality+timeleft", true}, {"timeleft+measured", true},
-    {"penalty", true},  {"all", true},               {"penalty-strict", false},
-    {"all+penalty-strict", false},
+    {"penalty", true},  {"all", true},
 };
 
 START_TEST(penalized_colors_alone)
@@ -234,6 +211,56 @@ START_TEST(penalized_colors_alone)
                       o.sum.steals);
     }
     ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
+/*
+ * The section 3.3 choice, deterministic: before the run, worker 0 holds two
+ * worthy colors of the same expected time, one of penalty 100,000 (A) and one
+ * unpenalized (B), and a blocker color that keeps worker 0 busy until worker
+ * 1 has stolen once. That first steal takes B, under every penalty policy.
+ */
+enum { COLOR_A = 2, COLOR_B = 4, COLOR_BLOCKER = 6, CHOICE_EVENTS = 20 };
+static atomic_int owner_a, owner_b;
+
+static void choice_event(void *arg)
+{
+    (void)arg;
+    spin_ns(100000);
+}
+
+static void blocker(void *arg)
+{
+    (void)arg;
+    uint64_t deadline = now_ns() + 10000000000ull;
+    mely_stats_t st = {0};
+    while (mely_worker_stats(&rt, 1, &st) == 0 && st.steals == 0 && now_ns() < deadline)
+        ;
+    atomic_store(&owner_a, mely_color_owner(&rt, COLOR_A));
+    atomic_store(&owner_b, mely_color_owner(&rt, COLOR_B));
+    mely_stop(&rt);
+}
+
+START_TEST(penalty_takes_the_unpenalized_color_first)
+{
+    const char *policy = penalty_policies[_i];
+
+    init_two(policy, NULL);
+    ck_assert_int_eq(mely_color_owner(&rt, COLOR_BLOCKER), 0);
+    ck_assert_int_eq(mely_post(&rt, COLOR_BLOCKER, blocker, NULL), 0);
+    for (int i = 0; i < CHOICE_EVENTS; i++) {
+        /* A last: first in its interval, where time-left would take it */
+        ck_assert_int_eq(mely_post_ex(&rt, COLOR_B, MELY_PRIO_DEFAULT, &d_dear0, choice_event,
+                                      NULL, 0), 0);
+        ck_assert_int_eq(mely_post_ex(&rt, COLOR_A, MELY_PRIO_DEFAULT, &d_cheap, choice_event,
+                                      NULL, 0), 0);
+    }
+    run_bounded(&rt, 30, policy);
+    ck_assert_msg(atomic_load(&owner_b) == 1 && atomic_load(&owner_a) == 0,
+                  "%s: after the first steal, the unpenalized color is on worker %d and the "
+                  "penalized one on worker %d",
+                  policy, atomic_load(&owner_b), atomic_load(&owner_a));
+    ck_assert_int_ge(mely_shutdown(&rt), 0);
 }
 END_TEST
 
@@ -449,7 +476,8 @@ int main(void)
 
     tc = new_tcase(su, "penalty", 120);
     tcase_add_loop_test(tc, penalty_steals_on_time_left, 0, NELEM(penalty_policies));
-    tcase_add_loop_test(tc, penalty_strict_keeps_penalized_colors, 0, NELEM(strict_policies));
+    tcase_add_loop_test(tc, penalty_takes_the_unpenalized_color_first, 0,
+                        NELEM(penalty_policies));
     tcase_add_loop_test(tc, penalized_colors_alone, 0, NELEM(penalized_only_cases));
 
     tc = new_tcase(su, "measured", 120);

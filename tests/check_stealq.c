@@ -128,31 +128,36 @@ static void file_penalized(struct mely__stealq *q, struct mely__colorq *cq, uint
     mely__colorq_note_pshift(cq, (uint8_t)pshift);
 }
 
-/* Section 3.3: among worthy colors the lowest penalty wins, whatever its
- * interval; among equal penalties, the larger expected time; a penalized
- * color is still picked when it is the only worthy one. */
+/* Section 3.3, within the stealing-queue's highest interval that has a
+ * worthy color: the first unpenalized one (as time-left takes), else the
+ * lowest penalty, the larger expected time among equals; a penalized color
+ * is still picked when it is the only worthy one. */
 START_TEST(pick_lightest_prefers_low_penalty)
 {
     struct mely__stealq q = {0};
     const uint64_t cost = 10;
 
     ck_assert_ptr_null(mely__stealq_pick_lightest(&q, NULL, cost));
-    file_penalized(&q, &cqs[0], 0, 5000, 10, cost); /* interval 2, penalty ~1024 */
-    mely__colorq_note_pshift(&cqs[0], 3);           /* the highest penalty stays */
+    file_penalized(&q, &cqs[0], 0, 100, 10, cost); /* interval 1, penalty ~1024 */
+    mely__colorq_note_pshift(&cqs[0], 3);          /* the highest penalty stays */
     ck_assert_uint_eq(cqs[0].pshift, 10);
     ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[0]);
-    file_penalized(&q, &cqs[1], 1, 30, 0, cost);    /* interval 0, no penalty */
-    file_penalized(&q, &cqs[2], 2, 100, 1, cost);   /* interval 1, penalty 2 */
-    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[1]);
-    file_penalized(&q, &cqs[3], 3, 35, 0, cost);    /* interval 0, no penalty, larger */
+    file_penalized(&q, &cqs[1], 1, 30, 0, cost);   /* interval 0, unpenalized */
+    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[0]); /* higher interval */
+    file_penalized(&q, &cqs[2], 2, 90, 1, cost);   /* interval 1, penalty 2 */
+    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[2]);
+    file_penalized(&q, &cqs[3], 3, 120, 1, cost);  /* interval 1, penalty 2, larger */
     ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[3]);
-    /* running or no longer worthy: the next lightest */
-    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, &cqs[3], cost), &cqs[1]);
-    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, 40), &cqs[2]);
-    /* the highest penalty comes last, but comes */
-    file_penalized(&q, &cqs[4], 4, 20000, 16, cost);
-    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, 6000), &cqs[4]);
-    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, 4000), &cqs[0]);
+    file_penalized(&q, &cqs[4], 4, 50, 0, cost);   /* interval 1, unpenalized */
+    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[4]);
+    /* running, or no longer worthy: the next lightest */
+    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, &cqs[4], cost), &cqs[3]);
+    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, 95), &cqs[3]);
+    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, 110), &cqs[3]);
+    ck_assert_ptr_null(mely__stealq_pick_lightest(&q, NULL, 120));
+    /* the interval below, when the highest has nothing movable */
+    cqs[0].count = cqs[2].count = cqs[3].count = cqs[4].count = 0;
+    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[1]);
 }
 END_TEST
 
@@ -186,7 +191,6 @@ static void compose_ok(const char *spec, const char *name, bool stealq, bool pen
     ck_assert(ops.stealq == stealq);
     ck_assert(ops.penalty == penalty);
     ck_assert(ops.measure == measure);
-    ck_assert(ops.penalty_strict == (strstr(name, "penalty-strict") != NULL));
     ck_assert(ops.core_set != NULL && ops.can_be_stolen != NULL && ops.choose_color != NULL);
     ck_assert((ops.core_set == mely__steal_locality.core_set) == locality);
     ck_assert((ops.choose_color == mely__steal_base.choose_color) == !stealq);
@@ -204,7 +208,6 @@ START_TEST(policies_compose_by_name)
     compose_ok("base+locality", "base+locality", false, false, false, true);
     compose_ok("timeleft", "timeleft", true, false, false, false);
     compose_ok("penalty", "penalty", true, true, false, false);
-    compose_ok("penalty-strict", "penalty-strict", true, false, false, false);
     compose_ok("timeleft+penalty", "timeleft+penalty", true, true, false, false);
     compose_ok("measured", "measured", false, false, true, false);
     compose_ok("all", "locality+timeleft+penalty", true, true, false, true);

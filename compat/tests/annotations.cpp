@@ -3,10 +3,9 @@
  * stealing heuristics. Two workers, MELY_STEAL=timeleft: colors that all live
  * on worker 0 get heavy events annotated with their cost; the idle worker 1
  * steals some, and its statistics count the stolen work in cycles (only
- * annotated events count there). The same with penalty annotations: under
- * MELY_STEAL=penalty a stolen event counts its full time-left (the penalty
- * only orders worthy colors), under MELY_STEAL=penalty-strict its time-left
- * divided by its penalty, which shows that the penalty reached the runtime.
+ * annotated events count there). The same with penalty annotations under
+ * MELY_STEAL=penalty: a stolen event counts its full time-left (the penalty
+ * only orders worthy colors).
  * Each scene runs in a child process (the runtime reads the environment
  * once).
  */
@@ -86,8 +85,7 @@ int main()
         const char *policy;
         bool penalty;
         unsigned long long per_event;
-    } scenes[] = {{"timeleft", false, 600000}, {"penalty", true, 600000},
-                  {"penalty-strict", true, 300000}};
+    } scenes[] = {{"timeleft", false, 600000}, {"penalty", true, 600000}};
     for (const auto &sc : scenes) {
         int st = ct_fork([&sc] { scene(sc.policy, sc.penalty, sc.per_event); }, &err);
         if (!ct_exited(st, 0))

@@ -6,8 +6,11 @@
  * stealing-queue, timeleft.c), and among worthy colors the thief takes the
  * one with the lowest penalty: the highest penalty among the events queued
  * on it since it was last empty, kept by the enqueue as a power of two
- * (mely/colorq.h's pshift; mely/stealq.h, mely__stealq_pick_lightest). The
- * post path of other policies pays nothing for it.
+ * (mely/colorq.h's pshift). The choice is time-left's own pick
+ * (mely/stealq.h, mely__stealq_pick), which takes the first unpenalized
+ * color and, when there is none, the lowest penalty: this heuristic only
+ * makes the enqueue note the penalties. The post path of other policies
+ * pays nothing for it.
  * So a heavily penalized color is still stolen when nothing better is
  * worthy, and an idle core keeps balancing the load.
  *
@@ -20,15 +23,10 @@
  */
 #include "mely/steal.h"
 
-static struct mely__colorq *penalty_choose_color(const struct mely__worker *victim)
-{
-    return mely__stealq_pick_lightest_worthy(victim);
-}
-
 const struct mely__steal_ops mely__steal_penalty = {
     .name = "penalty",
     .can_be_stolen = mely__timeleft_can_be_stolen,
-    .choose_color = penalty_choose_color,
+    .choose_color = mely__timeleft_choose_color,
     .stealq = true,
     .penalty = true,
 };

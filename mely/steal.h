@@ -25,6 +25,7 @@ struct mely__colorq *mely__base_choose_color(const struct mely__worker *victim);
 
 /* The time-left rules (timeleft.c), shared with the penalty heuristic. */
 bool mely__timeleft_can_be_stolen(const struct mely__worker *victim);
+struct mely__colorq *mely__timeleft_choose_color(const struct mely__worker *victim);
 
 /* Composes the policy `spec` (mely.h: "off", or words joined with '+'; NULL
  * means "off") into *ops and its canonical name into name[size]. Returns 1 if
@@ -61,19 +62,9 @@ static inline bool mely__colorq_stealable(const struct mely__worker *victim,
 
 /* Under victim's lock: the stealing-queue's pick (stealq.h) against the
  * runtime's current steal cost. */
-static inline struct mely__colorq *mely__stealq_pick_worthy(const struct mely__worker *victim,
-                                                            bool best_of_interval)
+static inline struct mely__colorq *mely__stealq_pick_worthy(const struct mely__worker *victim)
 {
-    return mely__stealq_pick(&victim->stealq, victim->run_cq, mely__steal_cost_units(victim->rt),
-                             best_of_interval);
-}
-
-/* Under victim's lock: the stealing-queue's lowest-penalty worthy color
- * (stealq.h) against the runtime's current steal cost. */
-static inline struct mely__colorq *mely__stealq_pick_lightest_worthy(const struct mely__worker *victim)
-{
-    return mely__stealq_pick_lightest(&victim->stealq, victim->run_cq,
-                                      mely__steal_cost_units(victim->rt));
+    return mely__stealq_pick(&victim->stealq, victim->run_cq, mely__steal_cost_units(victim->rt));
 }
 
 /* Under w->lock: cq's expected time changed (a batch taken or ended, a steal);

@@ -106,44 +106,18 @@ static inline void mely__stealq_remove(struct mely__stealq *q, struct mely__colo
  * colors filed under an older cost, are skipped, within this bound. */
 #define MELY__SQ_SCAN 8u
 
-/* The best movable worthy color-queue of q (`running`: its worker's running
- * one) against a steal of `cost` units: the first found, from the highest
- * interval down, or with `best_of_interval`, the one with the largest
- * expected time among the first MELY__SQ_SCAN of the highest interval that
- * has one. NULL if none. O(1). */
+/* The color-queue a thief takes from q (`running`: its worker's running one)
+ * against a steal of `cost` units: among the first MELY__SQ_SCAN of the
+ * highest interval that has a movable worthy one, the first unpenalized one
+ * (time-left, section 3.2, where nothing is penalized), else the lowest
+ * penalty, the larger expected time among equals (section 3.3: worthiness on
+ * time-left alone, the penalty to choose among worthy colors; a color's
+ * penalty is the highest of the events queued since it was last empty,
+ * colorq.h's pshift). NULL if none. O(1): looking further, into lower
+ * intervals, cost each steal a few hundred cycles of cache misses on the
+ * victim's color-queues (bench/steal penalty: steal median ~1,400 against
+ * ~900 cycles) for colors that count less time anyway. */
 static inline struct mely__colorq *mely__stealq_pick(const struct mely__stealq *q,
-                                                     const struct mely__colorq *running,
-                                                     uint64_t cost, bool best_of_interval)
-{
-    for (int level = MELY__SQ_LEVELS - 1; level >= 0; level--) {
-        struct mely__colorq *best = NULL;
-        unsigned seen = 0;
-        for (struct mely__colorq *cq = q->first[level]; cq && seen < MELY__SQ_SCAN;
-             cq = cq->sq_next, seen++) {
-            if (!mely__colorq_movable(cq, running) || cq->units <= cost)
-                continue;
-            if (!best_of_interval)
-                return cq;
-            if (!best || cq->units > best->units)
-                best = cq;
-        }
-        if (best)
-            return best;
-    }
-    return NULL;
-}
-
-/* The movable worthy color-queue of q with the lowest penalty (the Mely
- * paper's section 3.3: worthiness on time-left alone, the penalty to choose
- * among worthy colors; a color's penalty is the highest of the events queued
- * since it was last empty, colorq.h's pshift): among the first MELY__SQ_SCAN
- * of the highest interval that has a movable worthy one, the first
- * unpenalized one, else the lowest penalty, the larger expected time among
- * equals. NULL if none. O(1), as time-left's pick: looking further, into
- * lower intervals, cost each steal a few hundred cycles of cache misses on
- * the victim's color-queues (bench/steal penalty: steal median ~1,400
- * against ~900 cycles) for colors that count less time anyway. */
-static inline struct mely__colorq *mely__stealq_pick_lightest(const struct mely__stealq *q,
                                                               const struct mely__colorq *running,
                                                               uint64_t cost)
 {

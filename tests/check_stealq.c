@@ -99,24 +99,21 @@ START_TEST(pick_takes_the_highest_movable_worthy_color)
     struct mely__stealq q = {0};
     const uint64_t cost = 10;
 
-    ck_assert_ptr_null(mely__stealq_pick(&q, NULL, cost, false));
+    ck_assert_ptr_null(mely__stealq_pick(&q, NULL, cost));
     file(&q, &cqs[0], 0, 30, cost);  /* interval 0 */
     file(&q, &cqs[1], 1, 100, cost); /* interval 1 */
-    file(&q, &cqs[2], 2, 150, cost); /* interval 1, larger */
-    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost, true), &cqs[2]);
-    /* without best_of_interval: any of the highest interval */
-    struct mely__colorq *any = mely__stealq_pick(&q, NULL, cost, false);
-    ck_assert(any == &cqs[1] || any == &cqs[2]);
+    file(&q, &cqs[2], 2, 150, cost); /* interval 1, linked last: first in its list */
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost), &cqs[2]);
     /* the running color-queue is skipped, so is one filed under an older cost */
-    ck_assert_ptr_eq(mely__stealq_pick(&q, &cqs[2], cost, true), &cqs[1]);
-    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, 120, true), &cqs[2]);
-    ck_assert_ptr_null(mely__stealq_pick(&q, NULL, 200, true));
+    ck_assert_ptr_eq(mely__stealq_pick(&q, &cqs[2], cost), &cqs[1]);
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, 120), &cqs[2]);
+    ck_assert_ptr_null(mely__stealq_pick(&q, NULL, 200));
     /* a pinned color never moves; nor one without events or unlinked */
     cqs[2].color = MELY_COLORS;
     cqs[1].count = 0;
-    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost, true), &cqs[0]);
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost), &cqs[0]);
     cqs[0].queued = false;
-    ck_assert_ptr_null(mely__stealq_pick(&q, NULL, cost, true));
+    ck_assert_ptr_null(mely__stealq_pick(&q, NULL, cost));
 }
 END_TEST
 
@@ -132,51 +129,51 @@ static void file_penalized(struct mely__stealq *q, struct mely__colorq *cq, uint
  * worthy color: the first unpenalized one (as time-left takes), else the
  * lowest penalty, the larger expected time among equals; a penalized color
  * is still picked when it is the only worthy one. */
-START_TEST(pick_lightest_prefers_low_penalty)
+START_TEST(pick_prefers_low_penalty)
 {
     struct mely__stealq q = {0};
     const uint64_t cost = 10;
 
-    ck_assert_ptr_null(mely__stealq_pick_lightest(&q, NULL, cost));
+    ck_assert_ptr_null(mely__stealq_pick(&q, NULL, cost));
     file_penalized(&q, &cqs[0], 0, 100, 10, cost); /* interval 1, penalty ~1024 */
     mely__colorq_note_pshift(&cqs[0], 3);          /* the highest penalty stays */
     ck_assert_uint_eq(cqs[0].pshift, 10);
-    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[0]);
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost), &cqs[0]);
     file_penalized(&q, &cqs[1], 1, 30, 0, cost);   /* interval 0, unpenalized */
-    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[0]); /* higher interval */
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost), &cqs[0]); /* higher interval */
     file_penalized(&q, &cqs[2], 2, 90, 1, cost);   /* interval 1, penalty 2 */
-    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[2]);
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost), &cqs[2]);
     file_penalized(&q, &cqs[3], 3, 120, 1, cost);  /* interval 1, penalty 2, larger */
-    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[3]);
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost), &cqs[3]);
     file_penalized(&q, &cqs[4], 4, 50, 0, cost);   /* interval 1, unpenalized */
-    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[4]);
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost), &cqs[4]);
     /* running, or no longer worthy: the next lightest */
-    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, &cqs[4], cost), &cqs[3]);
-    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, 95), &cqs[3]);
-    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, 110), &cqs[3]);
-    ck_assert_ptr_null(mely__stealq_pick_lightest(&q, NULL, 120));
+    ck_assert_ptr_eq(mely__stealq_pick(&q, &cqs[4], cost), &cqs[3]);
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, 95), &cqs[3]);
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, 110), &cqs[3]);
+    ck_assert_ptr_null(mely__stealq_pick(&q, NULL, 120));
     /* the interval below, when the highest has nothing movable */
     cqs[0].count = cqs[2].count = cqs[3].count = cqs[4].count = 0;
-    ck_assert_ptr_eq(mely__stealq_pick_lightest(&q, NULL, cost), &cqs[1]);
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost), &cqs[1]);
 }
 END_TEST
 
 /* The pick looks at no more than MELY__SQ_SCAN color-queues of an interval:
- * the best one, linked first and so last in its list, is out of its sight. */
+ * an unpenalized one behind that many penalized ones is out of its sight. */
 START_TEST(pick_is_bounded)
 {
     struct mely__stealq q = {0};
     const uint64_t cost = 10;
 
-    file(&q, &cqs[0], 0, 150, cost);
+    file(&q, &cqs[0], 0, 100, cost);
     for (uint32_t i = 1; i < MELY__SQ_SCAN + 1; i++)
-        file(&q, &cqs[i], i, 100, cost);
-    struct mely__colorq *got = mely__stealq_pick(&q, NULL, cost, true);
+        file_penalized(&q, &cqs[i], i, 100, 4, cost);
+    struct mely__colorq *got = mely__stealq_pick(&q, NULL, cost);
     ck_assert_ptr_nonnull(got);
     ck_assert_ptr_ne(got, &cqs[0]);
-    ck_assert_uint_eq(got->units, 100);
+    ck_assert_uint_eq(got->pshift, 4);
     mely__stealq_remove(&q, &cqs[1]); /* one fewer ahead of it: now in sight */
-    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost, true), &cqs[0]);
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost), &cqs[0]);
 }
 END_TEST
 
@@ -231,7 +228,7 @@ int main(void)
     tcase_add_test(tc, random_updates_match_the_model);
     tcase_add_test(tc, pick_takes_the_highest_movable_worthy_color);
     tcase_add_test(tc, pick_is_bounded);
-    tcase_add_test(tc, pick_lightest_prefers_low_penalty);
+    tcase_add_test(tc, pick_prefers_low_penalty);
     tcase_add_test(tc, policies_compose_by_name);
     return mely_test_main(s);
 }

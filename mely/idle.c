@@ -33,11 +33,6 @@ static bool has_work(struct mely__worker *w)
            mely__deliver_ready(w) || mely__stopping(w->rt);
 }
 
-static bool has_watches(struct mely__worker *w)
-{
-    return atomic_load_explicit(&w->io.nwatches, memory_order_relaxed) != 0;
-}
-
 /* Step 1. Returns true if work arrived. With more workers than CPUs the spinner
  * yields at every turn, so that a worker with work gets the CPU; so does a
  * worker with watches: a server shares its cores with other processes (its
@@ -51,7 +46,7 @@ static bool spin(struct mely__worker *w)
 
     if (rt->spin_us == 0)
         return has_work(w);
-    bool yield = rt->oversubscribed || has_watches(w);
+    bool yield = rt->oversubscribed || mely__poller_watched(&w->io);
     for (;;) {
         for (int i = 0; i < SPIN_CLOCK_EVERY; i++) {
             if (has_work(w))
@@ -64,7 +59,7 @@ static bool spin(struct mely__worker *w)
         uint64_t now = mely__now_ns();
         if (now >= deadline)
             return has_work(w);
-        if (now - w->io.last_poll_ns >= SPIN_POLL_NS && has_watches(w)) {
+        if (now - w->io.last_poll_ns >= SPIN_POLL_NS && mely__poller_watched(&w->io)) {
             mely__poller_poll(w);
             if (has_work(w))
                 return true;

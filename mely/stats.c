@@ -33,18 +33,22 @@ int mely_color_owner(const mely_t *m, mely_color_t color)
     return (int)mely__owner(rt, color);
 }
 
-uint64_t mely_handler_measured(const mely_t *m, const mely_handler_t *h)
+/* The measured average under `key` (cost.h), 0 without one. */
+static uint64_t measured(const mely_t *m, const void *key)
 {
     const struct mely__rt *rt = m ? m->rt : NULL;
 
-    return rt && h && rt->costtab ? mely__cost_avg(rt, h) : 0;
+    return rt && key && rt->costtab ? mely__cost_avg(rt, key) : 0;
+}
+
+uint64_t mely_handler_measured(const mely_t *m, const mely_handler_t *h)
+{
+    return measured(m, h);
 }
 
 uint64_t mely_fn_measured(const mely_t *m, mely_fn_t fn)
 {
-    const struct mely__rt *rt = m ? m->rt : NULL;
-
-    return rt && fn && rt->costtab ? mely__cost_avg(rt, mely__cost_key(NULL, fn)) : 0;
+    return measured(m, fn ? mely__cost_key(NULL, fn) : NULL);
 }
 
 static int cmp_u32(const void *a, const void *b)

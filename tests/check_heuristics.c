@@ -328,10 +328,23 @@ END_TEST
  * they count their function's cost, and it was never measured before they
  * were posted (descriptors and functions are measured apart).
  */
+static const char *const measured_policies[] = {"timeleft+measured", "all+measured"};
+
+/* The colors of group g, whose handler was measured at m cycles, were stolen
+ * and counted their measured cost. */
+static void check_measured_stolen(const char *policy, const struct outcome *o, unsigned g,
+                                  uint64_t m)
+{
+    ck_assert_msg(o->stolen[g] > 0,
+                  "%s: no color of a handler measured at %" PRIu64 " cycles stolen (%" PRIu64
+                  " attempts)",
+                  policy, m, o->sum.steal_attempts);
+    ck_assert_msg(o->sum.stolen_cycles > 0, "%s: measured events stolen, stolen_cycles 0", policy);
+}
+
 START_TEST(measured_costs_make_colors_worthy)
 {
-    static const char *const policies[] = {"timeleft+measured", "all+measured"};
-    const char *policy = policies[_i];
+    const char *policy = measured_policies[_i];
 
     init_two(policy, NULL);
     warm_up(policy);
@@ -349,11 +362,7 @@ START_TEST(measured_costs_make_colors_worthy)
     struct outcome o = run_load(policy, 0);
     ck_assert_msg(o.stolen[1] == 0, "%s: %u colors of NULL-descriptor events stolen", policy,
                   o.stolen[1]);
-    ck_assert_msg(o.stolen[0] > 0,
-                  "%s: no color of a handler measured at %" PRIu64 " cycles stolen (%" PRIu64
-                  " attempts)",
-                  policy, m, o.sum.steal_attempts);
-    ck_assert_msg(o.sum.stolen_cycles > 0, "%s: measured events stolen, stolen_cycles 0", policy);
+    check_measured_stolen(policy, &o, 0, m);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
 }
 END_TEST
@@ -367,8 +376,7 @@ END_TEST
  */
 START_TEST(plain_posts_are_measured_by_function)
 {
-    static const char *const policies[] = {"timeleft+measured", "all+measured"};
-    const char *policy = policies[_i];
+    const char *policy = measured_policies[_i];
     mely_t none = {0};
 
     ck_assert_uint_eq(mely_fn_measured(&none, colored), 0);
@@ -386,11 +394,7 @@ START_TEST(plain_posts_are_measured_by_function)
     ld.groups[0].spin_ns = MEASURED_SPIN_NS;
     post_load(0, 0);
     struct outcome o = run_load(policy, 0);
-    ck_assert_msg(o.stolen[0] > 0,
-                  "%s: no color of plain events measured at %" PRIu64 " cycles stolen (%" PRIu64
-                  " attempts)",
-                  policy, m, o.sum.steal_attempts);
-    ck_assert_msg(o.sum.stolen_cycles > 0, "%s: plain events stolen, stolen_cycles 0", policy);
+    check_measured_stolen(policy, &o, 0, m);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
     ck_assert_uint_eq(mely_fn_measured(&rt, colored), 0);
 }
@@ -482,8 +486,8 @@ int main(void)
 
     tc = new_tcase(su, "measured", 120);
     tcase_add_test(tc, measured_is_zero_before_any_run);
-    tcase_add_loop_test(tc, measured_costs_make_colors_worthy, 0, 2);
-    tcase_add_loop_test(tc, plain_posts_are_measured_by_function, 0, 2);
+    tcase_add_loop_test(tc, measured_costs_make_colors_worthy, 0, NELEM(measured_policies));
+    tcase_add_loop_test(tc, plain_posts_are_measured_by_function, 0, NELEM(measured_policies));
     tcase_add_loop_test(tc, measured_only_under_measured_policies, 0, NELEM(unmeasured_policies));
     tcase_add_test(tc, const_descriptor_under_measured);
     return mely_test_main(su);

@@ -10,8 +10,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include <sys/epoll.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "internal.h"
@@ -83,31 +81,6 @@ void fd_fire(int, unsigned, void *arg)
 
 /* ---- Always-ready descriptors ---- */
 
-/* Whether epoll takes fd. Sockets and pipes: yes; regular files and
- * directories: never. Anything else (character devices such as /dev/null,
- * eventfd...) is tried on a private epoll set, so that the runtime's poller
- * (and libevent's warning) never sees a refusal. An fd that is not open is
- * left to mely_watch() to report. */
-bool epoll_takes(int fd)
-{
-    struct stat st;
-    if (fstat(fd, &st) != 0 || S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode))
-        return true;
-    if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
-        return false;
-    static const int probe = epoll_create1(EPOLL_CLOEXEC);
-    if (probe < 0)
-        die("fdcb: epoll_create1", -errno);
-    struct epoll_event ev = {};
-    ev.events = EPOLLIN;
-    if (epoll_ctl(probe, EPOLL_CTL_ADD, fd, &ev) == 0) {
-        epoll_ctl(probe, EPOLL_CTL_DEL, fd, nullptr);
-        return true;
-    }
-    /* EEXIST: another thread is probing the same fd, which epoll took. */
-    return errno != EPERM;
-}
-
 void chain_fire(void *arg);
 
 /* Queues the chain's next run at the tail of the callback's color, behind
@@ -156,12 +129,12 @@ fd_entry *fd_register(int fd, selop op, callback<void> *cb)
     e->op = (int)op;
     e->fd = fd;
     cb->refcount_inc();
-    if (!epoll_takes(fd)) {
+    int err = mely_watch(runtime(), fd, op == selread ? MELY_READ : MELY_WRITE, target(cb),
+                         fd_fire, e, &e->w);
+    if (err == -EPERM) { /* epoll refuses it (mely.h): always ready, as select() saw it */
         chain_post(e);
         return e;
     }
-    int err = mely_watch(runtime(), fd, op == selread ? MELY_READ : MELY_WRITE, target(cb),
-                         fd_fire, e, &e->w);
     if (err) {
         fprintf(stderr, "mely-compat: fdcb(%d, %s): %s\n", fd,
                 op == selread ? "selread" : "selwrite", mely_strerror(err));

@@ -160,11 +160,6 @@ void mely__pollers_free(struct mely__rt *rt)
     }
 }
 
-static bool has_watches(struct mely__worker *w)
-{
-    return atomic_load_explicit(&w->io.nwatches, memory_order_relaxed) != 0;
-}
-
 /* Runs the base once (readiness callbacks stage their posts to other workers
  * in the outbox: expire() flushes it). EVLOOP_ONCE always: with EVLOOP_NONBLOCK
  * alone, libevent polls again as long as a poll finds something, and a
@@ -199,7 +194,7 @@ static void poll_nonblock(struct mely__worker *w, uint64_t now)
 void mely__poller_tick_slow(struct mely__worker *w)
 {
     uint64_t now = mely__now_ns();
-    if (has_watches(w)) {
+    if (mely__poller_watched(&w->io)) {
         uint64_t since = now - w->io.last_poll_ns;
         if (since >= POLL_MAX_US * 1000u ||
             (since >= MELY_POLL_US * 1000u &&
@@ -212,7 +207,7 @@ void mely__poller_tick_slow(struct mely__worker *w)
 void mely__poller_poll(struct mely__worker *w)
 {
     uint64_t now = mely__now_ns();
-    if (has_watches(w))
+    if (mely__poller_watched(&w->io))
         poll_nonblock(w, now);
     expire(w, now);
 }

@@ -54,14 +54,20 @@ void mely__poller_poll(struct mely__worker *w);
  * posts due timers. Called by idle.c with `parked` set. Own thread only. */
 void mely__poller_block(struct mely__worker *w);
 
+/* Whether p has armed watches: a busy worker polls only then, an idle one
+ * yields while spinning. Any thread (a hint). */
+static inline bool mely__poller_watched(const struct mely__poller *p)
+{
+    return atomic_load_explicit((_Atomic uint32_t *)&p->nwatches, memory_order_relaxed) != 0;
+}
+
 /* Between two batches, for worker w whose poller is p and timers t:
  * mely__poller_tick_slow() if it has watches or timers; two loads when it
  * has neither. Own thread only. */
 static inline void mely__poller_tick(struct mely__worker *w, struct mely__poller *p,
                                      struct mely__timers *t)
 {
-    if (atomic_load_explicit(&p->nwatches, memory_order_relaxed) != 0 ||
-        mely__timers_next(t) != MELY__NEVER)
+    if (mely__poller_watched(p) || mely__timers_next(t) != MELY__NEVER)
         mely__poller_tick_slow(w);
 }
 

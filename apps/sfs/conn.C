@@ -1,0 +1,258 @@
+/*
+ * conn.C: one SFS connection on its own color: the key exchange, reading and
+ * opening request frames, sealing and writing replies, backpressure, close.
+ *
+ * Every function here runs on the connection's color, except the constructor
+ * and start() (color 0, at accept) and the destructor (wherever the last
+ * count drops, once nothing else can touch the connection).
+ *
+ * Backpressure: `backlog_` counts requests handed to color 0 whose replies are
+ * not yet written. At max_backlog the connection stops reading its socket (the
+ * client's TCP window fills, so a slow reader costs the server at most
+ * max_backlog replies of 64 KB plus the input buffer), and reads again once
+ * half of them are written.
+ */
+#include "apps/sfs/sfsd.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+/* Room for a few request frames: requests are small, and at most
+ * SFS_MAX_REQUEST_FRAME each. */
+static const size_t INBUF = 4 * (SFS_LENGTH + SFS_MAX_REQUEST_FRAME);
+
+/* A connection's cost annotations, in cycles (main.C measures them at
+ * start-up): sealing SFS_MAX_READ bytes, and opening or sealing a small message. */
+extern int g_seal_cycles, g_open_cycles;
+
+/* The penalty of a connection's socket handler: its events do a small open,
+ * and taking them moves the socket's watch to the thief's poller. */
+static const int READ_PENALTY = 4;
+
+sfsconn::sfsconn(int fd_, int color_) : fd(fd_), color(color_), in_(INBUF) {}
+
+sfsconn::~sfsconn()
+{
+    for (sfs_handle &h : handles_)
+        if (h.fd >= 0)
+            ::close(h.fd);
+    for (size_t i = outq_head_; i < outq_.size(); i++)
+        sfs_out_free(outq_[i]);
+    sfs_session_free(&session_);
+    g_stats.closed.fetch_add(1, std::memory_order_relaxed);
+    sfsconn_gone();
+}
+
+/* The socket's read callback: the connection's color, annotated as a crypto
+ * handler (it opens the frames it reads). */
+static callback<void> *read_cb(sfsconn *c)
+{
+    ref<sfsconn> self = mkref(c);
+    if (!g_opt.annotate)
+        return cwrap(self, &sfsconn::readable, c->color);
+    return cwrap_penalty(self, &sfsconn::readable, c->color, g_open_cycles, READ_PENALTY);
+}
+
+void sfsconn::start()
+{
+    fdcb(fd, selread, read_cb(this));
+}
+
+void sfsconn::pause_reading(bool pause)
+{
+    if (pause == reading_paused_ || closed_)
+        return;
+    reading_paused_ = pause;
+    if (pause)
+        g_stats.paused.fetch_add(1, std::memory_order_relaxed);
+    fdcb(fd, selread, pause ? nullptr : read_cb(this));
+}
+
+void sfsconn::close(const char *why, std::atomic<unsigned long> *counter)
+{
+    if (closed_)
+        return;
+    closed_ = true;
+    if (counter) {
+        counter->fetch_add(1, std::memory_order_relaxed);
+        warn << "connection " << fd << " closed: " << why << "\n";
+    }
+    /* From our own color the removals are synchronous: the fd may go now. */
+    fdcb(fd, selread, nullptr);
+    fdcb(fd, selwrite, nullptr);
+    ::close(fd);
+}
+
+void sfsconn::readable()
+{
+    if (closed_)
+        return;
+    ssize_t n = ::read(fd, in_.data() + in_len_, in_.size() - in_len_);
+    if (n == 0)
+        return close("peer closed", nullptr);
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EINTR)
+            close(strerror(errno), errno == ECONNRESET ? nullptr : &g_stats.io_errors);
+        return;
+    }
+    in_len_ += (size_t)n;
+    if (!keyed_ && !do_hello())
+        return;
+    read_frames();
+}
+
+/* The client's hello, then ours. @return true once keyed. */
+bool sfsconn::do_hello()
+{
+    if (in_len_ < SFS_HELLO)
+        return false;
+    sfs_kx kx;
+    if (sfs_kx_new(&kx) != 0) {
+        close("key generation failed", &g_stats.io_errors);
+        return false;
+    }
+    int err = sfs_session_init(&session_, &kx, in_.data(), false);
+    sfs_out *hello = err ? nullptr : sfs_out_new(0);
+    if (hello) {
+        memcpy(hello->buf, kx.hello, SFS_HELLO);
+        hello->frame = SFS_HELLO;
+    }
+    sfs_kx_free(&kx);
+    if (!hello) {
+        close(err ? "bad hello" : "out of memory", &g_stats.bad_hello);
+        return false;
+    }
+    keyed_ = true;
+    in_len_ -= SFS_HELLO;
+    memmove(in_.data(), in_.data() + SFS_HELLO, in_len_);
+    queue(hello);
+    return flush();
+}
+
+/* Opens and dispatches the whole frames read so far, while the backlog has
+ * room. @return false if the connection closed. */
+bool sfsconn::read_frames()
+{
+    size_t at = 0;
+    while (!closed_ && in_len_ - at >= SFS_LENGTH && backlog_ < g_opt.max_backlog) {
+        uint32_t len = sfs_frame_length(in_.data() + at, SFS_MAX_REQUEST_FRAME);
+        if (len == 0) {
+            close("frame length out of range", &g_stats.oversize);
+            return false;
+        }
+        if (in_len_ - at < SFS_LENGTH + len)
+            break;
+        if (!open_frame(len, in_.data() + at + SFS_LENGTH))
+            return false;
+        at += SFS_LENGTH + len;
+    }
+    in_len_ -= at;
+    memmove(in_.data(), in_.data() + at, in_len_);
+    pause_reading(backlog_ >= g_opt.max_backlog);
+    return !closed_;
+}
+
+bool sfsconn::open_frame(uint32_t len, uint8_t *body)
+{
+    uint8_t *req = static_cast<uint8_t *>(malloc(len));
+    long n = req ? sfs_open(&session_, len, body, req) : -1;
+    if (n < 0) {
+        free(req);
+        close(req ? "frame does not authenticate" : "out of memory", &g_stats.bad_frame);
+        return false;
+    }
+    backlog_++;
+    g_stats.requests.fetch_add(1, std::memory_order_relaxed);
+    /* Request dispatch and file lookup stay on one color (0): wrap's. */
+    cpucb_tail(wrap(mkref(this), &sfsconn::dispatch, req, (size_t)n));
+    return true;
+}
+
+/* Seals a reply from color 0 and writes it. */
+void sfsconn::seal_reply(sfs_out *out)
+{
+    backlog_--;
+    if (closed_ || !out) {
+        if (out)
+            sfs_out_free(out);
+        else
+            close("malformed request (or no memory for its reply)", &g_stats.bad_request);
+        return;
+    }
+    out->frame = sfs_seal(&session_, out->buf + SFS_LENGTH, out->plain, out->buf);
+    if (out->frame == 0) {
+        sfs_out_free(out);
+        return close("sealing failed", &g_stats.io_errors);
+    }
+    queue(out);
+    if (flush() && reading_paused_ && backlog_ <= g_opt.max_backlog / 2 && read_frames())
+        pause_reading(backlog_ >= g_opt.max_backlog);
+}
+
+void sfsconn::queue(sfs_out *out)
+{
+    outq_.push_back(out);
+}
+
+void sfsconn::writable()
+{
+    if (!closed_ && flush() && reading_paused_ && read_frames())
+        pause_reading(backlog_ >= g_opt.max_backlog);
+}
+
+/* Writes what is queued, several frames per call. Watches for writability
+ * while something is left. @return false if the connection closed. */
+bool sfsconn::flush()
+{
+    while (!closed_ && outq_head_ < outq_.size()) {
+        iovec iov[16];
+        int n = 0;
+        for (size_t i = outq_head_; i < outq_.size() && n < 16; i++, n++) {
+            sfs_out *o = outq_[i];
+            iov[n].iov_base = o->buf + o->sent;
+            iov[n].iov_len = o->frame - o->sent;
+        }
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = (size_t)n;
+        ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
+        if (w < 0 && (errno == EAGAIN || errno == EINTR))
+            break;
+        if (w < 0) {
+            close(strerror(errno), errno == EPIPE || errno == ECONNRESET ? nullptr : &g_stats.io_errors);
+            return false;
+        }
+        for (size_t left = (size_t)w; left > 0 && outq_head_ < outq_.size();) {
+            sfs_out *o = outq_[outq_head_];
+            size_t take = std::min(left, o->frame - o->sent);
+            o->sent += take;
+            left -= take;
+            if (o->sent == o->frame) {
+                sfs_out_free(o);
+                outq_head_++;
+            }
+        }
+    }
+    if (outq_head_ == outq_.size()) {
+        outq_.clear();
+        outq_head_ = 0;
+    }
+    bool pending = !outq_.empty();
+    if (pending != write_watched_ && !closed_) {
+        write_watched_ = pending;
+        fdcb(fd, selwrite, pending ? cwrap(mkref(this), &sfsconn::writable, color) : nullptr);
+    }
+    return !closed_;
+}
+
+/* color 0: hands a reply to the connection's color for sealing: the heavy
+ * crypto handler, annotated with its measured cost. */
+void sfsconn::send(sfs_out *out)
+{
+    ref<sfsconn> self = mkref(this);
+    int cost = out ? g_open_cycles + (int)((uint64_t)g_seal_cycles * out->plain / SFS_MAX_READ) : 0;
+    if (g_opt.annotate)
+        cpucb_tail(cwrap_timeleft(self, &sfsconn::seal_reply, out, color, cost));
+    else
+        cpucb_tail(cwrap(self, &sfsconn::seal_reply, out, color));
+}

@@ -1,0 +1,141 @@
+/*
+ * sfsd.h: SFS, the paper's secure file server (§5.3.2), written against
+ * compat's libasync-smp API as SFS's own code is: callbacks from wrap/cwrap,
+ * fdcb for sockets, time-left and penalty annotations on the crypto handlers.
+ *
+ * The colouring is libasync-smp's SFS (doc/sfs.md): only the CPU-heavy
+ * handlers run in parallel.
+ *
+ *   color 0           accept; request dispatch: LOOKUP, GETATTR, READDIR,
+ *                     RELEASE, and READ's pread from the page cache (fs.C)
+ *   a connection's    the key exchange, reading and opening its requests,
+ *   own color         sealing and writing its replies (conn.C)
+ *
+ * A request goes: socket -> open (connection's color) -> dispatch (color 0)
+ * -> seal and write (connection's color). Per-connection order holds, since
+ * each stage runs on one color and colors run their events in post order.
+ *
+ * Ownership: a connection is reference-counted (ref<sfsconn>); every callback
+ * that names it holds a count, so it lives until its last event has run. Its
+ * fields are split by color: `fs` (the handle table) is touched only on
+ * color 0, everything else only on the connection's color.
+ */
+#ifndef SFS_SFSD_H
+#define SFS_SFSD_H
+
+#include "async.h"
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "apps/sfs/proto.h"
+
+/* What the command line sets. */
+struct sfsd_options {
+    std::string root;           /* served directory */
+    std::string addr = "127.0.0.1";
+    unsigned port = 7070;       /* 0: the system picks one (printed) */
+    bool annotate = true;       /* time-left and penalty on the crypto handlers */
+    unsigned max_conns = 1024;
+    unsigned max_backlog = 16;  /* replies queued or in flight per connection */
+    unsigned max_handles = 256; /* open handles per connection */
+};
+
+/* Counters, bumped from any color (relaxed atomics), printed at exit. */
+struct sfsd_stats {
+    std::atomic<unsigned long> conns{0}, closed{0}, requests{0}, bytes_read{0};
+    std::atomic<unsigned long> bad_hello{0}, bad_frame{0}, bad_request{0}, oversize{0};
+    std::atomic<unsigned long> io_errors{0}, refused{0}, paused{0};
+};
+
+extern sfsd_options g_opt;
+extern sfsd_stats g_stats;
+extern int g_rootfd; /* O_PATH descriptor of the served root */
+
+/* A reply on its way: the frame's buffer, sealed in place. */
+struct sfs_out {
+    uint8_t *buf;  /* SFS_LENGTH + plaintext + SFS_TAG */
+    size_t plain;  /* plaintext bytes at buf + SFS_LENGTH */
+    size_t frame;  /* once sealed: the frame's bytes */
+    size_t sent;   /* bytes of the frame written */
+};
+
+/* An open handle (color 0 only). */
+struct sfs_handle {
+    int fd = -1;     /* O_RDONLY file, or directory; -1: a free slot */
+    bool dir = false;
+    uint32_t gen = 0; /* bumped at release: a stale handle names no file */
+};
+
+class sfsconn : public virtual refcount {
+public:
+    sfsconn(int fd, int color);
+    ~sfsconn();
+
+    /* Starts reading (the hello first). Color 0 (accept). */
+    void start();
+
+    /* --- the connection's color --- */
+    void readable();
+    void writable();
+    /* A reply from color 0; NULL: none could be made (a malformed request,
+     * or no memory): the connection closes. */
+    void seal_reply(sfs_out *out);
+
+    /* --- color 0 --- */
+    void dispatch(uint8_t *req, size_t n);
+
+    const int fd;
+    const int color;
+
+private:
+    /* connection's color */
+    bool do_hello();
+    bool read_frames();
+    bool open_frame(uint32_t len, uint8_t *body);
+    void queue(sfs_out *out);
+    bool flush();
+    void pause_reading(bool pause);
+    void close(const char *why, std::atomic<unsigned long> *counter);
+
+    sfs_session session_{};
+    bool keyed_ = false;
+    bool closed_ = false;
+    bool reading_paused_ = false;
+    bool write_watched_ = false;
+    std::vector<uint8_t> in_; /* bytes read, not yet a whole frame */
+    size_t in_len_ = 0;
+    std::vector<sfs_out *> outq_; /* sealed, not yet written (front first) */
+    size_t outq_head_ = 0;
+    unsigned backlog_ = 0;        /* requests dispatched, replies not yet written */
+
+    /* color 0 */
+    std::vector<sfs_handle> handles_;
+    uint64_t handle_gen_ = 0;
+    void reply_status(const sfs_request &r, int err);
+    void send(sfs_out *out);
+    void do_lookup(const sfs_request &r);
+    void do_getattr(const sfs_request &r);
+    void do_read(const sfs_request &r);
+    void do_readdir(const sfs_request &r);
+    void do_release(const sfs_request &r);
+    sfs_handle *handle_of(uint64_t h);
+    void release_all();
+};
+
+/* server.C: a reply buffer for `plain` plaintext bytes (NULL: out of memory). */
+sfs_out *sfs_out_new(size_t plain);
+void sfs_out_free(sfs_out *out);
+
+/* A connection is gone: its count of live connections drops (server.C). */
+void sfsconn_gone();
+
+/* Listens and accepts (server.C). Returns the bound port, or exits with a
+ * message. Call before amain(). */
+unsigned sfsd_listen();
+
+/* The one-line summary of g_stats and the runtime's steals (server.C). */
+void sfsd_print_stats();
+
+#endif

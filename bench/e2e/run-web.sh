@@ -35,26 +35,9 @@ usage="usage: bench/e2e/run-web.sh [--seconds S] [--quick] [--repeat N] [--only 
 all_kinds="nginx sws sws-steal legacy legacy-steal evhttp"
 all_modes="wrk:keepalive injector:keepalive injector:close injector:reset"
 
-# pick OPTION LIST ALLOWED: the values of the comma-separated LIST, in the
-# order of ALLOWED; exits 2 on an unknown value or an empty list.
-pick() {
-    local v out=
-    for v in ${2//,/ }; do
-        case " $3 " in *" $v "*) ;; *)
-            echo "run-web.sh: $1: unknown value '$v' (expected one of: ${3// /,})" >&2
-            exit 2 ;;
-        esac
-    done
-    for v in $3; do case ",$2," in *",$v,"*) out="$out $v" ;; esac; done
-    [ -n "$out" ] || { echo "run-web.sh: $1 expects a list out of: ${3// /,}" >&2; exit 2; }
-    echo "${out# }"
-}
-
-# whole NAME VALUE LO HI: exits 2 unless VALUE is a whole number in LO..HI
-whole() {
-    case "$2" in '' | *[!0-9]*) false ;; *) [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] ;; esac ||
-        { echo "run-web.sh: $1 expects a whole number in $3..$4" >&2; exit 2; }
-}
+ME=run-web.sh
+# shellcheck source=bench/e2e/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 seconds=5 repeat=1 install='' png=yes
 kinds_sel=$all_kinds workers_sel="1 2" files_sel="1k 100k" modes_sel=$all_modes
@@ -119,11 +102,6 @@ if [ -z "$NGINX" ] || [ -z "$WRK" ]; then
     fi
 fi
 
-find_bin() { # override, candidates...: the override, or the first executable
-    [ -n "$1" ] && { echo "$1"; return; }
-    shift
-    for b in "$@"; do [ -x "$b" ] && { echo "$b"; return; }; done
-}
 SWS=$(find_bin "${SWS_BIN:-}" build/apps/sws/sws apps/sws/sws)
 INJ=$(find_bin "${INJECTOR_BIN:-}" build/bench/e2e/injector bench/e2e/injector)
 EVH=$(find_bin "${EVHTTP_BIN:-}" build/bench/e2e/web_evhttp bench/e2e/web_evhttp)
@@ -143,9 +121,7 @@ if [ "$ncpu" -lt 2 ]; then
     exit 2
 fi
 HZ=$(getconf CLK_TCK)
-model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-[ -n "$model" ] || model=$(uname -m)
-echo "machine: ${model}, ${ncpu} CPUs online, $(uname -sr)"
+machine_line
 echo "servers: $("$NGINX" -v 2>&1 | sed 's/.*: //'), sws ($SWS), web_evhttp ($EVH, libevent $(pkg-config --modversion libevent 2>/dev/null || echo '?'))"
 echo "clients: $("$WRK" -v 2>&1 | head -1 | awk '{print $1" "$2}'), bench/e2e/injector; ${seconds} s per run"
 echo "runs: ${repeat} pass(es) of ${nruns} runs (servers: ${kinds_sel// /,}; workers: ${workers_sel// /,};" \
@@ -177,14 +153,6 @@ trap 'exit 130' INT TERM
 
 # ---- servers ---------------------------------------------------------------
 port=18300
-wait_port() { # port: wait (at most 5 s) until it accepts
-    for _ in $(seq 50); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-        sleep 0.1
-    done
-    return 1
-}
-
 nginx_conf() { # workers port
     local aff
     if [ "$1" = 1 ]; then aff=10; else aff="01 10"; fi
@@ -267,33 +235,6 @@ start_server() {
         stop_server
         return 1
     fi
-}
-
-stop_server() { # TERM, at most 5 s, then KILL
-    local pid=$server_pid
-    server_pid=
-    [ -n "$pid" ] || return 0
-    kill -TERM "$pid" 2>/dev/null
-    for _ in $(seq 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        echo "run-web.sh: server $pid did not stop in 5 s: killed" >&2
-        kill -KILL "$pid" 2>/dev/null
-    fi
-    wait "$pid" 2>/dev/null
-}
-
-server_ticks() { # utime+stime of the server and its children (nginx workers)
-    local pids t=0 p
-    pids="$server_pid $(pgrep -P "$server_pid" 2>/dev/null | tr '\n' ' ')"
-    for p in $pids; do
-        [ -r "/proc/$p/stat" ] || continue
-        # fields after the ")" that ends the command name: utime is 12th, stime 13th
-        t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }')))
-    done
-    echo "$t"
 }
 
 # ---- clients ---------------------------------------------------------------
@@ -385,18 +326,7 @@ echo >&2
 # median: sorts its values (at most 20: insertion sort, mawk has no asort); an
 # even count gives the mean of the two middle values. A failed run counts in
 # req/s (as 0) but has no us/req, so that median is over the runs that have one.
-awk -F, '
-    function median(list,   n, v, i, j, t) {
-        n = split(list, v, " ")
-        if (n == 0) return ""
-        for (i = 2; i <= n; i++) {
-            t = v[i] + 0
-            for (j = i - 1; j >= 1 && v[j] + 0 > t; j--) v[j + 1] = v[j]
-            v[j + 1] = t
-        }
-        if (n % 2) return v[(n + 1) / 2] + 0
-        return (v[n / 2] + v[n / 2 + 1]) / 2
-    }
+awk -F, "$AWK_MEDIAN"'
     NR == 1 { next }
     { key = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4 SUBSEP $5
       if (!(key in passes)) { order[++nk] = key; head[key] = $1 "," $2 "," $3 "," $4 "," $5

@@ -112,7 +112,8 @@ bool sfsconn::do_hello()
         return false;
     }
     int err = sfs_session_init(&session_, &kx, in_.data(), false);
-    sfs_out *hello = err ? nullptr : sfs_out_new(0);
+    /* The hello is sent as is, unframed: its buffer needs SFS_HELLO bytes. */
+    sfs_out *hello = err ? nullptr : sfs_out_new(SFS_HELLO);
     if (hello) {
         memcpy(hello->buf, kx.hello, SFS_HELLO);
         hello->frame = SFS_HELLO;

@@ -6,8 +6,9 @@
  * and start() (color 0, at accept) and the destructor (wherever the last
  * count drops, once nothing else can touch the connection).
  *
- * Backpressure: `backlog_` counts requests handed to color 0 whose replies are
- * not yet written. At max_backlog the connection stops reading its socket (the
+ * Backpressure: owed() counts the replies not yet written: requests handed to
+ * color 0 (`backlog_`, until their reply is sealed) and sealed replies still
+ * queued (`outq_`). At max_backlog the connection stops reading its socket (the
  * client's TCP window fills, so a slow reader costs the server at most
  * max_backlog replies of 64 KB plus the input buffer), and reads again once
  * half of them are written.
@@ -112,7 +113,8 @@ bool sfsconn::do_hello()
         return false;
     }
     int err = sfs_session_init(&session_, &kx, in_.data(), false);
-    sfs_out *hello = err ? nullptr : sfs_out_new(0);
+    /* The hello is sent as is, unframed: its buffer needs SFS_HELLO bytes. */
+    sfs_out *hello = err ? nullptr : sfs_out_new(SFS_HELLO);
     if (hello) {
         memcpy(hello->buf, kx.hello, SFS_HELLO);
         hello->frame = SFS_HELLO;
@@ -134,7 +136,7 @@ bool sfsconn::do_hello()
 bool sfsconn::read_frames()
 {
     size_t at = 0;
-    while (!closed_ && in_len_ - at >= SFS_LENGTH && backlog_ < g_opt.max_backlog) {
+    while (!closed_ && in_len_ - at >= SFS_LENGTH && owed() < g_opt.max_backlog) {
         uint32_t len = sfs_frame_length(in_.data() + at, SFS_MAX_REQUEST_FRAME);
         if (len == 0) {
             close("frame length out of range", &g_stats.oversize);
@@ -148,7 +150,7 @@ bool sfsconn::read_frames()
     }
     in_len_ -= at;
     memmove(in_.data(), in_.data() + at, in_len_);
-    pause_reading(backlog_ >= g_opt.max_backlog);
+    pause_reading(owed() >= g_opt.max_backlog);
     return !closed_;
 }
 
@@ -185,8 +187,13 @@ void sfsconn::seal_reply(sfs_out *out)
         return close("sealing failed", &g_stats.io_errors);
     }
     queue(out);
-    if (flush() && reading_paused_ && backlog_ <= g_opt.max_backlog / 2 && read_frames())
-        pause_reading(backlog_ >= g_opt.max_backlog);
+    if (flush() && reading_paused_ && owed() <= g_opt.max_backlog / 2)
+        read_frames();
+}
+
+unsigned sfsconn::owed() const
+{
+    return backlog_ + (unsigned)(outq_.size() - outq_head_);
 }
 
 void sfsconn::queue(sfs_out *out)
@@ -196,8 +203,8 @@ void sfsconn::queue(sfs_out *out)
 
 void sfsconn::writable()
 {
-    if (!closed_ && flush() && reading_paused_ && read_frames())
-        pause_reading(backlog_ >= g_opt.max_backlog);
+    if (!closed_ && flush() && reading_paused_ && owed() <= g_opt.max_backlog / 2)
+        read_frames();
 }
 
 /* Writes what is queued, several frames per call. Watches for writability

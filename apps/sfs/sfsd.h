@@ -108,7 +108,8 @@ private:
     size_t in_len_ = 0;
     std::vector<sfs_out *> outq_; /* sealed, not yet written (front first) */
     size_t outq_head_ = 0;
-    unsigned backlog_ = 0;        /* requests dispatched, replies not yet written */
+    unsigned backlog_ = 0;        /* requests dispatched, replies not yet sealed */
+    unsigned owed() const;        /* backlog_ + replies queued: not yet written */
 
     /* color 0 */
     std::vector<sfs_handle> handles_;

@@ -88,6 +88,10 @@ void sfsconn::readable()
 {
     if (closed_)
         return;
+    /* read_frames() leaves less than a frame whenever reading is on, so there
+     * is room; a read of 0 bytes must mean the peer's end, never a full buffer. */
+    if (in_len_ == in_.size())
+        return close("input buffer full", &g_stats.io_errors);
     ssize_t n = ::read(fd, in_.data() + in_len_, in_.size() - in_len_);
     if (n == 0)
         return close("peer closed", nullptr);

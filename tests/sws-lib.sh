@@ -1,16 +1,17 @@
 # shellcheck shell=sh
-# sws-lib.sh: starting and stopping apps/sws/sws from shell scripts. Sourced
-# (POSIX sh) by tests/injector-sws.sh, tests/sws-curl.sh, bench/e2e/sws-demo.sh
-# and bench/e2e/sws-memory.sh; it defines functions only.
+# sws-lib.sh: starting and stopping servers (apps/sws/sws, apps/sfs/sfsd)
+# from shell scripts. Sourced (POSIX sh) by tests/injector-sws.sh,
+# tests/sws-curl.sh, tests/sfs-multio.sh, bench/e2e/sws-demo.sh and
+# bench/e2e/sws-memory.sh; it defines functions only.
 
-# sws_port OUT PID TENTHS: waits at most TENTHS tenths of a second until sws,
-# running as PID with its standard output in the file OUT, prints the address
-# it serves ("... on http://127.0.0.1:PORT/ ..."), and prints PORT. Returns 1
-# if PID exits first or the time runs out.
-sws_port() {
+# server_port OUT PID TENTHS SED: waits at most TENTHS tenths of a second
+# until the server running as PID, its standard output in the file OUT,
+# prints the line from which the sed script SED (run with -n) prints its
+# port, and prints that port. Returns 1 if PID exits first or the time runs out.
+server_port() {
     _sws_i=0
     while [ "$_sws_i" -lt "$3" ]; do
-        _sws_p=$(sed -n 's|.*on http://127\.0\.0\.1:\([0-9][0-9]*\)/.*|\1|p' "$1")
+        _sws_p=$(sed -n "$4" "$1" | head -n 1)
         if [ -n "$_sws_p" ]; then
             echo "$_sws_p"
             return 0
@@ -22,7 +23,27 @@ sws_port() {
     return 1
 }
 
-# sws_stop PID TENTHS: sends SIGTERM to PID (a child of this shell) and waits
+# sws_port OUT PID TENTHS: server_port for sws, which prints the address it
+# serves as "... on http://127.0.0.1:PORT/ ...".
+sws_port() {
+    server_port "$1" "$2" "$3" 's|.*on http://127\.0\.0\.1:\([0-9][0-9]*\)/.*|\1|p'
+}
+
+# sfsd_port OUT PID TENTHS: server_port for sfsd, which prints
+# "sfsd: serving ROOT on 127.0.0.1:PORT (...".
+sfsd_port() {
+    server_port "$1" "$2" "$3" 's/^sfsd: serving .* on 127\.0\.0\.1:\([0-9][0-9]*\) .*/\1/p'
+}
+
+# test_tmpdir NAME: sets tmp to a fresh temporary directory and pid to "";
+# at exit, the process $pid (a server, once set) is killed and $tmp removed.
+test_tmpdir() {
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") || exit 1
+    pid=
+    trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+}
+
+# sws_stop PID TENTHS: sends SIGTERM to PID (a child of this shell: sws, sfsd) and waits
 # at most TENTHS tenths of a second. Returns its exit status, or 124 if it was
 # still running (it is then killed).
 sws_stop() {

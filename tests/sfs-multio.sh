@@ -5,9 +5,11 @@
 #   MELY_ENGINE=mely   MELY_STEAL=off, all
 #   MELY_ENGINE=legacy MELY_STEAL=off, base (libasync-smp's engine)
 # Each server runs on 2 workers and serves 100 concurrent clients reading a
-# small file, then 4 reading the 64 MB file. After SIGTERM, sfsd must exit 0
-# and its statistics line must count the 104 connections and no error (the
-# last clients' closes may still be on their way: `closed` is not checked).
+# small file, then 4 reading the 64 MB file, then 16 reading the small file
+# with --no-verify (the performance runs' mode: every READ reply checked by
+# length, unopened). After SIGTERM, sfsd must exit 0 and its statistics line
+# must count the 120 connections and no error (the last clients' closes may
+# still be on their way: `closed` is not checked).
 # The TSan build (SAN_FLAGS, set by the Makefile) reads a 1 MB small file:
 # its server is ~10x slower. A sanitizer's report fails the test (sfsd's exit
 # status). Every step is bounded by `timeout`; any failure is a failure (no skip).
@@ -32,18 +34,20 @@ fail() {
     exit 1
 }
 
-# read_all NAME PORT CLIENTS MB: CLIENTS verifying clients read multio-MBmb.bin
-# (multio creates it under $root the first time); all must complete without
-# error and read CLIENTS * MB MB in all.
+# read_all NAME PORT CLIENTS MB [--no-verify]: CLIENTS clients read
+# multio-MBmb.bin (multio creates it under $root the first time), verifying
+# unless told; all must complete without error and read CLIENTS * MB MB in all.
 read_all() {
-    timeout 120 "$multio" --port "$2" --root "$root" --clients "$3" --file-mb "$4" --verify \
-        --timeout 100 >"$tmp/$1.out" 2>"$tmp/$1.err"
+    verify=1
+    [ "${5:-}" = --no-verify ] && verify=0
+    timeout 120 "$multio" --port "$2" --root "$root" --clients "$3" --file-mb "$4" \
+        "${5:---verify}" --timeout 100 >"$tmp/$1.out" 2>"$tmp/$1.err"
     rc=$?
     last=$(tail -n 1 "$tmp/$1.out")
     echo "  $last"
     [ $rc -eq 0 ] || fail "$1: multio exited $rc"
     case $last in
-    "multio: total_mb=$(($3 * $4)).0 "*" errors=0 clients=$3 complete=$3 verify=1") ;;
+    "multio: total_mb=$(($3 * $4)).0 "*" errors=0 clients=$3 complete=$3 verify=$verify") ;;
     *) fail "$1: expected $3 complete clients, $(($3 * $4)).0 MB, no error" ;;
     esac
 }
@@ -59,6 +63,7 @@ serve() {
     echo "sfsd (engine $1, stealing $2) on port $port"
     read_all "$name-small" "$port" 100 "$small_mb"
     read_all "$name-big" "$port" 4 "$big_mb"
+    read_all "$name-noverify" "$port" 16 "$small_mb" --no-verify
     sws_stop "$pid" 300
     src=$?
     pid=
@@ -67,8 +72,8 @@ serve() {
     stats=$(grep '^sfsd: connections' "$tmp/sfsd-$name.out")
     echo "  $stats"
     case $stats in
-    "sfsd: connections 104 (closed "*", refused 0),"*"; errors: hello 0, frame 0, request 0, oversize 0, io 0") ;;
-    *) fail "$name: expected 104 connections, none refused, and no error in sfsd's statistics" ;;
+    "sfsd: connections 120 (closed "*", refused 0),"*"; errors: hello 0, frame 0, request 0, oversize 0, io 0") ;;
+    *) fail "$name: expected 120 connections, none refused, and no error in sfsd's statistics" ;;
     esac
 }
 

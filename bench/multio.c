@@ -82,6 +82,7 @@ static struct {
     unsigned count;
     bool verify_flag, no_verify;
     bool verify; /* the outcome of the two flags */
+    bool prepare_only;
     double timeout_s;
     const char *csv;
 } opt;
@@ -107,6 +108,8 @@ static const struct bench_opt options[] = {
      .help = "open every reply and compare every byte with the file (the default; needs --root)"},
     {.name = "no-verify", .kind = OPT_FLAG, .var = &opt.no_verify,
      .help = "leave READ replies unopened, checked by length (performance runs)"},
+    {.name = "prepare-only", .kind = OPT_FLAG, .var = &opt.prepare_only,
+     .help = "create the file under --root if missing, then exit (no connection)"},
     {.name = "timeout", .kind = OPT_DOUBLE, .var = &opt.timeout_s, .lo = 0.1, .hi = 3600,
      .dflt = 120, .help = "bound on the whole run, seconds"},
     {.name = "csv", .kind = OPT_STR, .var = &opt.csv, .help = "write the per-client table here"},
@@ -729,7 +732,11 @@ static bool settle_options(char *default_file, size_t size)
         fprintf(stderr, "multio: --verify and --no-verify exclude each other\n");
         return false;
     }
-    opt.verify = !opt.no_verify;
+    opt.verify = !opt.no_verify && !opt.prepare_only;
+    if (opt.prepare_only && !opt.root) {
+        fprintf(stderr, "multio: --prepare-only needs --root, the served directory\n");
+        return false;
+    }
     if (opt.verify && !opt.root) {
         fprintf(stderr, "multio: --verify (the default) needs --root, the served directory\n");
         return false;
@@ -771,6 +778,8 @@ int main(int argc, char **argv)
         return 2;
     if (opt.root && !prepare_file())
         return 1;
+    if (opt.prepare_only)
+        return 0;
     frame_sizes();
     raise_fd_limit(opt.clients + 64);
     run.c = calloc(opt.clients, sizeof(*run.c));

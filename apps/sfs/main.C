@@ -5,6 +5,7 @@
 #include "apps/sfs/sfsd.h"
 
 #include <getopt.h>
+#include <malloc.h>
 #include <time.h>
 
 #include <mely/mely.h>
@@ -115,10 +116,23 @@ static void on_signal()
     exit(0);
 }
 
+/* Replies are ~64 KB buffers, malloc'd on color 0 and freed on the
+ * connections' colors. glibc's defaults hand such memory back to the kernel
+ * as soon as the top of a heap is free, so the next pread() faults fresh
+ * zeroed pages in: ~5% of the server's CPU under 16 clients (perf). Keep up
+ * to 64 MB of free heap instead (the slow-reader bound is per connection,
+ * and the pages stay reusable). */
+static void keep_reply_memory()
+{
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+}
+
 int main(int argc, char **argv)
 {
     setprogname(argv[0]);
     parse(argc, argv);
+    keep_reply_memory();
     g_rootfd = open(g_opt.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (g_rootfd < 0)
         fatal << "--root " << g_opt.root << ": " << strerror(errno) << "\n";

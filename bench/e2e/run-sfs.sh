@@ -280,13 +280,13 @@ awk -F, -v ceiling="${ceiling:-0}" "$AWK_MEDIAN"'
             k = order[i]; split(k, f, SUBSEP)
             off = med["mely" SUBSEP f[2]]; ls = med["legacy-steal" SUBSEP f[2]]
             ng = median(per["nginx" SUBSEP f[2]]); mine = median(per[k])
-            printf "%s,%s,%.1f,%s,%s,%s,%s,%s,%s,%s,%s,%d,%d\n", f[1], f[2], med[k],
-                off > 0 ? sprintf("%.2f", med[k] / off) : "",
-                ls > 0 ? sprintf("%.2f", med[k] / ls) : "",
-                ceiling > 0 ? sprintf("%.1f", 100 * med[k] / ceiling) : "",
+            printf("%s,%s,%.1f,%s,%s,%s,%s,%s,%s,%s,%s,%d,%d\n", f[1], f[2], med[k],
+                (off > 0 ? sprintf("%.2f", med[k] / off) : ""),
+                (ls > 0 ? sprintf("%.2f", med[k] / ls) : ""),
+                (ceiling > 0 ? sprintf("%.1f", 100 * med[k] / ceiling) : ""),
                 median(p99[k]), median(cpu[k]), mine,
-                ng > 0 && mine != "" ? sprintf("%.2f", mine / ng) : "",
-                median(st[k]), err[k], np[k]
+                ((ng > 0 && mine != "") ? sprintf("%.2f", mine / ng) : ""),
+                median(st[k]), err[k], np[k])
         }
     }' "$raw" >"$csv"
 
@@ -306,7 +306,7 @@ echo "CSV: $csv"
 # ---- targets (issue 14) -------------------------------------------------------
 awk -F, 'NR > 1 { v[$1, $2] = $3; r1[$1, $2] = $4; r2[$1, $2] = $5; pc[$1, $2] = $6; pn[$1, $2] = $10
         seen[$2] = 1 }
-    function check(name, ok, val) { printf "  %-58s %-8s %s\n", name, val == "" ? "-" : val, val == "" ? "not run" : ok ? "met" : "MISSED" }
+    function check(name, ok, val) { printf("  %-58s %-8s %s\n", name, (val == "" ? "-" : val), (val == "" ? "not run" : (ok ? "met" : "MISSED"))) }
     END {
         print "targets:"
         check("3 clients: mely-all / mely (>= 1.25)", r1["mely-all", 3] >= 1.25, r1["mely-all", 3])

@@ -37,6 +37,18 @@ machine_line() {
     echo "machine: ${model}, $(nproc) CPUs online, $(uname -sr)"
 }
 
+# At exit (or on INT/TERM): the running server stopped, $tmp removed.
+cleanup_on_exit() {
+    server_pid=
+    # shellcheck disable=SC2317 # called by the EXIT trap
+    cleanup() {
+        if [ -n "$server_pid" ]; then stop_server; fi
+        rm -rf "$tmp"
+    }
+    trap cleanup EXIT
+    trap 'exit 130' INT TERM
+}
+
 wait_port() { # port: wait (at most 5 s) until it accepts
     for _ in $(seq 50); do
         if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi

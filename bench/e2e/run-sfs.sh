@@ -93,14 +93,7 @@ chmod 755 "$tmp"
 root="$tmp/root"
 mkdir -p "$root" "$tmp/nginx"
 file="multio-${file_mb}mb.bin"
-server_pid=
-# shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() {
-    if [ -n "$server_pid" ]; then stop_server; fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+cleanup_on_exit
 
 machine_line
 echo "server: sfsd ($SFSD), $workers workers pinned; client: bench/multio, --no-verify," \

@@ -142,14 +142,7 @@ gen 1024 >"$docroot/1k.txt"
 gen 102400 >"$docroot/100k.txt"
 chmod -R a+rX "$docroot"
 
-server_pid=
-# shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() {
-    if [ -n "$server_pid" ]; then stop_server; fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+cleanup_on_exit
 
 # ---- servers ---------------------------------------------------------------
 port=18300

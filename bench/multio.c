@@ -339,7 +339,7 @@ static bool on_read_unopened(struct client *c, uint32_t len)
     if (c->done >= c->sent)
         return fail(c, E_PROTOCOL, "a reply to no request");
     uint32_t want = read_bytes(c, c->done);
-    c->s.rx.counter++;
+    sfs_skip(&c->s);
     if (len == SFS_TAG + run.read_head + want)
         return read_done(c, want);
     if (len == SFS_TAG + run.status_head)

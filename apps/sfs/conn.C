@@ -41,7 +41,6 @@ sfsconn::~sfsconn()
         sfs_out_free(outq_[i]);
     sfs_session_free(&session_);
     g_stats.closed.fetch_add(1, std::memory_order_relaxed);
-    sfsconn_gone();
 }
 
 /* The socket's read callback: the connection's color, annotated as a crypto
@@ -131,7 +130,7 @@ bool sfsconn::do_hello()
     keyed_ = true;
     in_len_ -= SFS_HELLO;
     memmove(in_.data(), in_.data() + SFS_HELLO, in_len_);
-    queue(hello);
+    outq_.push_back(hello);
     return flush();
 }
 
@@ -190,7 +189,7 @@ void sfsconn::seal_reply(sfs_out *out)
         sfs_out_free(out);
         return close("sealing failed", &g_stats.io_errors);
     }
-    queue(out);
+    outq_.push_back(out);
     if (flush() && reading_paused_ && owed() <= g_opt.max_backlog / 2)
         read_frames();
 }
@@ -198,11 +197,6 @@ void sfsconn::seal_reply(sfs_out *out)
 unsigned sfsconn::owed() const
 {
     return backlog_ + (unsigned)(outq_.size() - outq_head_);
-}
-
-void sfsconn::queue(sfs_out *out)
-{
-    outq_.push_back(out);
 }
 
 void sfsconn::writable()

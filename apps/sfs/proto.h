@@ -127,6 +127,11 @@ int sfs_session_init(struct sfs_session *s, struct sfs_kx *kx, const uint8_t pee
 
 void sfs_session_free(struct sfs_session *s);
 
+/* A session keyed between two fresh key pairs of this process: nothing can
+ * talk to it, but it seals as a real session does (to measure the AEAD).
+ * @return 0; -1 (libcrypto failed). */
+int sfs_session_local(struct sfs_session *s);
+
 /* ---- Frames ----------------------------------------------------------------------------- */
 
 /* Seals n bytes of plaintext at `in` into out: the length prefix, then the
@@ -138,6 +143,10 @@ size_t sfs_seal(struct sfs_session *s, const uint8_t *in, size_t n, uint8_t *out
 /* A frame's length field (the first SFS_LENGTH bytes), 0 if it exceeds max
  * or is too short to hold a tag: the session must end. */
 uint32_t sfs_frame_length(const uint8_t *prefix, uint32_t max);
+
+/* Uses up the next rx nonce without opening a frame: a reader that skips a
+ * frame (a client that does not verify) stays in step for the next one. */
+void sfs_skip(struct sfs_session *s);
 
 /* Opens a frame whose length field is len (from sfs_frame_length): body is
  * the len bytes after the prefix; the plaintext (len - SFS_TAG bytes) goes
@@ -156,8 +165,8 @@ size_t sfs_request_encode(const struct sfs_request *r, uint8_t *out);
 /* Decodes a request. @return false: malformed (see the file's comment). */
 bool sfs_request_decode(const uint8_t *in, size_t n, struct sfs_request *r);
 
-/* A reply's header: everything but READ's data and READDIR's entries. The
- * size of what sfs_reply_encode_head() writes before them. */
+/* The size of what sfs_reply_encode_head() writes for r: everything but
+ * READ's data and READDIR's entries. */
 size_t sfs_reply_head_size(const struct sfs_reply *r);
 
 /* Encodes a reply's head into out; a READ's data (r->datalen bytes) or a

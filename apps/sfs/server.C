@@ -16,8 +16,6 @@ static const int ACCEPT_BATCH = 32;
  * listening socket that stays readable. */
 static const unsigned ACCEPT_BACKOFF_MS = 100;
 
-static std::atomic<unsigned long> g_live{0};
-
 sfs_out *sfs_out_new(size_t plain)
 {
     sfs_out *o = static_cast<sfs_out *>(malloc(sizeof(sfs_out) + SFS_LENGTH + plain + SFS_TAG));
@@ -45,13 +43,15 @@ static void listen_again(int lfd)
 static void serve(int fd)
 {
     static unsigned next_color;
-    if (g_live.load(std::memory_order_relaxed) >= g_opt.max_conns) {
+    /* Live: accepted, and not yet destroyed (~sfsconn counts `closed`). */
+    unsigned long live = g_stats.conns.load(std::memory_order_relaxed) -
+                         g_stats.closed.load(std::memory_order_relaxed);
+    if (live >= g_opt.max_conns) {
         g_stats.refused.fetch_add(1, std::memory_order_relaxed);
         ::close(fd);
         return;
     }
     tcp_nodelay(fd);
-    g_live.fetch_add(1, std::memory_order_relaxed);
     g_stats.conns.fetch_add(1, std::memory_order_relaxed);
     sfsconn *c = New sfsconn(fd, (int)(1 + next_color++ % CONN_COLORS));
     c->start();
@@ -72,11 +72,6 @@ static void on_accept(int lfd)
         }
         return; /* EAGAIN, or a connection that died in the queue */
     }
-}
-
-void sfsconn_gone()
-{
-    g_live.fetch_sub(1, std::memory_order_relaxed);
 }
 
 unsigned sfsd_listen()

@@ -94,7 +94,6 @@ private:
     bool do_hello();
     bool read_frames();
     bool open_frame(uint32_t len, uint8_t *body);
-    void queue(sfs_out *out);
     bool flush();
     void pause_reading(bool pause);
     void close(const char *why, std::atomic<unsigned long> *counter);
@@ -128,9 +127,6 @@ private:
 /* server.C: a reply buffer for `plain` plaintext bytes (NULL: out of memory). */
 sfs_out *sfs_out_new(size_t plain);
 void sfs_out_free(sfs_out *out);
-
-/* A connection is gone: its count of live connections drops (server.C). */
-void sfsconn_gone();
 
 /* Listens and accepts (server.C). Returns the bound port, or exits with a
  * message. Call before amain(). */

@@ -1,5 +1,6 @@
 /* colormap.c: the color map (see colormap.h), and moving an idle color. */
 #include "mely/colormap.h"
+#include "mely/handle.h"
 #include "mely/deliver.h"
 #include "mely/enqueue.h"
 #include "mely/park.h"
@@ -22,12 +23,8 @@ bool mely__colorq_busy(const struct mely__worker *owner, mely_color_t color)
  * (drained before the check); posts that race with the move follow it through
  * the move protocol (deliver.c), their color-queue with them. Legacy engine:
  * the color has no event anywhere, so only the map moves. */
-int mely_color_move(mely_t *m, mely_color_t color, unsigned worker)
+static int color_move(struct mely__rt *rt, mely_color_t color, unsigned worker)
 {
-    struct mely__rt *rt = m ? m->rt : NULL;
-
-    if (!rt)
-        return MELY_ESHUTDOWN;
     if (color >= MELY_COLORS)
         return MELY_ECOLOR;
     if (worker >= rt->nworkers)
@@ -59,4 +56,10 @@ int mely_color_move(mely_t *m, mely_color_t color, unsigned worker)
             mely__wake_if_parked(to, self);
         return busy ? MELY_EBUSY : moved < 0 ? MELY_ENOMEM : 0;
     }
+}
+
+int mely_color_move(mely_t *m, mely_color_t color, unsigned worker)
+{
+    struct mely__rt *rt = mely__handle_enter(m);
+    return rt ? mely__handle_done(rt, color_move(rt, color, worker)) : MELY_ESHUTDOWN;
 }

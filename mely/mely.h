@@ -49,6 +49,9 @@ extern "C" {
 /* The same-color batch threshold of the paper: at most this many events of one
  * color run back to back before the worker moves to its next color-queue. */
 #define MELY_BATCH_DEFAULT 10u
+/* The largest batch accepted: a color's run of this many events must still let
+ * the worker's other colors, timers and I/O in within about a millisecond. */
+#define MELY_BATCH_MAX 1024u
 
 /* How long an idle worker spins before it parks, in microseconds. */
 #define MELY_SPIN_US_DEFAULT 50u
@@ -82,7 +85,7 @@ const char *mely_strerror(int err);
 typedef struct mely_config {
     unsigned workers; /* worker threads; 0 = the CPUs this process may run on */
     int pin;          /* 1: pin worker i to the i-th allowed CPU; 0: do not */
-    unsigned batch;   /* same-color batch threshold, >= 1 */
+    unsigned batch;   /* same-color batch threshold, 1..MELY_BATCH_MAX */
     unsigned spin_us; /* idle spin before parking, in us (0: park at once) */
     const char *steal; /* work-stealing policy (below); NULL = "off" */
     const char *engine; /* queueing engine: NULL or "mely" (color-queues chained
@@ -130,15 +133,19 @@ typedef struct mely {
 } mely_t;
 
 /*
- * Creates a runtime in *m from cfg (NULL: defaults). Environment variables
- * override cfg: MELY_WORKERS (1..256), MELY_PIN (0/1), MELY_BATCH (>= 1),
+ * Creates a runtime in *m from cfg (NULL: defaults). *m must not hold a live
+ * runtime: a second mely_init() on it is refused (MELY_EBUSY) and changes
+ * nothing; mely_shutdown() it first. Environment variables
+ * override cfg: MELY_WORKERS (1..256), MELY_PIN (0/1), MELY_BATCH (1..MELY_BATCH_MAX),
  * MELY_SPIN_US (0..1000000), MELY_STEAL (a policy, as cfg->steal),
  * MELY_ENGINE (as cfg->engine), MELY_KEEP_SIGPIPE (0/1).
  * Each worker's poller (a libevent event_base) is created here, so that
  * watches and timers can be set before mely_run(). No thread starts until mely_run().
  * @return 0; MELY_EINVAL for a bad value in cfg or in the environment, an
  *         unknown steal policy or engine, or a policy the engine cannot run
- *         (a line naming it goes to stderr); MELY_ENOMEM.
+ *         (a line naming it and the accepted values goes to stderr);
+ *         MELY_EBUSY if *m holds a live runtime (also from its own handlers);
+ *         MELY_ENOMEM.
  * Threads: any thread, but not concurrently with another call on the same *m.
  */
 int mely_init(mely_t *m, const mely_config_t *cfg);
@@ -166,11 +173,21 @@ int mely_stop(mely_t *m);
 
 /*
  * Frees everything the runtime holds. Events still queued are discarded without
- * running (their arguments are not touched). With MELY_STATS=1 in the
- * environment, every worker's statistics are printed to stderr first.
- * @return the number of events discarded (>= 0); MELY_ESHUTDOWN; MELY_EBUSY if
- *         mely_run() is in progress.
- * Threads: any thread that is not a worker, once no other thread uses *m.
+ * running (their arguments are not touched). Timers that have not run, due or
+ * not, are dropped too, but they are not events and are not counted. With
+ * MELY_STATS=1 in the environment, every worker's statistics are printed to
+ * stderr first.
+ * @return the number of events discarded (>= 0): posts and I/O events queued
+ *         but not run; MELY_ESHUTDOWN; MELY_EBUSY if mely_run() is in progress
+ *         (also when it starts while the shutdown waits, below), if called
+ *         from a handler, or if another mely_shutdown() of *m is in progress.
+ * Threads: any thread that is not a worker of *m. Calls on *m from other
+ * threads at the same time are safe: the shutdown clears *m first, then waits
+ * for the calls already inside the runtime to return before it frees anything
+ * (they finish normally; their events are counted as discarded); calls that
+ * come later return MELY_ESHUTDOWN. So a foreign thread may keep posting
+ * until it sees MELY_ESHUTDOWN. The wait is for calls in progress on any
+ * runtime of the process, microseconds, never for a handler.
  * Afterwards every call on *m returns MELY_ESHUTDOWN until mely_init().
  */
 int mely_shutdown(mely_t *m);

@@ -23,6 +23,7 @@
 #include "mely/cost.h"
 #include "mely/deliver.h"
 #include "mely/enqueue.h"
+#include "mely/handle.h"
 #include "mely/park.h"
 #include "mely/post.h"
 
@@ -150,20 +151,30 @@ static inline __attribute__((always_inline)) int post(struct mely__rt *rt, mely_
     return post_now(rt, NULL, ev);
 }
 
+/* The public entry points: post() inside the handle's grace period (handle.h). */
+static inline __attribute__((always_inline)) int post_entry(mely_t *m, mely_color_t color,
+                                                            int prio, const mely_handler_t *h,
+                                                            mely_fn_t fn, void *arg,
+                                                            unsigned flags)
+{
+    struct mely__rt *rt = mely__handle_enter(m);
+    return rt ? mely__handle_done(rt, post(rt, color, prio, h, fn, arg, flags)) : MELY_ESHUTDOWN;
+}
+
 int mely_post_ex(mely_t *m, mely_color_t color, int prio, const mely_handler_t *h,
                  mely_fn_t fn, void *arg, unsigned flags)
 {
-    return post(m ? m->rt : NULL, color, prio, h, fn, arg, flags);
+    return post_entry(m, color, prio, h, fn, arg, flags);
 }
 
 int mely_post(mely_t *m, mely_color_t color, mely_fn_t fn, void *arg)
 {
-    return post(m ? m->rt : NULL, color, MELY_PRIO_DEFAULT, NULL, fn, arg, 0);
+    return post_entry(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, 0);
 }
 
 int mely_post_head(mely_t *m, mely_color_t color, mely_fn_t fn, void *arg)
 {
-    return post(m ? m->rt : NULL, color, MELY_PRIO_DEFAULT, NULL, fn, arg, MELY_POST_HEAD);
+    return post_entry(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, MELY_POST_HEAD);
 }
 
 int mely__post_to(struct mely__rt *rt, const mely_to_t *to, mely_fn_t fn, void *arg)

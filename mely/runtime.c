@@ -15,8 +15,10 @@
 #include "mely/config.h"
 #include "mely/cost.h"
 #include "mely/deliver.h"
+#include "mely/handle.h"
 #include "mely/io/listen.h"
 #include "mely/io/poller.h"
+#include "mely/io/timer.h"
 #include "mely/io/watch.h"
 #include "mely/park.h"
 #include "mely/runtime.h"
@@ -147,19 +149,29 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
 
     if (!m)
         return MELY_EINVAL;
-    m->rt = NULL;
-    if ((err = mely__config_resolve(cfg, &s)) != 0)
+    if (mely__handle_live(m))
+        return MELY_EBUSY;
+    if ((err = mely__config_resolve(cfg, &s)) != 0) {
+        m->rt = NULL;
         return err;
+    }
 
     /* Both structs hold cache-line-aligned members, so their sizes are
      * multiples of the alignment, as aligned_alloc() requires. */
     struct mely__rt *rt = aligned_alloc(MELY__CACHELINE, sizeof(*rt));
-    if (!rt)
+    if (!rt) {
+        m->rt = NULL;
         return MELY_ENOMEM;
+    }
     memset(rt, 0, sizeof(*rt));
     pthread_mutex_init(&rt->listen_mu, NULL);
     mely__depot_init(&rt->depot);
     if ((err = rt_build(rt, &s)) != 0) {
+        rt_free(rt);
+        m->rt = NULL;
+        return err;
+    }
+    if ((err = mely__handle_publish(m, rt)) != 0) { /* a concurrent init won */
         rt_free(rt);
         return err;
     }
@@ -167,19 +179,20 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
      * it; a program that wants the signal says so (keep_sigpipe). */
     if (!s.keep_sigpipe)
         signal(SIGPIPE, SIG_IGN);
-    m->rt = rt;
     return 0;
 }
 
 int mely_run(mely_t *m)
 {
-    struct mely__rt *rt = m ? m->rt : NULL;
+    struct mely__rt *rt = mely__handle_enter(m);
 
     if (!rt)
         return MELY_ESHUTDOWN;
-    if (mely__self) /* a handler of this or another runtime */
-        return MELY_EBUSY;
-    if (atomic_exchange(&rt->running, true))
+    /* Not from a handler of this or another runtime; once `running` is
+     * set, mely_shutdown() refuses, so the grace period can end here. */
+    bool busy = mely__self || atomic_exchange(&rt->running, true);
+    mely__handle_leave(rt);
+    if (busy)
         return MELY_EBUSY;
 
     int err = mely__stopping(rt) ? 0 : mely__workers_run(rt);
@@ -191,48 +204,70 @@ int mely_run(mely_t *m)
 
 int mely_on_idle(mely_t *m, mely_fn_t fn, void *arg)
 {
-    struct mely__rt *rt = m ? m->rt : NULL;
+    struct mely__rt *rt = mely__handle_enter(m);
 
     if (!rt)
         return MELY_ESHUTDOWN;
-    if (atomic_load(&rt->running))
-        return MELY_EBUSY;
-    rt->idle_fn = fn;
-    rt->idle_arg = arg;
-    return 0;
+    int err = atomic_load(&rt->running) ? MELY_EBUSY : 0;
+    if (!err) {
+        rt->idle_fn = fn;
+        rt->idle_arg = arg;
+    }
+    mely__handle_leave(rt);
+    return err;
 }
 
 int mely_stop(mely_t *m)
 {
-    struct mely__rt *rt = m ? m->rt : NULL;
+    struct mely__rt *rt = mely__handle_enter(m);
 
     if (!rt)
         return MELY_ESHUTDOWN;
     atomic_store(&rt->stopping, true);
     mely__wake_all(rt);
+    mely__handle_leave(rt);
     return 0;
 }
 
-/* Events still queued; called when no worker runs. */
+/* Events still queued, timers' excepted (mely.h); called when no worker runs. */
 static int count_pending(const struct mely__rt *rt)
 {
     size_t n = rt->engine->pending(rt);
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        n -= mely__timers_queued(&rt->workers[i].timers);
     return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+/* Claims rt for one shutdown and waits out the foreign calls on it: 0, or
+ * MELY_EBUSY (rt is running, or another shutdown has it) with *m unchanged. */
+static int retire(mely_t *m, struct mely__rt *rt)
+{
+    if (mely__self_in(rt) || atomic_load(&rt->running) || atomic_exchange(&rt->closing, true))
+        return MELY_EBUSY;
+    mely__handle_retire(m, rt);
+    if (atomic_load(&rt->running)) { /* a mely_run() that entered before */
+        mely__handle_restore(m, rt);
+        atomic_store(&rt->closing, false);
+        return MELY_EBUSY;
+    }
+    return 0;
 }
 
 int mely_shutdown(mely_t *m)
 {
-    struct mely__rt *rt = m ? m->rt : NULL;
+    struct mely__rt *rt = mely__handle_enter(m);
 
     if (!rt)
         return MELY_ESHUTDOWN;
-    if (mely__self_in(rt) || atomic_load(&rt->running))
-        return MELY_EBUSY;
+    int err = retire(m, rt);
+    mely__handle_leave(rt); /* now the only thread that knows rt */
+    if (err)
+        return err;
     const char *print = getenv("MELY_STATS");
     if (print && strcmp(print, "1") == 0)
-        mely__stats_print(m, stderr);
+        mely__stats_print(rt, stderr);
     int discarded = count_pending(rt);
+    mely__handle_forget(rt);
     rt_free(rt);
-    m->rt = NULL;
     return discarded;
 }

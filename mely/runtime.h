@@ -165,6 +165,8 @@ struct mely__rt {
 
     alignas(MELY__CACHELINE) atomic_bool stopping; /* a stop was requested */
     atomic_bool running;                          /* inside mely_run() */
+    atomic_bool closing;                          /* inside mely_shutdown() */
+    struct mely__rt *live_next;                   /* the registry (handle.c) */
 };
 
 /* The claim at the top of struct mely__worker: what a post touches under the
@@ -202,7 +204,7 @@ static inline bool mely__stopping(const struct mely__rt *rt)
 }
 
 /* stats.c: one line per worker, for MELY_STATS=1 at shutdown. */
-void mely__stats_print(const mely_t *m, FILE *f);
+void mely__stats_print(const struct mely__rt *rt, FILE *f);
 
 /* worker.c */
 int mely__workers_run(struct mely__rt *rt);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "mely/colormap.h"
+#include "mely/handle.h"
 #include "mely/cost.h"
 #include "mely/runtime.h"
 
@@ -19,26 +20,31 @@ int mely_current_worker(void)
 
 unsigned mely_workers(const mely_t *m)
 {
-    return m && m->rt ? m->rt->nworkers : 0;
+    const struct mely__rt *rt = mely__handle_enter(m);
+    return rt ? (unsigned)mely__handle_done(rt, (int)rt->nworkers) : 0;
 }
 
-int mely_color_owner(const mely_t *m, mely_color_t color)
+static int color_owner(const struct mely__rt *rt, mely_color_t color)
 {
-    const struct mely__rt *rt = m ? m->rt : NULL;
-
-    if (!rt)
-        return MELY_ESHUTDOWN;
     if (!mely__color_valid(rt, color))
         return MELY_ECOLOR;
     return (int)mely__owner(rt, color);
 }
 
+int mely_color_owner(const mely_t *m, mely_color_t color)
+{
+    struct mely__rt *rt = mely__handle_enter(m);
+    return rt ? mely__handle_done(rt, color_owner(rt, color)) : MELY_ESHUTDOWN;
+}
+
 /* The measured average under `key` (cost.h), 0 without one. */
 static uint64_t measured(const mely_t *m, const void *key)
 {
-    const struct mely__rt *rt = m ? m->rt : NULL;
+    const struct mely__rt *rt = mely__handle_enter(m);
+    uint64_t avg = rt && key && rt->costtab ? mely__cost_avg(rt, key) : 0;
 
-    return rt && key && rt->costtab ? mely__cost_avg(rt, key) : 0;
+    mely__handle_leave(rt);
+    return avg;
 }
 
 uint64_t mely_handler_measured(const mely_t *m, const mely_handler_t *h)
@@ -72,12 +78,8 @@ static uint64_t steal_median(const struct mely__worker *w, uint64_t steals)
     return n % 2 ? v[n / 2] : ((uint64_t)v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-int mely_worker_stats(const mely_t *m, unsigned worker, mely_stats_t *out)
+static int worker_stats(const struct mely__rt *rt, unsigned worker, mely_stats_t *out)
 {
-    const struct mely__rt *rt = m ? m->rt : NULL;
-
-    if (!rt)
-        return MELY_ESHUTDOWN;
     if (worker >= rt->nworkers || !out)
         return MELY_EINVAL;
     const struct mely__counters *c = &rt->workers[worker].ctr;
@@ -105,19 +107,23 @@ int mely_worker_stats(const mely_t *m, unsigned worker, mely_stats_t *out)
     return 0;
 }
 
-void mely__stats_print(const mely_t *m, FILE *f)
+int mely_worker_stats(const mely_t *m, unsigned worker, mely_stats_t *out)
+{
+    struct mely__rt *rt = mely__handle_enter(m);
+    return rt ? mely__handle_done(rt, worker_stats(rt, worker, out)) : MELY_ESHUTDOWN;
+}
+
+void mely__stats_print(const struct mely__rt *rt, FILE *f)
 {
     mely_stats_t t;
 
-    const struct mely__rt *rt = m->rt;
-
-    fprintf(f, "mely statistics (%u workers, engine %s, steal %s)\n", mely_workers(m),
+    fprintf(f, "mely statistics (%u workers, engine %s, steal %s)\n", rt->nworkers,
             rt->engine->name, rt->steal ? rt->steal->name : "off");
     fprintf(f, "%6s %12s %12s %12s %12s %8s %8s %10s %12s %10s %8s %10s %10s %14s %14s %10s %10s %8s %8s\n",
             "worker", "events_run", "posts_local", "posts_remote", "posts_foreign", "parks",
             "wakeups", "contended", "lock_cycles", "steal_try", "steals", "steal_med",
             "steal_mean", "stolen_events", "stolen_cycles", "polls", "io_ready", "timers", "moves");
-    for (unsigned w = 0; mely_worker_stats(m, w, &t) == 0; w++)
+    for (unsigned w = 0; worker_stats(rt, w, &t) == 0; w++)
         fprintf(f,
                 "%6u %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %8" PRIu64
                 " %8" PRIu64 " %10" PRIu64 " %12" PRIu64 " %10" PRIu64 " %8" PRIu64 " %10" PRIu64

@@ -373,7 +373,9 @@ static const struct cfg_case {
     {"pin", 2, -1, 10, 50, MELY_EINVAL},
     {"spin_us", 2, 1, 10, 1000001, MELY_EINVAL},
     {"workers", MELY_MAX_WORKERS, 0, 1, 0, 0},
-    {"batch", 1, 1, UINT_MAX, 1000000, 0},
+    {"batch", 1, 1, MELY_BATCH_MAX, 1000000, 0},
+    {"batch", 1, 1, MELY_BATCH_MAX + 1, 50, MELY_EINVAL},
+    {"batch", 1, 1, UINT_MAX, 50, MELY_EINVAL}, /* one color would keep its worker */
 };
 
 START_TEST(bad_configuration_values)
@@ -422,6 +424,8 @@ static const struct first_case {
     {1, 0, 10, {{"MELY_STEAL", "greedy"}, {"MELY_TOPOLOGY", "numa"}}, "greedy", "MELY_TOPOLOGY"},
     {1, 0, 0, {{"MELY_TOPOLOGY", "numa"}}, "MELY_TOPOLOGY", "batch"},
     {1, 0, 0, {{"MELY_BATCH", "5"}}, NULL, NULL}, /* the environment mends batch 0 */
+    {1, 0, 10, {{"MELY_BATCH", "4294967295"}}, "1..1024", NULL}, /* the range is named */
+    {1, 0, 10, {{"MELY_BATCH", "1025"}}, "MELY_BATCH", NULL},
 };
 
 START_TEST(first_bad_value_named)

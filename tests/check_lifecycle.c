@@ -127,7 +127,7 @@ END_TEST
 
 static struct {
     mely_t other; /* initialized, never running while the handlers below run */
-    int run_same[2], run_other[2], shutdown_same[2];
+    int run_same[2], run_other[2], shutdown_same[2], init_same[2];
     atomic_uint done, other_ran;
 } busy;
 
@@ -144,12 +144,13 @@ static void try_run_inside(void *arg)
     busy.run_same[w] = mely_run(&rt);
     busy.run_other[w] = mely_run(&busy.other);
     busy.shutdown_same[w] = mely_shutdown(&rt);
+    busy.init_same[w] = mely_init(&rt, NULL);
     if (atomic_fetch_add(&busy.done, 1) + 1 == 2)
         mely_stop(&rt);
 }
 
 /* A handler (on worker 0, the caller's thread, and on worker 1) may not run any
- * runtime, nor shut its own down. */
+ * runtime, nor shut its own down, nor initialize its handle again. */
 START_TEST(run_from_handler_is_busy)
 {
     init_runtime(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
@@ -165,6 +166,8 @@ START_TEST(run_from_handler_is_busy)
                       w, busy.run_other[w]);
         ck_assert_msg(busy.shutdown_same[w] == MELY_EBUSY, "worker %u: mely_shutdown = %d", w,
                       busy.shutdown_same[w]);
+        ck_assert_msg(busy.init_same[w] == MELY_EBUSY, "worker %u: mely_init = %d", w,
+                      busy.init_same[w]);
     }
     ck_assert_int_eq(mely_shutdown(&rt), 0);
 
@@ -359,6 +362,173 @@ START_TEST(two_runtimes_post_to_each_other)
 }
 END_TEST
 
+/* ---- misuse of the life cycle ----------------------------------------------------------- */
+
+/* A second mely_init() of a live handle is refused and changes nothing: the
+ * queued events are still there (shutdown counts them) and nothing leaks
+ * (the sanitizer and valgrind runs check that). A handle holding a pointer
+ * the library never gave out is not followed: init just overwrites it. */
+START_TEST(init_of_live_handle_is_refused)
+{
+    mely_t m = {0};
+    init_runtime_engine(&m, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, NULL, engines[_i]);
+    ck_assert_int_eq(mely_post(&m, 1, nop, NULL), 0);
+    ck_assert_int_eq(mely_post(&m, 2, nop, NULL), 0);
+    ck_assert_int_eq(mely_init(&m, NULL), MELY_EBUSY);
+    ck_assert_uint_eq(mely_workers(&m), 2);
+    ck_assert_int_eq(mely_post(&m, 3, nop, NULL), 0);
+    ck_assert_int_eq(mely_shutdown(&m), 3);
+
+    mely_t garbage;
+    memset(&garbage, 0xa5, sizeof(garbage));
+    ck_assert_int_eq(mely_init(&garbage, NULL), 0);
+    ck_assert_int_eq(mely_shutdown(&garbage), 0);
+}
+END_TEST
+
+/* Timers are not events: at shutdown, one that came due while the runtime
+ * stopped and one cancelled after it came due are dropped uncounted, and
+ * their functions never run; a plain post is counted. One worker, so that
+ * the order below is the worker's order. */
+static struct {
+    mely_timer_t due, cancelled;
+    int cancel_rc;
+    atomic_uint fired;
+} tq;
+
+static void tq_fire(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&tq.fired, 1);
+}
+
+static void tq_stop(void *arg)
+{
+    (void)arg;
+    tq.cancel_rc = mely_timer_cancel(&rt, tq.cancelled);
+    if (mely_post(&rt, 4, nop, NULL) != 0)
+        note("post from the stopping handler failed");
+    uint64_t t0 = now_ns();
+    while (now_ns() - t0 < 3000000) /* the first timer comes due meanwhile */
+        ;
+    mely_stop(&rt);
+}
+
+static void tq_start(void *arg)
+{
+    (void)arg;
+    if (mely_timer_after(&rt, 0, MELY_TO(2), tq_fire, NULL, &tq.cancelled) != 0 ||
+        mely_timer_after(&rt, 1000000, MELY_TO(2), tq_fire, NULL, &tq.due) != 0 ||
+        mely_post(&rt, 3, tq_stop, NULL) != 0)
+        note("timer or post failed");
+}
+
+START_TEST(shutdown_does_not_count_timers)
+{
+    init_runtime(&rt, 1, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    ck_assert_int_eq(mely_post(&rt, 1, tq_start, NULL), 0);
+    run_bounded(&rt, 20, "timers then stop");
+    assert_no_notes();
+    ck_assert_int_eq(tq.cancel_rc, 0);
+    ck_assert_uint_eq(atomic_load(&tq.fired), 0);
+    ck_assert_int_eq(mely_shutdown(&rt), 1); /* the post of color 4 */
+}
+END_TEST
+
+/* mely_shutdown() racing threads that post (and make other calls) on the
+ * same handle: every call either works or returns MELY_ESHUTDOWN, never a
+ * crash, and nothing is lost: accepted posts = events run + discarded. Rounds
+ * alternate a runtime that ran (stopped by a foreign thread) and one that
+ * never did. */
+enum { RACERS = 3, RACE_COLORS = 64 };
+
+static struct {
+    mely_t m;
+    atomic_uint ran;
+    atomic_bool go;
+    unsigned long ok[RACERS];
+} race;
+
+static void race_count(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&race.ran, 1);
+}
+
+static void *race_poster(void *arg)
+{
+    unsigned me = (unsigned)(uintptr_t)arg;
+    mely_timer_t id = 0;
+
+    while (!atomic_load(&race.go))
+        ;
+    for (unsigned long i = 0; i < 50000000ul; i++) {
+        int rc = mely_post(&race.m, (mely_color_t)(i % RACE_COLORS), race_count, NULL);
+        if (rc == MELY_ESHUTDOWN)
+            return NULL;
+        if (rc != 0) {
+            note("racer %u: mely_post returned %d", me, rc);
+            return NULL;
+        }
+        race.ok[me]++;
+        if (i % 64 == me) { /* the other entry points take the same guard */
+            int t = mely_timer_after(&race.m, 3600ull * 1000000000ull, MELY_TO(1), nop, NULL, &id);
+            int c = t == 0 ? mely_timer_cancel(&race.m, id) : t;
+            if ((t != 0 && t != MELY_ESHUTDOWN) || (c != 0 && c != MELY_ESHUTDOWN)) {
+                note("racer %u: timer calls returned %d, %d", me, t, c);
+                return NULL;
+            }
+            (void)mely_workers(&race.m);
+        }
+    }
+    note("racer %u: never saw MELY_ESHUTDOWN", me);
+    return NULL;
+}
+
+static void *race_stopper(void *arg)
+{
+    (void)arg;
+    sleep_us(2000);
+    mely_stop(&race.m);
+    return NULL;
+}
+
+START_TEST(shutdown_races_foreign_calls)
+{
+    unsigned rounds = scaled(20, 4, 200);
+    for (unsigned r = 0; r < rounds; r++) {
+        pthread_t th[RACERS], stopper;
+        memset(race.ok, 0, sizeof(race.ok));
+        atomic_store(&race.ran, 0);
+        atomic_store(&race.go, false);
+        init_runtime_engine(&race.m, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, NULL,
+                            engines[_i]);
+        for (unsigned k = 0; k < RACERS; k++)
+            ck_assert_int_eq(pthread_create(&th[k], NULL, race_poster, (void *)(uintptr_t)k), 0);
+        atomic_store(&race.go, true);
+        if (r % 2 == 0) {
+            ck_assert_int_eq(pthread_create(&stopper, NULL, race_stopper, NULL), 0);
+            run_bounded(&race.m, 20, "a runtime with racing posters");
+            pthread_join(stopper, NULL);
+        } else {
+            sleep_us(1000);
+        }
+        int discarded = mely_shutdown(&race.m);
+        for (unsigned k = 0; k < RACERS; k++)
+            pthread_join(th[k], NULL);
+        assert_no_notes();
+        ck_assert_int_ge(discarded, 0);
+        unsigned long ok = 0;
+        for (unsigned k = 0; k < RACERS; k++)
+            ok += race.ok[k];
+        ck_assert_msg(ok == atomic_load(&race.ran) + (unsigned long)discarded,
+                      "round %u: %lu posts accepted, %u ran, %d discarded", r, ok,
+                      atomic_load(&race.ran), discarded);
+        ck_assert_int_eq(mely_post(&race.m, 1, nop, NULL), MELY_ESHUTDOWN);
+    }
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------------- */
 
 int main(void)
@@ -377,5 +547,10 @@ int main(void)
     tcase_add_test(tc, stop_before_run_returns_at_once);
     tcase_add_loop_test(tc, stop_from_foreign_thread_wakes_parked_workers, 0, NELEM(engines));
     tcase_add_test(tc, two_runtimes_post_to_each_other);
+
+    tc = new_tcase(s, "misuse", 120);
+    tcase_add_loop_test(tc, init_of_live_handle_is_refused, 0, NELEM(engines));
+    tcase_add_test(tc, shutdown_does_not_count_timers);
+    tcase_add_loop_test(tc, shutdown_races_foreign_calls, 0, NELEM(engines));
     return mely_test_main(s);
 }

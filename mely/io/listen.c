@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "mely/colormap.h"
+#include "mely/handle.h"
 #include "mely/io/listen.h"
 #include "mely/io/watch.h"
 #include "mely/runtime.h"
@@ -285,12 +286,10 @@ static void list_unlink(struct mely_listener *l)
     pthread_mutex_unlock(&rt->listen_mu);
 }
 
-int mely_listen(mely_t *m, const char *host, unsigned port, int backlog, unsigned flags,
-                mely_to_t to, mely_accept_fn_t fn, void *arg, mely_listener_t **out)
+static int listen_in(struct mely__rt *rt, const char *host, unsigned port, int backlog,
+                     unsigned flags, mely_to_t to, mely_accept_fn_t fn, void *arg,
+                     mely_listener_t **out)
 {
-    struct mely__rt *rt = m ? m->rt : NULL;
-    if (!rt)
-        return MELY_ESHUTDOWN;
     struct sockaddr_storage ss;
     socklen_t len;
     if (!fn || !out || (flags & ~MELY_LISTEN_REUSEPORT) || port > 65535 || backlog < 0 ||
@@ -330,6 +329,13 @@ int mely_listen(mely_t *m, const char *host, unsigned port, int backlog, unsigne
     list_link(l);
     *out = l;
     return 0;
+}
+
+int mely_listen(mely_t *m, const char *host, unsigned port, int backlog, unsigned flags,
+                mely_to_t to, mely_accept_fn_t fn, void *arg, mely_listener_t **out)
+{
+    struct mely__rt *rt = mely__handle_enter(m);
+    return rt ? mely__handle_done(rt, listen_in(rt, host, port, backlog, flags, to, fn, arg, out)) : MELY_ESHUTDOWN;
 }
 
 unsigned mely_listener_port(const mely_listener_t *l)

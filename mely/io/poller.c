@@ -179,7 +179,9 @@ static void loop_base(struct mely__worker *w, int flags)
  * worker sleeps, for its next handler. */
 static void expire(struct mely__worker *w, uint64_t now)
 {
-    if (mely__timers_next(&w->timers) <= now)
+    /* Once stopping, due timers stay in their heap: their events would only
+     * be discarded, uncounted as timers (a later mely_run fires them). */
+    if (mely__timers_next(&w->timers) <= now && !mely__stopping(w->rt))
         mely__timers_expire(w, now);
     if (mely__outbox_pending(&w->outbox))
         mely__outbox_flush(w);

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "mely/colormap.h"
+#include "mely/handle.h"
 #include "mely/cycles.h"
 #include "mely/io/timer.h"
 #include "mely/park.h"
@@ -83,6 +84,15 @@ void mely__timers_free(struct mely__timers *t)
     free(t->heap);
     t->slots = NULL;
     t->heap = NULL;
+}
+
+size_t mely__timers_queued(const struct mely__timers *t)
+{
+    size_t n = 0;
+
+    for (uint32_t i = 0; i < t->nslots; i++)
+        n += t->slots[i].state == POSTED || t->slots[i].state == CANCELLED;
+    return n;
 }
 
 /* ---- the heap (under the lock) ---------------------------------------------- */
@@ -287,12 +297,9 @@ unsigned mely__timers_expire(struct mely__worker *w, uint64_t now)
 
 /* ---- the API --------------------------------------------------------------------- */
 
-int mely_timer_at(mely_t *m, uint64_t deadline_ns, mely_to_t to, mely_fn_t fn, void *arg,
-                  mely_timer_t *out)
+static int timer_at(struct mely__rt *rt, uint64_t deadline_ns, mely_to_t to, mely_fn_t fn,
+                    void *arg, mely_timer_t *out)
 {
-    struct mely__rt *rt = m ? m->rt : NULL;
-    if (!rt)
-        return MELY_ESHUTDOWN;
     if (!fn)
         return MELY_ENOFN;
     int err = mely__to_check(rt, &to);
@@ -326,6 +333,13 @@ int mely_timer_at(mely_t *m, uint64_t deadline_ns, mely_to_t to, mely_fn_t fn, v
     return 0;
 }
 
+int mely_timer_at(mely_t *m, uint64_t deadline_ns, mely_to_t to, mely_fn_t fn, void *arg,
+                  mely_timer_t *out)
+{
+    struct mely__rt *rt = mely__handle_enter(m);
+    return rt ? mely__handle_done(rt, timer_at(rt, deadline_ns, to, fn, arg, out)) : MELY_ESHUTDOWN;
+}
+
 int mely_timer_after(mely_t *m, uint64_t delay_ns, mely_to_t to, mely_fn_t fn, void *arg,
                      mely_timer_t *out)
 {
@@ -348,11 +362,8 @@ int mely_timer_at_wall(mely_t *m, const struct timespec *ts, mely_to_t to, mely_
     return mely_timer_at(m, ahead > 0 ? now + (uint64_t)ahead : now, to, fn, arg, out);
 }
 
-int mely_timer_cancel(mely_t *m, mely_timer_t id)
+static int timer_cancel(struct mely__rt *rt, mely_timer_t id)
 {
-    struct mely__rt *rt = m ? m->rt : NULL;
-    if (!rt)
-        return MELY_ESHUTDOWN;
     if (id_worker(id) >= rt->nworkers)
         return MELY_ENOENT;
 
@@ -376,6 +387,12 @@ int mely_timer_cancel(mely_t *m, mely_timer_t id)
     }
     mely__spin_unlock(&t->lock);
     return err;
+}
+
+int mely_timer_cancel(mely_t *m, mely_timer_t id)
+{
+    struct mely__rt *rt = mely__handle_enter(m);
+    return rt ? mely__handle_done(rt, timer_cancel(rt, id)) : MELY_ESHUTDOWN;
 }
 
 uint64_t mely_now_ns(void)

@@ -39,6 +39,10 @@ static inline uint64_t mely__timers_next(struct mely__timers *t)
     return atomic_load(&t->next);
 }
 
+/* The timers whose event is queued (due, or cancelled after they were due),
+ * for mely_shutdown()'s count. Only while no worker runs. */
+size_t mely__timers_queued(const struct mely__timers *t);
+
 /* Posts the events of w's timers that are due at `now`, at most a bounded
  * number per call; returns how many. Only w's own thread. */
 unsigned mely__timers_expire(struct mely__worker *w, uint64_t now);

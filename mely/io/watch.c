@@ -55,6 +55,7 @@
 #include <event2/event.h>
 
 #include "mely/colormap.h"
+#include "mely/handle.h"
 #include "mely/cycles.h"
 #include "mely/io/poller.h"
 #include "mely/io/watch.h"
@@ -437,12 +438,9 @@ static int watch_new(struct mely__rt *rt, int fd, unsigned what, const mely_to_t
     return 0;
 }
 
-int mely_watch(mely_t *m, int fd, unsigned what, mely_to_t to, mely_io_fn_t fn, void *arg,
-               mely_watch_t **out)
+static int watch_in(struct mely__rt *rt, int fd, unsigned what, mely_to_t to, mely_io_fn_t fn,
+                    void *arg, mely_watch_t **out)
 {
-    struct mely__rt *rt = m ? m->rt : NULL;
-    if (!rt)
-        return MELY_ESHUTDOWN;
     if (!fn || !out || !(what & (MELY_READ | MELY_WRITE)) ||
         (what & ~(MELY_READ | MELY_WRITE | MELY_ONESHOT)))
         return MELY_EINVAL;
@@ -452,16 +450,27 @@ int mely_watch(mely_t *m, int fd, unsigned what, mely_to_t to, mely_io_fn_t fn, 
     return err ? err : watch_new(rt, fd, what, &to, fn, arg, out);
 }
 
-int mely_signal(mely_t *m, int signo, mely_to_t to, mely_io_fn_t fn, void *arg,
-                mely_watch_t **out)
+int mely_watch(mely_t *m, int fd, unsigned what, mely_to_t to, mely_io_fn_t fn, void *arg,
+               mely_watch_t **out)
 {
-    struct mely__rt *rt = m ? m->rt : NULL;
-    if (!rt)
-        return MELY_ESHUTDOWN;
+    struct mely__rt *rt = mely__handle_enter(m);
+    return rt ? mely__handle_done(rt, watch_in(rt, fd, what, to, fn, arg, out)) : MELY_ESHUTDOWN;
+}
+
+static int signal_in(struct mely__rt *rt, int signo, mely_to_t to, mely_io_fn_t fn, void *arg,
+                     mely_watch_t **out)
+{
     if (!fn || !out || signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP)
         return MELY_EINVAL;
     int err = mely__to_check(rt, &to);
     return err ? err : watch_new(rt, signo, MELY_SIGNAL, &to, fn, arg, out);
+}
+
+int mely_signal(mely_t *m, int signo, mely_to_t to, mely_io_fn_t fn, void *arg,
+                mely_watch_t **out)
+{
+    struct mely__rt *rt = mely__handle_enter(m);
+    return rt ? mely__handle_done(rt, signal_in(rt, signo, to, fn, arg, out)) : MELY_ESHUTDOWN;
 }
 
 int mely_watch_remove(mely_watch_t *wt)
@@ -537,11 +546,8 @@ int mely_watch_resume(mely_watch_t *wt)
     return err;
 }
 
-int mely_close(mely_t *m, int fd)
+static int close_in(struct mely__rt *rt, int fd)
 {
-    struct mely__rt *rt = m ? m->rt : NULL;
-    if (!rt)
-        return MELY_ESHUTDOWN;
     if (fd < 0)
         return -EBADF;
 
@@ -560,6 +566,12 @@ int mely_close(mely_t *m, int fd)
         list = next;
     }
     return close(fd) == 0 ? 0 : -errno;
+}
+
+int mely_close(mely_t *m, int fd)
+{
+    struct mely__rt *rt = mely__handle_enter(m);
+    return rt ? mely__handle_done(rt, close_in(rt, fd)) : MELY_ESHUTDOWN;
 }
 
 /* At shutdown, no worker running: frees every watch still set, and those

@@ -1,0 +1,91 @@
+/*
+ * handle.h: a mely_t against the calls that race its life cycle.
+ *
+ * Two misuses that used to corrupt memory are caught here (handle.c):
+ *  - mely_init() on a handle that is already live: live runtimes are kept
+ *    in a registry, so the second init is refused (MELY_EBUSY) instead of
+ *    leaking the first runtime and dropping its events uncounted.
+ *  - mely_shutdown() while another thread is inside a call on the same
+ *    handle (a late foreign poster): the call would use freed memory.
+ *
+ * The second is a grace period. Every public call that takes a mely_t from a
+ * thread that is not one of the runtime's own workers enters by raising one
+ * process-wide counter, then reads m->rt; mely_shutdown() clears m->rt first
+ * and then waits until the counter reads zero before it frees anything. Both
+ * sides use sequentially consistent accesses, so either the caller reads
+ * NULL (and returns MELY_ESHUTDOWN), or shutdown sees its count and waits for
+ * it to leave. A handler of the runtime itself skips the counter: a runtime
+ * cannot be shut down while its handlers run (mely_shutdown says MELY_EBUSY),
+ * so the hot path, a handler's post, costs one thread-local load more.
+ *
+ * Who may call: mely__handle_enter/leave from every public entry point;
+ * the rest only from runtime.c (init and shutdown).
+ */
+#ifndef MELY_HANDLE_H
+#define MELY_HANDLE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "mely/runtime.h"
+
+/* Calls in progress from threads that are not workers of the runtime they
+ * call (handle.c). */
+extern _Atomic unsigned long mely__foreign_calls;
+
+/* True when the calling thread is a worker of rt: no grace period needed. */
+static inline bool mely__handle_owned(const struct mely__rt *rt)
+{
+    return mely__self && mely__self->rt == rt;
+}
+
+/* The runtime of *m for the length of one call, or NULL (not initialized,
+ * or shut down): a non-NULL result must be given back to mely__handle_leave. */
+static inline struct mely__rt *mely__handle_enter(const mely_t *m)
+{
+    if (!m)
+        return NULL;
+    struct mely__rt *rt = __atomic_load_n(&m->rt, __ATOMIC_RELAXED);
+    if (rt && mely__handle_owned(rt))
+        return rt;
+    atomic_fetch_add(&mely__foreign_calls, 1);
+    rt = __atomic_load_n(&m->rt, __ATOMIC_SEQ_CST);
+    if (!rt)
+        atomic_fetch_sub(&mely__foreign_calls, 1);
+    return rt;
+}
+
+/* Ends the call mely__handle_enter() began (rt may be NULL). */
+static inline void mely__handle_leave(const struct mely__rt *rt)
+{
+    if (rt && !mely__handle_owned(rt))
+        atomic_fetch_sub(&mely__foreign_calls, 1);
+}
+
+/* Ends the call and passes its result on: `return rt ? mely__handle_done(rt,
+ * call(rt, ...)) : MELY_ESHUTDOWN;` is the shape of every guarded entry point
+ * (the call is evaluated first, inside the grace period). */
+static inline int mely__handle_done(const struct mely__rt *rt, int ret)
+{
+    mely__handle_leave(rt);
+    return ret;
+}
+
+/* Publishes rt in *m and the registry: 0, or MELY_EBUSY (and nothing done)
+ * when *m already holds a live runtime. */
+int mely__handle_publish(mely_t *m, struct mely__rt *rt);
+
+/* Whether *m holds a live runtime (read before building a new one). */
+bool mely__handle_live(const mely_t *m);
+
+/* Takes rt out of *m, then waits until no foreign call but the caller's own
+ * (the shutdown, entered with mely__handle_enter) can still use it. */
+void mely__handle_retire(mely_t *m, struct mely__rt *rt);
+
+/* Puts rt back in *m (a shutdown that found the runtime running after all). */
+void mely__handle_restore(mely_t *m, struct mely__rt *rt);
+
+/* Takes rt out of the registry, just before it is freed. */
+void mely__handle_forget(struct mely__rt *rt);
+
+#endif

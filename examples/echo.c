@@ -10,6 +10,8 @@
  * at the same time: no lock anywhere. Bytes that the socket does not take at
  * once wait in the connection's buffer, and a write watch drains them.
  */
+#define _POSIX_C_SOURCE 200809L /* ISO C alone (-std=c11) declares no sockets */
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -20,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mely/mely.h"
@@ -177,7 +181,7 @@ static void *clients(void *arg)
     /* Stop once the server has seen every close (at most 10 s), so that
      * every connection's buffer is freed. */
     for (int i = 0; i < 10000 && live > 0; i++)
-        usleep(1000);
+        nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
     if (live > 0)
         self_test_failures++;
     mely_stop(&rt);

@@ -1,8 +1,8 @@
 /* colormap.c: the color map (see colormap.h), and moving an idle color. */
 #include "mely/colormap.h"
-#include "mely/handle.h"
 #include "mely/deliver.h"
 #include "mely/enqueue.h"
+#include "mely/handle.h"
 #include "mely/park.h"
 
 void mely__colormap_init(struct mely__rt *rt)

@@ -315,7 +315,17 @@ typedef struct mely_to {
     const mely_handler_t *handler;
 } mely_to_t;
 
+#ifdef __cplusplus
+/* C++ has no compound literals (an error with -pedantic-errors). */
+static inline mely_to_t mely_to(mely_color_t color)
+{
+    mely_to_t to = { color, MELY_PRIO_DEFAULT, NULL };
+    return to;
+}
+#define MELY_TO(c) (mely_to((mely_color_t)(c)))
+#else
 #define MELY_TO(c) ((mely_to_t){ (mely_color_t)(c), MELY_PRIO_DEFAULT, NULL })
+#endif
 
 /* A busy worker polls for I/O without blocking at most this often (and only
  * once the events queued at its last poll have run, or 1 ms passed). */

@@ -1,11 +1,13 @@
 /* stats.c: introspection and statistics (any thread). */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mely/colormap.h"
-#include "mely/handle.h"
 #include "mely/cost.h"
+#include "mely/handle.h"
 #include "mely/runtime.h"
 
 int mely_current_color(void)
@@ -113,24 +115,44 @@ int mely_worker_stats(const mely_t *m, unsigned worker, mely_stats_t *out)
     return rt ? mely__handle_done(rt, worker_stats(rt, worker, out)) : MELY_ESHUTDOWN;
 }
 
+/* The columns of MELY_STATS=1, named as mely_stats_t's fields: every field,
+ * by construction (the assertion below counts them). */
+#define STAT(field) { #field, offsetof(mely_stats_t, field) }
+static const struct {
+    const char *name;
+    size_t off;
+} stat_columns[] = {
+    STAT(events_run),     STAT(posts_local),   STAT(posts_remote),
+    STAT(posts_foreign),  STAT(parks),         STAT(wakeups),
+    STAT(wakes_sent),     STAT(lock_contended), STAT(lock_cycles),
+    STAT(steal_attempts), STAT(steals),        STAT(steal_cycles),
+    STAT(steal_cycles_median), STAT(stolen_events), STAT(stolen_cycles),
+    STAT(polls),          STAT(io_ready),      STAT(timers_fired),
+    STAT(watch_moves),
+};
+#undef STAT
+_Static_assert(sizeof(stat_columns) / sizeof(stat_columns[0]) * sizeof(uint64_t) ==
+                   sizeof(mely_stats_t),
+               "MELY_STATS prints every field of mely_stats_t");
+
 void mely__stats_print(const struct mely__rt *rt, FILE *f)
 {
+    enum { NCOL = sizeof(stat_columns) / sizeof(stat_columns[0]) };
     mely_stats_t t;
 
     fprintf(f, "mely statistics (%u workers, engine %s, steal %s)\n", rt->nworkers,
             rt->engine->name, rt->steal ? rt->steal->name : "off");
-    fprintf(f, "%6s %12s %12s %12s %12s %8s %8s %10s %12s %10s %8s %10s %10s %14s %14s %10s %10s %8s %8s\n",
-            "worker", "events_run", "posts_local", "posts_remote", "posts_foreign", "parks",
-            "wakeups", "contended", "lock_cycles", "steal_try", "steals", "steal_med",
-            "steal_mean", "stolen_events", "stolen_cycles", "polls", "io_ready", "timers", "moves");
-    for (unsigned w = 0; worker_stats(rt, w, &t) == 0; w++)
-        fprintf(f,
-                "%6u %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %8" PRIu64
-                " %8" PRIu64 " %10" PRIu64 " %12" PRIu64 " %10" PRIu64 " %8" PRIu64 " %10" PRIu64
-                " %10" PRIu64 " %14" PRIu64 " %14" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8" PRIu64
-                " %8" PRIu64 "\n",
-                w, t.events_run, t.posts_local, t.posts_remote, t.posts_foreign, t.parks,
-                t.wakeups, t.lock_contended, t.lock_cycles, t.steal_attempts, t.steals,
-                t.steal_cycles_median, t.steals ? t.steal_cycles / t.steals : 0, t.stolen_events,
-                t.stolen_cycles, t.polls, t.io_ready, t.timers_fired, t.watch_moves);
+    fprintf(f, "%6s", "worker");
+    for (unsigned c = 0; c < NCOL; c++)
+        fprintf(f, " %*s", (int)strlen(stat_columns[c].name), stat_columns[c].name);
+    fputc('\n', f);
+    for (unsigned w = 0; worker_stats(rt, w, &t) == 0; w++) {
+        fprintf(f, "%6u", w);
+        for (unsigned c = 0; c < NCOL; c++) {
+            uint64_t v;
+            memcpy(&v, (const char *)&t + stat_columns[c].off, sizeof(v));
+            fprintf(f, " %*" PRIu64, (int)strlen(stat_columns[c].name), v);
+        }
+        fputc('\n', f);
+    }
 }

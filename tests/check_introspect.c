@@ -533,6 +533,28 @@ static void *idle_meter(void *arg)
     return NULL;
 }
 
+/* The column header names mely_stats_t's fields, every one of them, in order. */
+static void check_stats_header(const char *line)
+{
+    static const char *const fields[] = {
+        "worker",         "events_run",     "posts_local",         "posts_remote",
+        "posts_foreign",  "parks",          "wakeups",             "wakes_sent",
+        "lock_contended", "lock_cycles",    "steal_attempts",      "steals",
+        "steal_cycles",   "steal_cycles_median", "stolen_events",  "stolen_cycles",
+        "polls",          "io_ready",       "timers_fired",        "watch_moves",
+    };
+    _Static_assert(sizeof(fields) / sizeof(fields[0]) - 1 ==
+                       sizeof(mely_stats_t) / sizeof(uint64_t),
+                   "a name per field");
+    char copy[1024], *save = NULL;
+    snprintf(copy, sizeof(copy), "%s", line);
+    unsigned n = 0;
+    for (char *tok = strtok_r(copy, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save), n++)
+        ck_assert_msg(n < sizeof(fields) / sizeof(fields[0]) && strcmp(tok, fields[n]) == 0,
+                      "MELY_STATS column %u is \"%s\"", n, tok);
+    ck_assert_uint_eq(n, sizeof(fields) / sizeof(fields[0]));
+}
+
 /* MELY_STATS=1: shutdown prints a header and one line per worker, whose
  * events_run column adds up to what ran. (Check runs each test in its own
  * process, so redirecting stderr here touches no other test.) */
@@ -559,14 +581,15 @@ START_TEST(stats_printed_at_shutdown)
     unsetenv("MELY_STATS");
     ck_assert_int_eq(discarded, 0);
 
-    char line[512];
+    char line[1024];
     unsigned lines = 0, workers_seen = 0;
     uint64_t total = 0;
     rewind(out);
     while (fgets(line, sizeof(line), out)) {
         unsigned w;
         uint64_t events;
-        lines++;
+        if (++lines == 2)
+            check_stats_header(line);
         if (sscanf(line, "%u %" SCNu64, &w, &events) == 2) {
             ck_assert_uint_eq(w, workers_seen);
             workers_seen++;

@@ -38,8 +38,8 @@
 #include <string.h>
 
 #include "mely/colormap.h"
-#include "mely/handle.h"
 #include "mely/cycles.h"
+#include "mely/handle.h"
 #include "mely/io/timer.h"
 #include "mely/park.h"
 #include "mely/post.h"

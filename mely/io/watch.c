@@ -55,8 +55,8 @@
 #include <event2/event.h>
 
 #include "mely/colormap.h"
-#include "mely/handle.h"
 #include "mely/cycles.h"
+#include "mely/handle.h"
 #include "mely/io/poller.h"
 #include "mely/io/watch.h"
 #include "mely/post.h"

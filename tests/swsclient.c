@@ -280,8 +280,16 @@ int get_status(unsigned port, const char *request)
 
 /* ---- the binary ------------------------------------------------------------------ */
 
+/* The binary's tests fail without it (run from the build directory). */
+static void need_bin(const char *path)
+{
+    ck_assert_msg(access(path, X_OK) == 0, "%s: %s (run the test from the build directory)", path,
+                  strerror(errno));
+}
+
 void bin_start(struct bin *b, char *const argv[])
 {
+    need_bin(argv[0]);
     int out[2];
     ck_assert_int_eq(pipe(out), 0);
     posix_spawn_file_actions_t fa;
@@ -308,6 +316,10 @@ void bin_start(struct bin *b, char *const argv[])
     line[have] = '\0';
     const char *at = strstr(line, "http://127.0.0.1:");
     *b = (struct bin){ .pid = pid, .out = out[0], .port = at ? (unsigned)atoi(at + 17) : 0 };
+    if (!b->port) {
+        bin_stop(b);
+        ck_abort_msg("%s printed no port in 20 s: \"%s\"", argv[0], line);
+    }
 }
 
 int bin_stop(struct bin *b)
@@ -332,6 +344,7 @@ int bin_stop(struct bin *b)
 
 int run_bin(char *const argv[], char *out, size_t outlen, char *err, size_t errlen)
 {
+    need_bin(argv[0]);
     int po[2], pe[2];
     ck_assert_int_eq(pipe(po), 0);
     ck_assert_int_eq(pipe(pe), 0);

@@ -82,8 +82,8 @@ struct bin {
 };
 
 /* Starts argv (argv[0]: SWS_BIN) with its standard output on a pipe and
- * waits at most 20 s for the line with its port. Fails the test if it cannot
- * be spawned. */
+ * waits at most 20 s for the line with its port. Fails the test if the
+ * binary is missing, cannot be spawned or prints no port. */
 void bin_start(struct bin *b, char *const argv[]);
 
 /* SIGTERM, then at most 10 s for it to exit (then SIGKILL). Returns its exit
@@ -91,7 +91,8 @@ void bin_start(struct bin *b, char *const argv[]);
 int bin_stop(struct bin *b);
 
 /* Runs argv to its end (at most 20 s, then SIGKILL), its standard output and
- * error into out and err (NUL-ended). Returns its exit code (-1: a signal). */
+ * error into out and err (NUL-ended). Returns its exit code (-1: a signal).
+ * Fails the test if the binary is missing. */
 int run_bin(char *const argv[], char *out, size_t outlen, char *err, size_t errlen);
 
 #endif /* MELY_TESTS_SWSCLIENT_H */

@@ -20,7 +20,7 @@
  * Closing after an error or "Connection: close" is a lingering close: the
  * response is written, the write side shut down, and whatever the client
  * still sends is read and discarded until it closes (at most the linger
- * time, and at most LINGER_BYTES: a client that keeps sending after its
+ * time and LINGER_READS reads, 1 MB: a client that keeps sending after its
  * answer would otherwise keep a worker reading at the speed of the network),
  * so that unread input does not turn the close into a reset that could
  * destroy the response before the client reads it.
@@ -376,7 +376,7 @@ static bool skip_empty_lines(struct conn *c)
     struct inbuf *ib = c->ib;
     unsigned lines = c->empty_lines;
     long skip = http_skip_empty_lines(ib->data, ib->len, &lines);
-    c->empty_lines = (unsigned char)(lines < 255 ? lines : 255);
+    c->empty_lines = (unsigned char)lines; /* at most HTTP_MAX_EMPTY_LINES + 1 */
     if (skip < 0) {
         ib->req.minor = 1; /* read by respond(); nothing was parsed */
         c->status = 400;
@@ -542,7 +542,8 @@ static void check_in_cache(void *arg)
     struct conn *c = arg;
     struct http_req *q = &c->ib->req;
     const struct sws *s = c->s;
-    if (c->status_ok && q->path_len == s->status_len && memcmp(q->path, s->status_path, q->path_len) == 0) {
+    if (c->status_ok && q->path_len == s->status_len &&
+        memcmp(q->path, s->status_path, q->path_len) == 0) {
         bool json = q->query && q->query_len == 11 && memcmp(q->query, "format=json", 11) == 0;
         size_t len = 0;
         c->dyn = sws_status(c->s, json, &len);
@@ -608,8 +609,10 @@ static void shorten_deadline(struct conn *c, uint64_t d)
 {
     struct sws *s = c->s;
     c->deadline = d;
-    /* Same color: on_timer is not running; cancel fails only if the timer is
-     * gone already (then on_timer, queued, sees the new deadline). */
+    /* Same color: on_timer is not running, and c->timer is 0 once it has
+     * started, so the cancel succeeds (also when the timer expired and its
+     * event is queued). Were it to fail, that on_timer would still read the
+     * new deadline. */
     if (!c->timer || mely_timer_cancel(&s->rt, c->timer) != 0)
         return;
     if (mely_timer_at(&s->rt, d, to(c, H_TIMER), on_timer, c, &c->timer) != 0) {

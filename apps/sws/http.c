@@ -251,50 +251,29 @@ struct fields {
     bool cont, other_expect; /* Expect: 100-continue, or anything else */
 };
 
-/* The next member of the comma-separated list v[0..n) from *i, without the
- * whitespace around it, in *m and *mlen; false at the end. Empty members are
- * skipped (RFC 9110 5.6.1). */
-static bool list_member(const char *v, size_t n, size_t *i, const char **m, size_t *mlen)
+/* Which words of words[0..nwords) the comma-separated list v[0..n) holds,
+ * compared case-insensitively: bit i for words[i], bit nwords for any other
+ * member. Empty members and the whitespace around members are skipped (RFC
+ * 9110 5.6.1). */
+static unsigned list_members(const char *v, size_t n, const char *const words[], unsigned nwords)
 {
-    while (*i < n && (v[*i] == ' ' || v[*i] == '\t' || v[*i] == ','))
-        (*i)++;
-    if (*i >= n)
-        return false;
-    size_t s = *i;
-    while (*i < n && v[*i] != ',')
-        (*i)++;
-    size_t e = *i;
-    while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
-        e--;
-    *m = v + s;
-    *mlen = e - s;
-    return true;
-}
-
-/* The Connection header's tokens. */
-static void connection_tokens(const char *v, size_t n, struct fields *f)
-{
-    const char *m;
-    size_t i = 0, ml;
-    while (list_member(v, n, &i, &m, &ml)) {
-        if (ieq(m, ml, "close"))
-            f->close = true;
-        else if (ieq(m, ml, "keep-alive"))
-            f->keep = true;
-    }
-}
-
-/* The Expect header's members: 100-continue is the only expectation HTTP
- * defines (RFC 9110 10.1.1); any other gets 417 once the head is complete. */
-static void expectations(const char *v, size_t n, struct fields *f)
-{
-    const char *m;
-    size_t i = 0, ml;
-    while (list_member(v, n, &i, &m, &ml)) {
-        if (ieq(m, ml, "100-continue"))
-            f->cont = true;
-        else
-            f->other_expect = true;
+    unsigned bits = 0;
+    size_t i = 0;
+    for (;;) {
+        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+            i++;
+        if (i >= n)
+            return bits;
+        size_t s = i;
+        while (i < n && v[i] != ',')
+            i++;
+        size_t e = i;
+        while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+            e--;
+        unsigned w = 0;
+        while (w < nwords && !ieq(v + s, e - s, words[w]))
+            w++;
+        bits |= 1u << w;
     }
 }
 
@@ -326,16 +305,24 @@ static long content_length(const char *v, size_t vlen, struct fields *f)
 static long use_field(const char *name, size_t nlen, const char *v, size_t vlen,
                       struct http_req *req, struct fields *f)
 {
+    static const char *const conn_words[] = { "close", "keep-alive" };
+    static const char *const expect_words[] = { "100-continue" };
     if (ieq(name, nlen, "host")) {
         f->hosts++;
     } else if (ieq(name, nlen, "connection")) {
-        connection_tokens(v, vlen, f);
+        unsigned bits = list_members(v, vlen, conn_words, 2);
+        f->close |= (bits & 1) != 0;
+        f->keep |= (bits & 2) != 0;
     } else if (ieq(name, nlen, "content-length")) {
         return content_length(v, vlen, f);
     } else if (ieq(name, nlen, "transfer-encoding")) {
         return -501;
     } else if (ieq(name, nlen, "expect")) {
-        expectations(v, vlen, f);
+        /* 100-continue is the only expectation HTTP defines (RFC 9110
+         * 10.1.1); any other gets 417 once the head is complete. */
+        unsigned bits = list_members(v, vlen, expect_words, 1);
+        f->cont |= (bits & 1) != 0;
+        f->other_expect |= (bits & 2) != 0;
     } else if (ieq(name, nlen, "if-none-match")) {
         req->inm = v;
         req->inm_len = vlen;

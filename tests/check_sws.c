@@ -24,20 +24,15 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/swsclient.h"
 #include "tests/testutil.h"
-
-extern char **environ;
 
 /* ---- a document root ------------------------------------------------------------ */
 
@@ -698,107 +693,24 @@ END_TEST
 /* The binary: starts on the sample site, serves, exits 0 on SIGTERM. */
 START_TEST(test_binary_sigterm)
 {
-    const char *bin = "apps/sws/sws";
-    if (access(bin, X_OK) != 0) {
-        printf("test_binary_sigterm: %s not built here, skipped\n", bin);
+    if (access(SWS_BIN, X_OK) != 0) {
+        printf("test_binary_sigterm: %s not built here, skipped\n", SWS_BIN);
         return;
     }
-    int out[2];
-    ck_assert_int_eq(pipe(out), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addclose(&fa, out[0]);
-    char *argv[] = { (char *)bin, "--port", "0", "--workers", "2", "--no-pin", NULL };
-    pid_t pid;
-    ck_assert_int_eq(posix_spawn(&pid, bin, &fa, NULL, argv, environ), 0);
-    close(out[1]);
-    char line[512];
-    size_t have = 0;
-    uint64_t deadline = now_ns() + 20000000000ull;
-    while (have < sizeof(line) - 1 && !memchr(line, '\n', have) && now_ns() < deadline) {
-        struct pollfd p = { .fd = out[0], .events = POLLIN };
-        if (poll(&p, 1, 100) <= 0)
-            continue;
-        ssize_t n = read(out[0], line + have, sizeof(line) - 1 - have);
-        if (n <= 0)
-            break;
-        have += (size_t)n;
-    }
-    line[have] = '\0';
-    const char *at = strstr(line, "http://127.0.0.1:");
-    unsigned port = at ? (unsigned)atoi(at + 17) : 0;
-    int st = port ? get_status(port, "GET /files/1k.html HTTP/1.1\r\nHost: t\r\n\r\n") : -1;
-    kill(pid, SIGTERM);
-    int status = -1;
-    for (int i = 0; i < 1000; i++) { /* at most 10 s */
-        if (waitpid(pid, &status, WNOHANG) == pid)
-            break;
-        sleep_us(10000);
-        status = -1;
-    }
-    if (status == -1) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-    }
-    close(out[0]);
-    posix_spawn_file_actions_destroy(&fa);
-    ck_assert_msg(port != 0, "no port in \"%s\"", line);
+    char *argv[] = { SWS_BIN, "--port", "0", "--workers", "2", "--no-pin", NULL };
+    struct bin b;
+    bin_start(&b, argv);
+    int st = get_status(b.port, "GET /files/1k.html HTTP/1.1\r\nHost: t\r\n\r\n");
+    int rc = bin_stop(&b);
     ck_assert_int_eq(st, 200);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
+    ck_assert_msg(rc == 0, "exit status %d", rc);
 }
 END_TEST
 
 /* The command line: --help on stdout and 0; errors on stderr and non-zero. */
-static int run_bin(char *const argv[], char *out, size_t outlen, char *err, size_t errlen)
-{
-    int po[2], pe[2];
-    ck_assert_int_eq(pipe(po), 0);
-    ck_assert_int_eq(pipe(pe), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, po[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
-    posix_spawn_file_actions_addclose(&fa, po[0]);
-    posix_spawn_file_actions_addclose(&fa, pe[0]);
-    pid_t pid;
-    ck_assert_int_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    close(po[1]);
-    close(pe[1]);
-    int status = -1;
-    size_t no = 0, ne = 0;
-    uint64_t deadline = now_ns() + 20000000000ull;
-    for (;;) {
-        struct pollfd p[2] = { { .fd = po[0], .events = POLLIN }, { .fd = pe[0], .events = POLLIN } };
-        if (now_ns() > deadline) {
-            kill(pid, SIGKILL);
-            break;
-        }
-        if (poll(p, 2, 100) <= 0)
-            continue;
-        ssize_t n = 0;
-        if (p[0].revents && (n = read(po[0], out + no, outlen - 1 - no)) > 0)
-            no += (size_t)n;
-        else if (p[1].revents && (n = read(pe[0], err + ne, errlen - 1 - ne)) > 0)
-            ne += (size_t)n;
-        else
-            break; /* EOF on one of them: the program is ending */
-    }
-    for (ssize_t n; (n = read(po[0], out + no, outlen - 1 - no)) > 0;)
-        no += (size_t)n;
-    for (ssize_t n; (n = read(pe[0], err + ne, errlen - 1 - ne)) > 0;)
-        ne += (size_t)n;
-    out[no] = err[ne] = '\0';
-    waitpid(pid, &status, 0);
-    close(po[0]);
-    close(pe[0]);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 START_TEST(test_binary_cli)
 {
-    char *bin = "apps/sws/sws";
+    char *bin = SWS_BIN;
     if (access(bin, X_OK) != 0) {
         printf("test_binary_cli: %s not built here, skipped\n", bin);
         return;

@@ -3,7 +3,8 @@
  * well-formed requests and their fields, every proper prefix of a request
  * being incomplete (never an error, never a parse), the limits and their
  * statuses, the hostile forms the RFC says to reject, path decoding and the
- * refusal of dot segments, entity-tag matching.
+ * refusal of dot segments, entity-tag matching, the empty lines allowed before
+ * a request line, and Expect (100-continue, 417).
  */
 #include <check.h>
 #include <stdio.h>
@@ -205,6 +206,85 @@ START_TEST(test_limits)
 }
 END_TEST
 
+/* At most HTTP_MAX_EMPTY_LINES empty lines (CRLF or LF), counted across calls. */
+START_TEST(test_empty_lines)
+{
+    unsigned lines = 0;
+    ck_assert_int_eq(http_skip_empty_lines("GET", 3, &lines), 0);
+    ck_assert_int_eq((int)lines, 0);
+    ck_assert_int_eq(http_skip_empty_lines("\r\n\nGET", 6, &lines), 3);
+    ck_assert_int_eq((int)lines, 2);
+    /* a CR at the end waits for its LF; a CR before anything else is not
+     * an empty line (the parser refuses it) */
+    ck_assert_int_eq(http_skip_empty_lines("\r", 1, &lines), 0);
+    ck_assert_int_eq(http_skip_empty_lines("\rX", 2, &lines), 0);
+    ck_assert_int_eq(http_skip_empty_lines("", 0, &lines), 0);
+    ck_assert_int_eq((int)lines, 2);
+    /* two more are allowed (4 in all), the fifth is not, in one buffer or
+     * over several reads */
+    ck_assert_int_eq(http_skip_empty_lines("\r\n\r\nG", 5, &lines), 4);
+    ck_assert_int_eq((int)lines, HTTP_MAX_EMPTY_LINES);
+    ck_assert_int_eq(http_skip_empty_lines("\n", 1, &lines), -400);
+    lines = 0;
+    ck_assert_int_eq(http_skip_empty_lines("\r\n\r\n\r\n\r\n\r\nGET", 13, &lines), -400);
+    /* a flood: refused after the limit, without reading the rest */
+    size_t n = 1u << 20;
+    char *flood = malloc(n);
+    for (size_t i = 0; i < n; i += 2)
+        memcpy(flood + i, "\r\n", 2);
+    lines = 0;
+    ck_assert_int_eq(http_skip_empty_lines(flood, n, &lines), -400);
+    ck_assert_int_eq((int)lines, HTTP_MAX_EMPTY_LINES + 1);
+    free(flood);
+}
+END_TEST
+
+/* Expect: 100-continue is noted (HTTP/1.1 only: RFC 9110 10.1.1 says a
+ * 1.0 one is ignored); any other expectation gets 417; a head complete
+ * without its body is 0 with the head parsed. */
+START_TEST(test_expect)
+{
+    struct http_req r;
+    const char *q = "PUT /x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n";
+    size_t hl = strlen(q);
+    ck_assert_int_eq(parse(q, &r), 0);
+    ck_assert(r.expect_continue);
+    ck_assert_int_eq((int)r.head_len, (int)hl);
+    ck_assert_int_eq((int)r.body_len, 5);
+    ck_assert_int_eq(r.method, HTTP_OTHER);
+    char full[256];
+    snprintf(full, sizeof(full), "%shello", q);
+    ck_assert_int_eq(parse(full, &r), (long)strlen(full));
+    ck_assert(r.expect_continue);
+    /* an incomplete head: head_len stays 0 */
+    ck_assert_int_eq(http_parse(q, hl - 2, &r), 0);
+    ck_assert_int_eq((int)r.head_len, 0);
+    const struct {
+        const char *req;
+        long ret;
+        bool cont;
+    } cases[] = {
+        { "GET / HTTP/1.1\r\nHost: h\r\nExpect: 100-Continue\r\n\r\n", 0, true },
+        { "GET / HTTP/1.1\r\nHost: h\r\nExpect:  100-continue , \r\n\r\n", 0, true },
+        { "GET / HTTP/1.1\r\nHost: h\r\nExpect:\r\n\r\n", 0, false }, /* an empty list */
+        { "GET / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n", 0, false },
+        { "GET / HTTP/1.1\r\nHost: h\r\n\r\n", 0, false },
+        { "GET / HTTP/1.1\r\nHost: h\r\nExpect: 200-ok\r\n\r\n", -417, false },
+        { "GET / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue, x\r\n\r\n", -417, false },
+        { "GET / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue=1\r\n\r\n", -417, false },
+        { "GET / HTTP/1.0\r\nExpect: foo\r\n\r\n", -417, false },
+        { "GET / HTTP/1.1\r\nHost: h\r\nExpect: x\r\nContent-Length: 9999\r\n\r\n", -413, false },
+    };
+    for (int i = 0; i < NELEM(cases); i++) {
+        long got = parse(cases[i].req, &r);
+        long want = cases[i].ret ? cases[i].ret : (long)strlen(cases[i].req);
+        ck_assert_msg(got == want, "case %d: %ld, expected %ld", i, got, want);
+        if (got > 0)
+            ck_assert_msg(r.expect_continue == cases[i].cont, "case %d", i);
+    }
+}
+END_TEST
+
 START_TEST(test_etag)
 {
     const char *e = "\"abc-1\"";
@@ -248,8 +328,8 @@ START_TEST(test_random)
         struct http_req r;
         long got = http_parse(buf, n, &r);
         ck_assert(got <= (long)n);
-        ck_assert(got >= 0 || got == -400 || got == -413 || got == -414 || got == -431 ||
-                  got == -501 || got == -505);
+        ck_assert(got >= 0 || got == -400 || got == -413 || got == -414 || got == -417 ||
+                  got == -431 || got == -501 || got == -505);
         if (got > 0)
             ck_assert(r.path[0] == '/' && strstr(r.path, "/..") == NULL);
     }
@@ -264,6 +344,8 @@ int main(void)
     tcase_add_test(tc, test_prefixes);
     tcase_add_test(tc, test_bad);
     tcase_add_test(tc, test_limits);
+    tcase_add_test(tc, test_empty_lines);
+    tcase_add_test(tc, test_expect);
     tcase_add_test(tc, test_etag);
     tcase_add_test(tc, test_random);
     return mely_test_main(s);

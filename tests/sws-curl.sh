@@ -7,7 +7,10 @@
 # and ETag; / and /sub/ give their index.html, /sub a 301 to /sub/;
 # If-None-Match gives 304 with no body; HEAD gives the headers and no body;
 # POST gives 405 with Allow (and the connection stays open); a missing file
-# 404; ".." traversal (raw and %2e%2e) is refused; one curl fetching two URLs
+# 404; ".." traversal (raw and %2e%2e) is refused; uploads with "Expect:
+# 100-continue" are answered well under curl's 1 s wait (100 Continue then
+# 200 for a GET, 405 for PUT and POST, 413 for a large body), another
+# expectation gets 417; one curl fetching two URLs
 # reuses its connection; HTTP/1.0 (closed, or kept with Connection:
 # keep-alive); /server-status in text and JSON. SIGTERM then stops SWS, which
 # must exit 0 within 30 s. Every curl has --max-time 10 and every wait a
@@ -231,6 +234,51 @@ for p in /../etc/passwd /../../../../etc/passwd /%2e%2e/etc/passwd /%2E%2E/%2e%2
     ok
 done
 echo "ok: .. traversal (raw and encoded) refused"
+
+# ---- Expect: 100-continue ----------------------------------------------------------------
+# curl sends "Expect: 100-continue" with an upload (-T) and waits up to 1 s
+# for an answer before it sends the body: SWS must answer at once.
+head -c 2048 /dev/urandom >"$tmp/upload.bin" || fail "head -c /dev/urandom"
+# quick WHAT LIMIT: the last exp took less than LIMIT seconds.
+quick() {
+    awk -v t="$took" -v l="$2" 'BEGIN { exit !(t + 0 < l + 0) }' ||
+        fail "$1: $took s (curl waits 1 s for a 100 Continue that does not come)"
+}
+# exp NAME PATH [CURL ARGS...]: req, with curl's total time in $took.
+exp() {
+    name=$1
+    path=$2
+    shift 2
+    out=$(curl -s --http1.1 --max-time 10 -D "$tmp/$name.hdr" -o "$tmp/$name.body" \
+        -w '%{http_code} %{time_total}' "$@" "$base$path" 2>"$tmp/$name.err") ||
+        fail "curl $* $base$path failed"
+    code=${out% *}
+    took=${out#* }
+    [ -f "$tmp/$name.body" ] || : >"$tmp/$name.body"
+}
+exp put /utf8.txt -T "$tmp/upload.bin"
+[ "$code" = 405 ] || fail "PUT (-T, Expect: 100-continue): status $code, expected 405"
+[ "$(hdr put Connection)" = close ] || fail "PUT answered before its body: Connection '$(hdr put Connection)', expected close"
+quick "PUT -T" 0.5
+ok
+exp post100 /utf8.txt --data-binary @"$tmp/upload.bin" -H 'Expect: 100-continue'
+[ "$code" = 405 ] || fail "POST with Expect: status $code, expected 405"
+quick "POST with Expect" 0.5
+ok
+exp get100 /utf8.txt -X GET --data-binary @"$tmp/upload.bin" -H 'Expect: 100-continue'
+[ "$code" = 200 ] || fail "GET with a body and Expect: status $code, expected 200"
+cmp -s "$tmp/get100.body" "$root/utf8.txt" || fail "GET with a body and Expect: body differs"
+grep -q '^HTTP/1.1 100 Continue' "$tmp/get100.hdr" || fail "GET with a body and Expect: no 100 Continue"
+quick "GET with a body and Expect" 0.5
+ok
+exp big100 /utf8.txt -X GET --data-binary @"$root/blob.bin" -H 'Expect: 100-continue'
+[ "$code" = 413 ] || fail "GET with a 3 MB body and Expect: status $code, expected 413"
+quick "a 3 MB body and Expect" 0.5
+ok
+exp e417 /utf8.txt -H 'Expect: the-unexpected'
+[ "$code" = 417 ] || fail "Expect: the-unexpected: status $code, expected 417"
+ok
+echo "ok: Expect: 100-continue answered at once (100 then 200, or 405/413); others 417"
 
 # ---- keep-alive --------------------------------------------------------------------------
 out=$(curl -s --http1.1 --max-time 10 -w '%{num_connects}\n' -o "$tmp/ka1.body" "$base/index.html" \

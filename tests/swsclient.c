@@ -12,14 +12,19 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/testutil.h"
+
+extern char **environ;
 
 static struct sws server;
 static pthread_t runner;
@@ -272,3 +277,115 @@ int get_status(unsigned port, const char *request)
     cl_close(&c);
     return st;
 }
+
+/* ---- the binary ------------------------------------------------------------------ */
+
+/* The binary's tests fail without it (run from the build directory). */
+static void need_bin(const char *path)
+{
+    ck_assert_msg(access(path, X_OK) == 0, "%s: %s (run the test from the build directory)", path,
+                  strerror(errno));
+}
+
+void bin_start(struct bin *b, char *const argv[])
+{
+    need_bin(argv[0]);
+    int out[2];
+    ck_assert_int_eq(pipe(out), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    pid_t pid;
+    int e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    ck_assert_msg(e == 0, "spawning %s: %s", argv[0], strerror(e));
+    char line[512];
+    size_t have = 0;
+    uint64_t deadline = now_ns() + 20000000000ull;
+    while (have < sizeof(line) - 1 && !memchr(line, '\n', have) && now_ns() < deadline) {
+        struct pollfd p = { .fd = out[0], .events = POLLIN };
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = read(out[0], line + have, sizeof(line) - 1 - have);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+    }
+    line[have] = '\0';
+    const char *at = strstr(line, "http://127.0.0.1:");
+    *b = (struct bin){ .pid = pid, .out = out[0], .port = at ? (unsigned)atoi(at + 17) : 0 };
+    if (!b->port) {
+        bin_stop(b);
+        ck_abort_msg("%s printed no port in 20 s: \"%s\"", argv[0], line);
+    }
+}
+
+int bin_stop(struct bin *b)
+{
+    kill(b->pid, SIGTERM);
+    int status = -1;
+    for (int i = 0; i < 1000; i++) { /* at most 10 s */
+        if (waitpid(b->pid, &status, WNOHANG) == b->pid)
+            break;
+        sleep_us(10000);
+        status = -1;
+    }
+    if (status == -1) {
+        kill(b->pid, SIGKILL);
+        waitpid(b->pid, &status, 0);
+        status = -1;
+    }
+    close(b->out);
+    b->out = -1;
+    return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int run_bin(char *const argv[], char *out, size_t outlen, char *err, size_t errlen)
+{
+    need_bin(argv[0]);
+    int po[2], pe[2];
+    ck_assert_int_eq(pipe(po), 0);
+    ck_assert_int_eq(pipe(pe), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, po[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
+    posix_spawn_file_actions_addclose(&fa, po[0]);
+    posix_spawn_file_actions_addclose(&fa, pe[0]);
+    pid_t pid;
+    ck_assert_int_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    close(po[1]);
+    close(pe[1]);
+    int status = -1;
+    size_t no = 0, ne = 0;
+    uint64_t deadline = now_ns() + 20000000000ull;
+    for (;;) {
+        struct pollfd p[2] = { { .fd = po[0], .events = POLLIN }, { .fd = pe[0], .events = POLLIN } };
+        if (now_ns() > deadline) {
+            kill(pid, SIGKILL);
+            break;
+        }
+        if (poll(p, 2, 100) <= 0)
+            continue;
+        ssize_t n = 0;
+        if (p[0].revents && (n = read(po[0], out + no, outlen - 1 - no)) > 0)
+            no += (size_t)n;
+        else if (p[1].revents && (n = read(pe[0], err + ne, errlen - 1 - ne)) > 0)
+            ne += (size_t)n;
+        else
+            break; /* EOF on one of them: the program is ending */
+    }
+    for (ssize_t n; (n = read(po[0], out + no, outlen - 1 - no)) > 0;)
+        no += (size_t)n;
+    for (ssize_t n; (n = read(pe[0], err + ne, errlen - 1 - ne)) > 0;)
+        ne += (size_t)n;
+    out[no] = err[ne] = '\0';
+    waitpid(pid, &status, 0);
+    close(po[0]);
+    close(pe[0]);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+

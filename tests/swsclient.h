@@ -71,4 +71,28 @@ bool cl_silent_for(struct cl *c, unsigned ms);
 /* One request on a new connection; returns the status (-1 on failure). */
 int get_status(unsigned port, const char *request);
 
+/* ---- the binary (apps/sws/sws, run from the build directory) ------------------------ */
+
+#define SWS_BIN "apps/sws/sws"
+
+struct bin {
+    int pid;       /* the process (pid_t) */
+    int out;       /* its standard output, kept open while it runs */
+    unsigned port; /* from its start-up line; 0 if none came within 20 s */
+};
+
+/* Starts argv (argv[0]: SWS_BIN) with its standard output on a pipe and
+ * waits at most 20 s for the line with its port. Fails the test if the
+ * binary is missing, cannot be spawned or prints no port. */
+void bin_start(struct bin *b, char *const argv[]);
+
+/* SIGTERM, then at most 10 s for it to exit (then SIGKILL). Returns its exit
+ * code, or -1 if it had to be killed or died of a signal. */
+int bin_stop(struct bin *b);
+
+/* Runs argv to its end (at most 20 s, then SIGKILL), its standard output and
+ * error into out and err (NUL-ended). Returns its exit code (-1: a signal).
+ * Fails the test if the binary is missing. */
+int run_bin(char *const argv[], char *out, size_t outlen, char *err, size_t errlen);
+
 #endif /* MELY_TESTS_SWSCLIENT_H */

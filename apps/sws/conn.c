@@ -20,8 +20,10 @@
  * Closing after an error or "Connection: close" is a lingering close: the
  * response is written, the write side shut down, and whatever the client
  * still sends is read and discarded until it closes (at most the linger
- * time), so that unread input does not turn the close into a reset that
- * could destroy the response before the client reads it.
+ * time and LINGER_READS reads, 1 MB: a client that keeps sending after its
+ * answer would otherwise keep a worker reading at the speed of the network),
+ * so that unread input does not turn the close into a reset that could
+ * destroy the response before the client reads it.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -39,6 +41,7 @@
 
 #define IN_CAP (HTTP_MAX_HEAD + HTTP_MAX_BODY)
 #define LINGER_NS 2000000000ull /* 2 s */
+#define LINGER_READS 256       /* reads of up to 4 KB: 1 MB at most */
 
 /* The input buffer, allocated while a request is being received or
  * answered, freed when the connection goes idle (an idle keep-alive
@@ -62,6 +65,10 @@ struct conn {
     uint32_t gen;          /* tells this connection from earlier ones of its fd */
     bool in_epoll, reading, stop; /* --epoll-handler: registered, armed, stopped */
     bool started, busy, eof, linger, closing, served_one, close_after, head_only;
+    bool continued;        /* this request's Expect: 100-continue is answered */
+    bool status_ok;        /* the peer may see the status page (server.c) */
+    unsigned char empty_lines; /* skipped before this request (at most 4) */
+    unsigned short linger_reads; /* reads discarded while lingering */
     int status;
     /* The response being written: head, tail (Date, Connection, blank line), body. */
     struct iovec iov[3];
@@ -153,7 +160,7 @@ struct conn **conn_wait_next(struct conn *c)
     return &c->wait_next;
 }
 
-struct conn *conn_new(struct sws *s, int fd, mely_color_t accept_color)
+struct conn *conn_new(struct sws *s, int fd, mely_color_t accept_color, bool status_ok)
 {
     struct conn *c = calloc(1, sizeof(*c));
     if (c) {
@@ -161,6 +168,7 @@ struct conn *conn_new(struct sws *s, int fd, mely_color_t accept_color)
         c->fd = fd;
         c->color = conn_color(fd);
         c->accept_color = accept_color;
+        c->status_ok = status_ok;
         static atomic_uint gens;
         c->gen = atomic_fetch_add_explicit(&gens, 1, memory_order_relaxed);
     }
@@ -293,10 +301,12 @@ static void on_read(int fd, unsigned ready, void *arg)
         char junk[4096];
         for (int i = 0; i < 16; i++) { /* bounded; the watch brings us back */
             ssize_t n = read(fd, junk, sizeof(junk));
-            if (n > 0)
+            if (n > 0 && ++c->linger_reads < LINGER_READS)
                 continue;
             if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
+            /* the client closed, failed, or sent more than a client that
+             * reads its answers would (then the close may reset) */
             stop_reading(c);
             c->eof = true;
             post_close(c);
@@ -359,20 +369,60 @@ static void idle(struct conn *c)
         post_close(c);
 }
 
+/* Drops the empty lines before a request line (a few: http.h); false if
+ * there were too many (a 400 is on its way). */
+static bool skip_empty_lines(struct conn *c)
+{
+    struct inbuf *ib = c->ib;
+    unsigned lines = c->empty_lines;
+    long skip = http_skip_empty_lines(ib->data, ib->len, &lines);
+    c->empty_lines = (unsigned char)lines; /* at most HTTP_MAX_EMPTY_LINES + 1 */
+    if (skip < 0) {
+        ib->req.minor = 1; /* read by respond(); nothing was parsed */
+        c->status = 400;
+        next(c, H_BAD, bad_request);
+        return false;
+    }
+    if (skip) {
+        memmove(ib->data, ib->data + skip, ib->len - (size_t)skip);
+        ib->len -= (size_t)skip;
+        ib->scan = 0;
+        ib->line_checked = false;
+    }
+    return true;
+}
+
+/* The head is complete, the body is not, and the client expects 100-continue:
+ * it waits for an answer (curl: 1 s) before it sends the body (RFC 9110
+ * 10.1.1). SWS's answer never depends on the body, which it drops: a method
+ * it does not serve gets its 405 at once, and the connection closes, since
+ * the client may send the body or not (the lingering close drops it); GET
+ * and HEAD get 100 Continue, then the body is read as usual. */
+static void answer_expectation(struct conn *c)
+{
+    static const char k100[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    c->continued = true;
+    if (c->ib->req.method == HTTP_OTHER) {
+        c->status = 405;
+        c->close_after = true;
+        c->head_only = false;
+        next(c, H_BAD, bad_request);
+        return;
+    }
+    /* An interim response: WriteResponse sends it, then comes back here to
+     * wait for the body; nothing is counted as a response. */
+    c->iov[0] = (struct iovec){ (void *)k100, sizeof(k100) - 1 };
+    c->iov[1] = c->iov[2] = (struct iovec){ NULL, 0 };
+    c->iov_i = 0;
+    next(c, H_WRITE, write_response);
+}
+
 static void parse_request(void *arg)
 {
     struct conn *c = arg;
     struct inbuf *ib = c->ib;
-    /* Empty lines before a request line are ignored (RFC 9112, 2.2). */
-    size_t skip = 0;
-    while (skip < ib->len && (ib->data[skip] == '\r' || ib->data[skip] == '\n'))
-        skip++;
-    if (skip) {
-        memmove(ib->data, ib->data + skip, ib->len - skip);
-        ib->len -= skip;
-        ib->scan = 0;
-        ib->line_checked = false;
-    }
+    if (!skip_empty_lines(c))
+        return;
     long r;
     if (http_head_end(ib->data, ib->len, &ib->scan) == 0) {
         if (ib->len < HTTP_MAX_HEAD) {
@@ -397,7 +447,10 @@ static void parse_request(void *arg)
     } else {
         r = http_parse(ib->data, ib->len, &ib->req);
         if (r == 0) { /* the body is not all here */
-            idle(c);
+            if (ib->req.expect_continue && !c->continued)
+                answer_expectation(c);
+            else
+                idle(c);
             return;
         }
     }
@@ -430,6 +483,8 @@ static void consume(struct conn *c)
     ib->len -= n;
     ib->scan = 0;
     ib->line_checked = false;
+    c->continued = false;
+    c->empty_lines = 0;
 }
 
 /* ---- responses --------------------------------------------------------------- */
@@ -486,7 +541,9 @@ static void check_in_cache(void *arg)
 {
     struct conn *c = arg;
     struct http_req *q = &c->ib->req;
-    if (q->path_len == 14 && memcmp(q->path, "/server-status", 14) == 0) {
+    const struct sws *s = c->s;
+    if (c->status_ok && q->path_len == s->status_len &&
+        memcmp(q->path, s->status_path, q->path_len) == 0) {
         bool json = q->query && q->query_len == 11 && memcmp(q->query, "format=json", 11) == 0;
         size_t len = 0;
         c->dyn = sws_status(c->s, json, &len);
@@ -525,8 +582,14 @@ static void not_found(void *arg)
     respond_file(c, cache_error(404), false);
 }
 
-/* Every refused request: 400, 405, 408, 413, 414, 431, 500, 501, 505. Only
- * 405 (a complete, well-formed request) keeps the connection. */
+/* 417 Expectation Failed, without a body. (Not among cache.c's canned
+ * errors, which another change was rewriting when this one was made.) */
+static const char k417[] = "HTTP/1.1 417 Expectation Failed\r\nServer: sws\r\nContent-Length: 0\r\n";
+static const struct sws_file expectation_failed = { .head = k417, .head_len = sizeof(k417) - 1 };
+
+/* Every refused request: 400, 405, 408, 413, 414, 417, 431, 500, 501, 505.
+ * Only 405 (a complete, well-formed request) keeps the connection, unless
+ * it was answered before its body (answer_expectation). */
 static void bad_request(void *arg)
 {
     struct conn *c = arg;
@@ -535,10 +598,28 @@ static void bad_request(void *arg)
         consume(c);
     else
         c->head_only = false;
-    respond_file(c, cache_error(c->status), !keep);
+    respond_file(c, c->status == 417 ? &expectation_failed : cache_error(c->status), !keep);
 }
 
 /* ---- WriteResponse ----------------------------------------------------------------- */
+
+/* Brings the deadline forward to d, and the timer with it: the timer was set
+ * for the old deadline and only then looks at c->deadline. */
+static void shorten_deadline(struct conn *c, uint64_t d)
+{
+    struct sws *s = c->s;
+    c->deadline = d;
+    /* Same color: on_timer is not running, and c->timer is 0 once it has
+     * started, so the cancel succeeds (also when the timer expired and its
+     * event is queued). Were it to fail, that on_timer would still read the
+     * new deadline. */
+    if (!c->timer || mely_timer_cancel(&s->rt, c->timer) != 0)
+        return;
+    if (mely_timer_at(&s->rt, d, to(c, H_TIMER), on_timer, c, &c->timer) != 0) {
+        c->timer = 0;
+        post_close(c);
+    }
+}
 
 static void start_linger(struct conn *c)
 {
@@ -552,7 +633,7 @@ static void start_linger(struct conn *c)
     }
     uint64_t d = mely_now_ns() + (c->s->timeout_ns < LINGER_NS ? c->s->timeout_ns : LINGER_NS);
     if (d < c->deadline)
-        c->deadline = d;
+        shorten_deadline(c, d);
     if (!reading(c) && watch_read(c) != 0)
         post_close(c);
 }

@@ -34,6 +34,19 @@ static int hexval(unsigned char c)
     return -1;
 }
 
+long http_skip_empty_lines(const char *buf, size_t len, unsigned *lines)
+{
+    size_t i = 0;
+    for (;;) { /* bounded: at most HTTP_MAX_EMPTY_LINES + 1 turns */
+        size_t lf = i < len && buf[i] == '\r' ? i + 1 : i;
+        if (lf >= len || buf[lf] != '\n')
+            return (long)i;
+        if (++*lines > HTTP_MAX_EMPTY_LINES)
+            return -400;
+        i = lf + 1;
+    }
+}
+
 size_t http_head_end(const char *buf, size_t len, size_t *scan)
 {
     size_t i = *scan;
@@ -82,22 +95,6 @@ static bool ieq(const char *p, size_t n, const char *s)
     return strlen(s) == n && strncasecmp(p, s, n) == 0;
 }
 
-/* Reads the Connection header's comma-separated tokens. */
-static void connection_tokens(const char *v, size_t n, bool *close, bool *keep)
-{
-    size_t i = 0;
-    while (i < n) {
-        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-            i++;
-        size_t s = i;
-        while (i < n && v[i] != ',' && v[i] != ' ' && v[i] != '\t')
-            i++;
-        if (ieq(v + s, i - s, "close"))
-            *close = true;
-        else if (ieq(v + s, i - s, "keep-alive"))
-            *keep = true;
-    }
-}
 
 /* Decodes the path of target[0..n) (origin-form, already split from its
  * query) into req->path; returns 0 or -status. */
@@ -251,7 +248,34 @@ struct fields {
     bool close, keep; /* Connection tokens seen */
     bool have_cl;
     size_t cl; /* Content-Length, when have_cl */
+    bool cont, other_expect; /* Expect: 100-continue, or anything else */
 };
+
+/* Which words of words[0..nwords) the comma-separated list v[0..n) holds,
+ * compared case-insensitively: bit i for words[i], bit nwords for any other
+ * member. Empty members and the whitespace around members are skipped (RFC
+ * 9110 5.6.1). */
+static unsigned list_members(const char *v, size_t n, const char *const words[], unsigned nwords)
+{
+    unsigned bits = 0;
+    size_t i = 0;
+    for (;;) {
+        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+            i++;
+        if (i >= n)
+            return bits;
+        size_t s = i;
+        while (i < n && v[i] != ',')
+            i++;
+        size_t e = i;
+        while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+            e--;
+        unsigned w = 0;
+        while (w < nwords && !ieq(v + s, e - s, words[w]))
+            w++;
+        bits |= 1u << w;
+    }
+}
 
 /* A Content-Length value, all digits; a repeated one must agree (RFC 9112
  * 6.3: conflicting lengths leave the framing unknown). Past HTTP_MAX_BODY
@@ -281,14 +305,24 @@ static long content_length(const char *v, size_t vlen, struct fields *f)
 static long use_field(const char *name, size_t nlen, const char *v, size_t vlen,
                       struct http_req *req, struct fields *f)
 {
+    static const char *const conn_words[] = { "close", "keep-alive" };
+    static const char *const expect_words[] = { "100-continue" };
     if (ieq(name, nlen, "host")) {
         f->hosts++;
     } else if (ieq(name, nlen, "connection")) {
-        connection_tokens(v, vlen, &f->close, &f->keep);
+        unsigned bits = list_members(v, vlen, conn_words, 2);
+        f->close |= (bits & 1) != 0;
+        f->keep |= (bits & 2) != 0;
     } else if (ieq(name, nlen, "content-length")) {
         return content_length(v, vlen, f);
     } else if (ieq(name, nlen, "transfer-encoding")) {
         return -501;
+    } else if (ieq(name, nlen, "expect")) {
+        /* 100-continue is the only expectation HTTP defines (RFC 9110
+         * 10.1.1); any other gets 417 once the head is complete. */
+        unsigned bits = list_members(v, vlen, expect_words, 1);
+        f->cont |= (bits & 1) != 0;
+        f->other_expect |= (bits & 2) != 0;
     } else if (ieq(name, nlen, "if-none-match")) {
         req->inm = v;
         req->inm_len = vlen;
@@ -343,7 +377,7 @@ static long parse_fields(const char *buf, size_t len, const char *p, struct http
 }
 
 /* Checks the complete head as a whole (RFC 9112 3.2: HTTP/1.1 needs exactly
- * one Host) and fills req->body_len and req->keep_alive. Returns 0 or
+ * one Host) and fills req->body_len, req->keep_alive and req->expect_continue. Returns 0 or
  * -status. */
 static long check_head(struct http_req *req, const struct fields *f)
 {
@@ -355,7 +389,10 @@ static long check_head(struct http_req *req, const struct fields *f)
         return -400;
     if (f->cl > HTTP_MAX_BODY)
         return -413;
+    if (f->other_expect)
+        return -417;
     req->body_len = f->cl;
+    req->expect_continue = f->cont && req->minor == 1;
     req->keep_alive = req->minor == 1 ? !f->close : (f->keep && !f->close);
     return 0;
 }

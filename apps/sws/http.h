@@ -6,7 +6,7 @@
  * serves: GET and HEAD of origin-form (or absolute-form) targets, HTTP/1.0 and
  * 1.x; every other well-formed method is reported so that the server answers
  * 405; every malformed or oversized request is reported with the status to
- * send (400, 413, 414, 431, 501, 505).
+ * send (400, 413, 414, 417, 431, 501, 505).
  */
 #ifndef SWS_HTTP_H
 #define SWS_HTTP_H
@@ -20,6 +20,7 @@
 #define HTTP_MAX_HEADERS 64  /* header lines (431) */
 #define HTTP_MAX_BODY 4096   /* Content-Length accepted (and ignored) (413) */
 #define HTTP_MAX_PATH HTTP_MAX_TARGET /* decoded path (414) */
+#define HTTP_MAX_EMPTY_LINES 4 /* empty lines ignored before a request line (400) */
 
 enum http_method { HTTP_GET, HTTP_HEAD, HTTP_OTHER };
 
@@ -36,6 +37,8 @@ struct http_req {
     size_t inm_len;
     size_t head_len;      /* bytes of the request line and headers */
     size_t body_len;      /* Content-Length (skipped) */
+    bool expect_continue; /* "Expect: 100-continue" in an HTTP/1.1 request (RFC 9110
+                             10.1.1: an HTTP/1.0 one is ignored) */
     char path[HTTP_MAX_PATH + 1]; /* decoded absolute path, query removed, NUL-ended
                                      (last: http_parse clears the fields before it) */
 };
@@ -50,13 +53,30 @@ struct http_req {
 size_t http_head_end(const char *buf, size_t len, size_t *scan);
 
 /*
- * Parses one request at the start of buf[0..len).
+ * Counts and measures the empty lines (CRLF or LF) at the start of buf[0..len),
+ * which RFC 9112 (2.2) says a server SHOULD ignore before a request line.
+ * *lines holds those already skipped before this request (0 at first: the
+ * caller keeps it across reads and resets it once a request is answered); at
+ * most HTTP_MAX_EMPTY_LINES are allowed, so that a client cannot keep a
+ * server reading empty lines as fast as it can send them.
+ * @return the bytes of the whole empty lines at the start (to drop; *lines
+ *         grows by their number; a CR at the very end waits for its LF), or
+ *         -400 once more than HTTP_MAX_EMPTY_LINES were seen.
+ */
+long http_skip_empty_lines(const char *buf, size_t len, unsigned *lines);
+
+/*
+ * Parses one request at the start of buf[0..len) (after the empty lines:
+ * http_skip_empty_lines).
  * @return the request's total length (head and body: the bytes to consume) when
  *         complete and acceptable (req filled; req->method may be HTTP_OTHER:
- *         answer 405); 0 if more bytes are needed; -status for a request to
- *         refuse (req->minor and req->method are filled when they could be
- *         read): -400, -413, -414, -431, -501, -505. After an error the
- *         connection must be closed.
+ *         answer 405); 0 if more bytes are needed (if only body bytes are
+ *         missing, req is filled and req->head_len is not 0, so that the
+ *         caller can answer an Expect: 100-continue before the body comes);
+ *         -status for a request to refuse (req->minor and req->method are
+ *         filled when they could be read): -400, -413, -414, -417 (an
+ *         expectation other than 100-continue), -431, -501, -505. After an
+ *         error the connection must be closed.
  */
 long http_parse(const char *buf, size_t len, struct http_req *req);
 

@@ -38,8 +38,17 @@ static void usage(FILE *f)
             "  --drain-ms N        graceful shutdown limit (default 5000)\n"
             "  --epoll-handler     the paper's arrangement: one Epoll handler (color 0)\n"
             "                      polls every connection and posts ReadRequest events\n"
+            "  --status-path PATH  where the status page is (default /server-status;\n"
+            "                      off: nowhere); where it applies, it hides a file of\n"
+            "                      that name\n"
+            "  --status-public     the status page for every client (default: loopback\n"
+            "                      clients only, 127.0.0.0/8 and ::1; others get the file\n"
+            "                      at that path, or 404)\n"
             "  --help              this text\n"
-            "Status: http://HOST:PORT/server-status (add ?format=json).\n");
+            "Status: http://127.0.0.1:PORT/server-status (add ?format=json).\n"
+            "Protocol: GET and HEAD; at most 4 empty lines before a request line (then\n"
+            "400); Expect: 100-continue answered at once (100 Continue for GET/HEAD, the\n"
+            "405 for other methods), other expectations 417.\n");
 }
 
 static int number(const char *opt, const char *v, unsigned min, unsigned max, unsigned *out)
@@ -62,7 +71,8 @@ int main(int argc, char **argv)
     cfg.signals = true;
     bool print_costs = false;
     enum { O_ROOT = 1, O_HOST, O_PORT, O_WORKERS, O_NOPIN, O_MAXC, O_MAXW, O_STEAL, O_ENGINE,
-           O_MEASURED, O_PRINT, O_REUSE, O_TIMEOUT, O_DRAIN, O_HELP, O_EPOLL };
+           O_MEASURED, O_PRINT, O_REUSE, O_TIMEOUT, O_DRAIN, O_HELP, O_EPOLL, O_STATUS,
+           O_STATUS_PUBLIC };
     static const struct option opts[] = {
         { "root", required_argument, NULL, O_ROOT },
         { "host", required_argument, NULL, O_HOST },
@@ -79,6 +89,8 @@ int main(int argc, char **argv)
         { "timeout-ms", required_argument, NULL, O_TIMEOUT },
         { "drain-ms", required_argument, NULL, O_DRAIN },
         { "epoll-handler", no_argument, NULL, O_EPOLL },
+        { "status-path", required_argument, NULL, O_STATUS },
+        { "status-public", no_argument, NULL, O_STATUS_PUBLIC },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -110,6 +122,8 @@ int main(int argc, char **argv)
         case O_TIMEOUT: rc = number("timeout-ms", optarg, 1, 86400000, &cfg.timeout_ms); break;
         case O_DRAIN: rc = number("drain-ms", optarg, 0, 86400000, &cfg.drain_ms); break;
         case O_EPOLL: cfg.epoll_handler = true; break;
+        case O_STATUS: cfg.status_path = optarg; break;
+        case O_STATUS_PUBLIC: cfg.status_public = true; break;
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

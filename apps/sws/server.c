@@ -153,8 +153,6 @@ static void cap_sync(struct sws *s)
 
 static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, void *arg)
 {
-    (void)peer;
-    (void)peerlen;
     struct sws *s = arg;
     if (atomic_load(&s->draining)) {
         close(fd);
@@ -166,7 +164,8 @@ static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, voi
         return;
     }
     int color = mely_current_color();
-    struct conn *c = conn_new(s, fd, color >= 0 ? (mely_color_t)color : 1);
+    struct conn *c = conn_new(s, fd, color >= 0 ? (mely_color_t)color : 1,
+                              sws_status_allowed(s, peer, peerlen));
     if (!c) {
         refuse(s, fd);
         return;
@@ -260,6 +259,7 @@ void sws_drain(struct sws *s)
         return;
     pthread_mutex_lock(&s->wait_mu);
     if (s->listener) {
+        s->listener_pauses = mely_listener_pauses(s->listener);
         mely_listener_close(s->listener);
         s->listener = NULL;
     }
@@ -319,6 +319,8 @@ int sws_start(struct sws *s, const struct sws_config *cfg, char *err, size_t err
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    if (sws_status_setup(s, err, errlen) != 0)
+        return -1;
     int rc = s->cfg.root ? cache_load_dir(&s->cache, s->cfg.root, err, errlen)
                          : cache_load_sample(&s->cache, err, errlen);
     if (rc != 0)

@@ -1,13 +1,22 @@
 /*
- * status.c: /server-status, plain text or JSON (?format=json): requests,
- * connections and, per worker, SWS's request counts next to the runtime's
- * statistics (events run, steals, events and cycles stolen, polls).
+ * status.c: the status page (/server-status by default), plain text or JSON
+ * (?format=json): requests, connections and, per worker, SWS's request counts
+ * next to the runtime's statistics (events run, steals, events and cycles
+ * stolen, polls). Also who may see it: by default only loopback peers, since
+ * it tells anyone who asks how loaded the server is; everyone else gets the
+ * file of that name, if the root has one, or 404.
  */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
+#include "apps/sws/http.h"
 #include "apps/sws/sws.h"
 
 struct buf {
@@ -54,7 +63,7 @@ struct summary {
     unsigned long long total, errors, bytes; /* summed over the workers */
     unsigned waiting, current;
     bool held;
-    unsigned long long pauses, accepted, refused, timeouts, closed;
+    unsigned long long pauses, exhausted, accepted, refused, timeouts, closed;
 };
 
 static void read_summary(struct sws *s, struct summary *m)
@@ -69,6 +78,8 @@ static void read_summary(struct sws *s, struct summary *m)
     pthread_mutex_lock(&s->wait_mu);
     m->waiting = s->waiting;
     m->held = s->held;
+    /* The drain closes the listener under wait_mu, keeping its count. */
+    m->exhausted = s->listener ? mely_listener_pauses(s->listener) : s->listener_pauses;
     pthread_mutex_unlock(&s->wait_mu);
     m->pauses = ld(&s->cap_pauses);
     m->accepted = ld(&s->accepted);
@@ -90,21 +101,22 @@ static void put_summary(struct buf *b, const struct sws *s, const struct summary
             "{\"uptime_s\":%.3f,\"workers\":%u,\"engine\":\"%s\",\"steal\":\"%s\",\"files\":%zu,"
             "\"requests\":%llu,\"errors\":%llu,\"bytes_out\":%llu,\"connections\":{\"current\":%u,"
             "\"waiting\":%u,\"max\":%u,\"accepted\":%llu,\"closed\":%llu,\"refused\":%llu,"
-            "\"timeouts\":%llu,\"accepting\":%s,\"cap_pauses\":%llu},\"per_worker\":[",
+            "\"timeouts\":%llu,\"accepting\":%s,\"cap_pauses\":%llu,\"exhaustion_pauses\":%llu},"
+            "\"per_worker\":[",
             m->up, s->workers, engine, steal, s->cache.n, m->total, m->errors, m->bytes,
             m->current, m->waiting, s->cfg.max_clients, m->accepted, m->closed, m->refused,
-            m->timeouts, m->held ? "false" : "true", m->pauses);
+            m->timeouts, m->held ? "false" : "true", m->pauses, m->exhausted);
     else
         put(b,
             "SWS server status\nuptime_s: %.3f\nworkers: %u\nengine: %s\nsteal: %s\nfiles: %zu\n"
             "requests: %llu\nerrors: %llu\nbytes_out: %llu\nconnections_current: %u\n"
             "connections_waiting: %u\nconnections_max: %u\nconnections_accepted: %llu\n"
             "connections_closed: %llu\nconnections_refused: %llu\ntimeouts: %llu\n"
-            "accepting: %s\ncap_pauses: %llu\n"
+            "accepting: %s\ncap_pauses: %llu\nexhaustion_pauses: %llu\n"
             "worker  requests  events  steals  stolen_events  stolen_cycles  steal_cycles  polls  io_ready\n",
             m->up, s->workers, engine, steal, s->cache.n, m->total, m->errors, m->bytes,
             m->current, m->waiting, s->cfg.max_clients, m->accepted, m->closed, m->refused,
-            m->timeouts, m->held ? "no" : "yes", m->pauses);
+            m->timeouts, m->held ? "no" : "yes", m->pauses, m->exhausted);
 }
 
 /* Worker w's row: SWS's request count beside the runtime's statistics
@@ -186,4 +198,80 @@ char *sws_status(struct sws *s, bool json, size_t *len)
         return NULL;
     }
     return with_head(&body, json, len);
+}
+
+/* ---- where the page is, and who sees it ---------------------------------------- */
+
+/* Whether a request's decoded path can ever equal p: absolute, no query or
+ * fragment, no "." or ".." segment (http.c refuses those). */
+static bool reachable(const char *p)
+{
+    if (p[0] != '/' || strlen(p) > HTTP_MAX_PATH || strpbrk(p, "?#"))
+        return false;
+    for (const char *seg = p; *seg;) {
+        while (*seg == '/')
+            seg++;
+        size_t n = strcspn(seg, "/");
+        if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+            return false;
+        seg += n;
+    }
+    return true;
+}
+
+/* One stat at start-up: the file cache may load lazily, and this is only a
+ * hint to whoever reads the log. */
+static void warn_shadowed(const struct sws *s)
+{
+    char p[4096];
+    struct stat st;
+    if (!s->cfg.root ||
+        snprintf(p, sizeof(p), "%s%s", s->cfg.root, s->status_path) >= (int)sizeof(p) ||
+        stat(p, &st) != 0)
+        return;
+    fprintf(stderr,
+            "sws: warning: %s exists; %s answers with the status page to %s, "
+            "so they never get that file (--status-path moves the page)\n",
+            p, s->status_path, s->cfg.status_public ? "every client" : "loopback clients");
+}
+
+int sws_status_setup(struct sws *s, char *err, size_t errlen)
+{
+    const char *p = s->cfg.status_path ? s->cfg.status_path : "/server-status";
+    s->status_path = NULL;
+    s->status_len = 0;
+    if (strcmp(p, "off") == 0)
+        return 0;
+    if (!reachable(p)) {
+        snprintf(err, errlen,
+                 "status path \"%s\": expected an absolute path without a query and "
+                 "without . or .. segments (or off)", p);
+        return -1;
+    }
+    s->status_path = p;
+    s->status_len = strlen(p);
+    warn_shadowed(s);
+    return 0;
+}
+
+bool sws_peer_loopback(const struct sockaddr *peer, unsigned peerlen)
+{
+    if (!peer)
+        return false;
+    if (peer->sa_family == AF_INET && peerlen >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)peer;
+        return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (peer->sa_family == AF_INET6 && peerlen >= sizeof(struct sockaddr_in6)) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)peer)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a))
+            return true;
+        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+    }
+    return false;
+}
+
+bool sws_status_allowed(const struct sws *s, const struct sockaddr *peer, unsigned peerlen)
+{
+    return s->status_path && (s->cfg.status_public || sws_peer_loopback(peer, peerlen));
 }

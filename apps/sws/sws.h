@@ -49,6 +49,10 @@ struct sws_config {
     bool epoll_handler;    /* the paper's arrangement: one Epoll handler of
                               color 0 polls every connection (its own epoll
                               set) and posts ReadRequest events */
+    const char *status_path; /* the status page's path (NULL: "/server-status";
+                                "off": none) */
+    bool status_public;    /* the status page for every peer (default: only
+                              loopback peers, 127.0.0.0/8 and ::1) */
 };
 
 /* Default values (port 8080, the sample site, ...). */
@@ -88,6 +92,11 @@ struct sws {
     unsigned waiting;
     bool held;               /* accepting paused at the cap */
     atomic_uint_fast64_t cap_pauses;
+    uint64_t listener_pauses; /* the listener's exhaustion pauses, kept when
+                                 the drain closes it (under wait_mu) */
+
+    const char *status_path; /* NULL: no status page */
+    size_t status_len;
 
     atomic_bool draining, stopped;
     atomic_uint_fast64_t accepted, refused, timeouts, closed;
@@ -124,7 +133,7 @@ struct http_req;
 extern struct sws *sws_current;
 
 /* conn.c */
-struct conn *conn_new(struct sws *s, int fd, mely_color_t accept_color);
+struct conn *conn_new(struct sws *s, int fd, mely_color_t accept_color, bool status_ok);
 void conn_start(void *c);       /* H_START: on the connection's color */
 void conn_drain(void *fdp);     /* H_DRAIN: on the connection's color */
 void conn_free_at_exit(struct conn *c); /* after mely_shutdown */
@@ -141,5 +150,17 @@ void sws_count(struct sws *s, int status, uint64_t bytes);
 /* status.c: the /server-status response, its head, a NUL, then its body;
  * malloc'ed, *len the length of all three; NULL if out of memory. */
 char *sws_status(struct sws *s, bool json, size_t *len);
+
+/* Sets s->status_path from the configuration; warns on stderr if the document
+ * root has a file at that path (loopback peers get the status page instead).
+ * Returns 0, or -1 with a message in err (a path that no request can have). */
+int sws_status_setup(struct sws *s, char *err, size_t errlen);
+
+/* Whether a connection from peer may see the status page: the page is on,
+ * and public or the peer is a loopback address. Any thread. */
+bool sws_status_allowed(const struct sws *s, const struct sockaddr *peer, unsigned peerlen);
+
+/* Whether peer is a loopback address: 127.0.0.0/8, ::1, or ::ffff:127.0.0.0/104. */
+bool sws_peer_loopback(const struct sockaddr *peer, unsigned peerlen);
 
 #endif /* SWS_SWS_H */

@@ -5,8 +5,10 @@
  * Beyond "no crash", it checks what the server relies on: a parsed length
  * never exceeds the input, an error is one of the statuses SWS sends, a
  * parsed path is absolute and holds no dot segment and no NUL, the incremental
- * head search agrees with a search from the start, and a complete request
- * stays complete (with the same length) when more bytes follow it.
+ * head search agrees with a search from the start, a complete request
+ * stays complete (with the same length) when more bytes follow it, a head
+ * without its body says so, and the empty lines skipped before a request
+ * are whole lines and at most HTTP_MAX_EMPTY_LINES.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,7 +25,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     long n = http_parse(buf, size, &r);
     if (n > (long)size)
         abort();
-    if (n < 0 && n != -400 && n != -413 && n != -414 && n != -431 && n != -501 && n != -505)
+    if (n < 0 && n != -400 && n != -413 && n != -414 && n != -417 && n != -431 && n != -501 &&
+        n != -505)
+        abort();
+    if (n == 0 && r.head_len && (r.head_len > size || r.head_len + r.body_len <= size))
+        abort(); /* a head without its body: the body is what is missing */
+    /* the empty lines before a request: whole lines, a bounded number */
+    unsigned lines = 0;
+    long skip = http_skip_empty_lines(buf, size, &lines);
+    if (skip > (long)size || (skip < 0 && skip != -400) ||
+        (skip >= 0 ? lines > HTTP_MAX_EMPTY_LINES || (size_t)skip > 2 * lines
+                   : lines != HTTP_MAX_EMPTY_LINES + 1))
         abort();
     if (n > 0) {
         if (r.path[0] != '/' || strlen(r.path) != r.path_len)

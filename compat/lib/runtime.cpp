@@ -147,11 +147,11 @@ void mely_compat_set_default_handler(const void *h)
 
 /* ---- Posting ----------------------------------------------------------------------- */
 
-static void run_posted(void *arg)
+static void run_posted(void *arg) noexcept
 {
     callback<void> *cb = static_cast<callback<void> *>(arg);
     tick_now();
-    (*cb)();
+    guard(cb, "cpucb", -1, [cb] { (*cb)(); });
     cb->release();
 }
 
@@ -225,7 +225,15 @@ struct mely *mely_compat_runtime()
 void amain()
 {
     mely_t *rt = runtime();
-    int err = mely_run(rt);
+    int err;
+    try {
+        err = mely_run(rt);
+    } catch (...) {
+        /* Not from a compat callback (their trampolines catch): from a
+         * native handler the program posted itself (mely_compat_runtime()),
+         * and it has unwound through the runtime's frames already. */
+        callback_threw(nullptr, nullptr, "a native handler, unwound through the runtime", -1);
+    }
     if (err)
         die("amain", err);
     /* Only mely_stop() (not part of the legacy API) makes mely_run return. */

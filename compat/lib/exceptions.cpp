@@ -18,6 +18,7 @@
  * installed could exit with any status, and libstdc++'s default one prints
  * two more lines).
  */
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -104,9 +105,16 @@ void describe_color(char *buf, std::size_t n)
         snprintf(buf, n, "%d", c);
 }
 
-/* Writes the line with one write(): whole even if other workers print. */
+std::atomic<bool> g_aborting{false};
+
+/* Writes the line with one write(), whole even if other threads print, and
+ * aborts. One line only: a second worker that throws meanwhile (two idle
+ * hooks, say) waits for the first one's abort. */
 [[noreturn]] void report_and_abort(const char *exc, const char *where)
 {
+    if (g_aborting.exchange(true))
+        for (;;)
+            pause();
     char color[32], line[2048];
     describe_color(color, sizeof color);
     int len = snprintf(line, sizeof line,

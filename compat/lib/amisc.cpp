@@ -235,15 +235,8 @@ void connect_start(connect_tab::slot &s, void *h, in_addr addr, u_int16_t port)
 
 tcpconnect_t *tcpconnect(in_addr addr, u_int16_t port, callback<void, int> *cb)
 {
-    if (!cb) {
-        fprintf(stderr, "mely-compat: tcpconnect with a NULL callback\n");
-        exit(EXIT_FAILURE);
-    }
-    runtime();
-    connect_tab &tab = connect_table();
-    uint32_t i = tab.alloc();
-    connect_tab::slot &s = tab.at(i);
-    cb->refcount_inc();
+    uint32_t i;
+    connect_tab::slot &s = new_handle(connect_table(), cb, "tcpconnect", &i);
     std::lock_guard<std::mutex> g(s.mu);
     s.val = connect_rec{-1, 0, false, nullptr, cb};
     void *h = connect_tab::encode(i, s.gen);

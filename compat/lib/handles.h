@@ -95,6 +95,13 @@ public:
         }
     }
 
+    /* alloc()'s slot, its index in *i. */
+    slot &alloc_slot(uint32_t *i)
+    {
+        *i = alloc();
+        return at(*i);
+    }
+
     /* Gives slot i back, once its generation has moved on and nobody uses
      * its value any more. Any thread. */
     void release(uint32_t i) { push(i, i); }
@@ -151,6 +158,17 @@ private:
     unsigned nchunks_ = 0; /* under grow_mu_ */
     const char *what_;
 };
+
+/* A new handle's slot in tab (its index in *i) for a legacy call (what) with
+ * callback cb, which it counts; creates the runtime first. */
+template <class Tab>
+typename Tab::slot &new_handle(Tab &tab, const callback_base *cb, const char *what, uint32_t *i)
+{
+    require_callback(cb, what);
+    runtime();
+    cb->refcount_inc();
+    return tab.alloc_slot(i);
+}
 
 } // namespace mely_compat
 

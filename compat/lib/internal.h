@@ -97,6 +97,14 @@ inline void guard(const callback_base *cb, const char *via, int arg, F &&f) noex
     }
 }
 
+/* Exits with "mely-compat: what of a NULL callback" if cb is NULL. */
+[[noreturn]] void null_callback(const char *what);
+inline void require_callback(const void *cb, const char *what)
+{
+    if (__builtin_expect(!cb, 0))
+        null_callback(what);
+}
+
 /* Prints "mely-compat: what: error" and exits with EXIT_FAILURE. */
 [[noreturn]] void die(const char *what, int err);
 

@@ -231,15 +231,9 @@ void timer_fire(void *arg) noexcept
 
 timecb_t *timer_new(callback<void> *cb, const timespec *when, uint64_t delay_ns)
 {
-    if (!cb) {
-        fprintf(stderr, "mely-compat: timecb/delaycb of a NULL callback\n");
-        exit(EXIT_FAILURE);
-    }
+    uint32_t i;
+    timer_tab::slot &s = new_handle(timer_table(), cb, "timecb/delaycb", &i);
     mely_t *rt = runtime();
-    timer_tab &tab = timer_table();
-    uint32_t i = tab.alloc();
-    timer_tab::slot &s = tab.at(i);
-    cb->refcount_inc();
     /* Under the slot's lock until the id is stored: the timer may fire on
      * another worker before mely_timer_* returns (timer_fire then waits). */
     std::lock_guard<std::mutex> g(s.mu);
@@ -362,15 +356,8 @@ void lazy_arm(lazy_tab::slot &s, void *h)
 
 lazycb_t *lazycb(time_t min_interval, callback<void> *cb)
 {
-    if (!cb) {
-        fprintf(stderr, "mely-compat: lazycb of a NULL callback\n");
-        exit(EXIT_FAILURE);
-    }
-    runtime();
-    lazy_tab &tab = lazy_table();
-    uint32_t i = tab.alloc();
-    lazy_tab::slot &s = tab.at(i);
-    cb->refcount_inc();
+    uint32_t i;
+    lazy_tab::slot &s = new_handle(lazy_table(), cb, "lazycb", &i);
     std::lock_guard<std::mutex> g(s.mu);
     s.val = lazy_rec{min_interval < 0 ? 0 : min_interval, 0, cb, false, false};
     void *h = lazy_tab::encode(i, s.gen);

@@ -54,6 +54,12 @@ void create_runtime()
     std::call_once(g_once, create);
 }
 
+void null_callback(const char *what)
+{
+    fprintf(stderr, "mely-compat: %s of a NULL callback\n", what);
+    exit(EXIT_FAILURE);
+}
+
 void die(const char *what, int err)
 {
     fprintf(stderr, "mely-compat: %s: %s\n", what, mely_strerror(err));
@@ -157,10 +163,7 @@ static void run_posted(void *arg) noexcept
 
 static inline void post(callback<void> *cb, unsigned flags)
 {
-    if (!cb) {
-        fprintf(stderr, "mely-compat: cpucb of a NULL callback\n");
-        exit(EXIT_FAILURE);
-    }
+    require_callback(cb, "cpucb");
     mely_t *rt = runtime();
     mely_to_t to = target(cb);
     cb->refcount_inc_maybe_fresh(); /* usually a fresh wrap(): no atomic RMW */

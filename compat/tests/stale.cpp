@@ -116,12 +116,9 @@ static void start_stress();
 
 static tcpconnect_t *connect_to_listener(callback<void, int> *cb)
 {
-    sockaddr_in sin;
-    socklen_t len = sizeof sin;
-    CHECK(getsockname(g_listener, (sockaddr *)&sin, &len) == 0);
     in_addr lo;
     lo.s_addr = htonl(INADDR_LOOPBACK);
-    return tcpconnect(lo, ntohs(sin.sin_port), cb);
+    return tcpconnect(lo, ct_port_of(g_listener), cb);
 }
 
 static void tc2_connected(int fd)

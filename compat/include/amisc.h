@@ -23,11 +23,12 @@ void make_sync(int fd);
 void close_on_exec(int fd, bool on = true);
 void tcp_nodelay(int fd);
 
-struct tcpconnect_t;
+struct tcpconnect_t; /* a handle, as timecb_t (melycompat_loop.h) */
 /* Connects to addr:port (port in host byte order) without blocking; cb gets
  * the connected, non-blocking fd, or -1 (errno set). Runs with cb's color. */
 tcpconnect_t *tcpconnect(in_addr addr, u_int16_t port, callback<void, int> *cb);
-/* Before cb ran: cb never runs and the socket is closed. */
+/* Before cb's event started: cb never runs and the socket is closed. After,
+ * or a second time: nothing. Any thread. */
 void tcpconnect_cancel(tcpconnect_t *tc);
 
 #endif /* MELY_COMPAT_AMISC_H */

@@ -30,8 +30,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
 #include "refcnt.h"
@@ -110,6 +112,13 @@ public:
         }
     }
     bool getFlagAutoFree() const noexcept { return !keep_.load(std::memory_order_acquire); }
+
+    /* What the callback calls, for the message compat prints when an
+     * exception escapes it (doc/porting.md): the function's address (NULL
+     * when not known: a virtual member function, a callback class of the
+     * program's own) and its type (NULL when not known). */
+    virtual const void *target_fn() const noexcept { return nullptr; }
+    virtual const std::type_info *target_type() const noexcept { return nullptr; }
 };
 
 template <class R, class B1 = void, class B2 = void, class B3 = void> class callback;
@@ -162,25 +171,114 @@ template <class... K, class X0, class... X> struct nonvoid<tl<K...>, X0, X...> {
                                         nonvoid<tl<K..., X0>, X...>>::type type;
 };
 
-/* The concrete callback: a closure called with the call-time arguments. */
-template <class R, class L, class... B> class callback_fn final : public callback<R, B...> {
-    L l_;
+/* How a member-function callback holds its object: counted objects are kept
+ * alive (ref<C>, ptr<C>, refcounted<C> *), plain pointers are not. */
+template <class O> struct holder {
+    typedef O type;
+};
+template <class X> struct holder<refcounted<X> *> {
+    typedef ref<refcounted<X>> type;
+};
+template <class X> inline X *raw(X *p) { return p; }
+template <class X> inline X *raw(const ref<X> &p) { return p.get(); }
+template <class X> inline X *raw(const ptr<X> &p) { return p.get(); }
+
+/* What a wrap() calls, as target_fn() and target_type() tell it: a function,
+ * a member function on an object (mem_call) or another callback (cb_call). */
+template <class R, class... P> inline const void *target_addr(R (*f)(P...)) noexcept
+{
+    return reinterpret_cast<const void *>(f);
+}
+template <class R, class... P> inline const std::type_info *target_typeid(R (*f)(P...)) noexcept
+{
+    return &typeid(f);
+}
+
+/* A non-virtual member function's address, read from its pointer-to-member
+ * in the Itanium C++ ABI (a code address and an adjustment; the "virtual"
+ * bit is the address's low bit, or the adjustment's on ARM and MIPS). NULL
+ * for a virtual one (its address depends on the object) or another ABI. */
+template <class M> inline const void *pmf_address(M m) noexcept
+{
+#if defined(__GXX_ABI_VERSION)
+    struct rep {
+        std::uintptr_t ptr;
+        std::ptrdiff_t adj;
+    } r;
+    static_assert(sizeof(M) == sizeof(rep), "an Itanium pointer to member function");
+    std::memcpy(&r, &m, sizeof r);
+#if defined(__arm__) || defined(__aarch64__) || defined(__mips__)
+    bool is_virtual = r.adj & 1;
+#else
+    bool is_virtual = r.ptr & 1;
+#endif
+    return is_virtual ? nullptr : reinterpret_cast<const void *>(r.ptr);
+#else
+    (void)m;
+    return nullptr;
+#endif
+}
+
+template <class R, class H, class M> struct mem_call {
+    H h;
+    M m;
+    template <class... X> R operator()(X &&...x) const
+    {
+        return (raw(h)->*m)(std::forward<X>(x)...);
+    }
+};
+template <class R, class H, class M>
+inline const void *target_addr(const mem_call<R, H, M> &c) noexcept
+{
+    return pmf_address(c.m);
+}
+template <class R, class H, class M>
+inline const std::type_info *target_typeid(const mem_call<R, H, M> &) noexcept
+{
+    return &typeid(M);
+}
+
+template <class R, class H> struct cb_call {
+    H h;
+    template <class... X> R operator()(X &&...x) const { return (*h)(std::forward<X>(x)...); }
+};
+template <class R, class H> inline const void *target_addr(const cb_call<R, H> &c) noexcept
+{
+    return c.h->target_fn();
+}
+template <class R, class H>
+inline const std::type_info *target_typeid(const cb_call<R, H> &c) noexcept
+{
+    return c.h->target_type();
+}
+
+/* The concrete callback: fn called with the bound arguments, then the
+ * call-time ones. */
+template <class R, class Fn, class Bound, class... B>
+class callback_fn final : public callback<R, B...> {
+    Fn fn_;
+    Bound bound_;
 
 public:
-    explicit callback_fn(L &&l) : l_(std::move(l)) {}
-    R operator()(B... b) override { return l_(static_cast<B &&>(b)...); }
+    template <class... A>
+    explicit callback_fn(Fn fn, A &&...a) : fn_(std::move(fn)), bound_(std::forward<A>(a)...)
+    {
+    }
+    R operator()(B... b) override
+    {
+        return std::apply([&](auto &...f) -> R { return fn_(f..., static_cast<B &&>(b)...); },
+                          bound_);
+    }
+    const void *target_fn() const noexcept override { return target_addr(fn_); }
+    const std::type_info *target_type() const noexcept override { return target_typeid(fn_); }
 };
 
 template <class R, class... F, class... B, class Fn, class... A>
 callback<R, B...> *bind(tl<F...>, tl<B...>, Fn fn, A &&...a)
 {
     static_assert(sizeof...(B) <= 3, "wrap: a callback takes at most 3 call-time arguments");
-    std::tuple<std::remove_cv_t<std::remove_reference_t<F>>...> bound{std::forward<A>(a)...};
-    auto l = [fn, bound](B... b) mutable -> R {
-        return std::apply(
-            [&](auto &...f) -> R { return fn(f..., static_cast<B &&>(b)...); }, bound);
-    };
-    return new callback_fn<R, decltype(l), B...>(std::move(l));
+    typedef std::tuple<std::remove_cv_t<std::remove_reference_t<F>>...> bound;
+    return new callback_fn<R, Fn, bound, B...>(std::move(fn), std::forward<A>(a)...);
 }
 
 template <class R, class... P, class Fn, class Tup, std::size_t... I>
@@ -274,18 +372,6 @@ auto make(tl<P...> params, Fn fn, A &&...a)
     return cb;
 }
 
-/* How a member-function callback holds its object: counted objects are kept
- * alive (ref<C>, ptr<C>, refcounted<C> *), plain pointers are not. */
-template <class O> struct holder {
-    typedef O type;
-};
-template <class X> struct holder<refcounted<X> *> {
-    typedef ref<refcounted<X>> type;
-};
-template <class X> inline X *raw(X *p) { return p; }
-template <class X> inline X *raw(const ref<X> &p) { return p.get(); }
-template <class X> inline X *raw(const ptr<X> &p) { return p.get(); }
-
 } // namespace mely_compat_detail
 
 /* Each form F gets six overloads: a function, a member function (const or
@@ -303,9 +389,7 @@ template <class X> inline X *raw(const ptr<X> &p) { return p.get(); }
         typename mely_compat_detail::holder<std::decay_t<O>>::type h(std::forward<O>(obj));       \
         return mely_compat_detail::make<mely_compat_detail::FORM, R>(                             \
             mely_compat_detail::tl<P...>(),                                                       \
-            [h, m](auto &&...x) -> R {                                                            \
-                return (mely_compat_detail::raw(h)->*m)(std::forward<decltype(x)>(x)...);         \
-            },                                                                                    \
+            mely_compat_detail::mem_call<R, decltype(h), decltype(m)>{h, m},                      \
             std::forward<A>(a)...);                                                               \
     }                                                                                             \
     template <class O, class R, class C, class... P, class... A>                                  \
@@ -314,9 +398,7 @@ template <class X> inline X *raw(const ptr<X> &p) { return p.get(); }
         typename mely_compat_detail::holder<std::decay_t<O>>::type h(std::forward<O>(obj));       \
         return mely_compat_detail::make<mely_compat_detail::FORM, R>(                             \
             mely_compat_detail::tl<P...>(),                                                       \
-            [h, m](auto &&...x) -> R {                                                            \
-                return (mely_compat_detail::raw(h)->*m)(std::forward<decltype(x)>(x)...);         \
-            },                                                                                    \
+            mely_compat_detail::mem_call<R, decltype(h), decltype(m)>{h, m},                      \
             std::forward<A>(a)...);                                                               \
     }                                                                                             \
     template <class R, class B1, class B2, class B3, class... A>                                  \
@@ -325,7 +407,7 @@ template <class X> inline X *raw(const ptr<X> &p) { return p.get(); }
         ::ref<callback<R, B1, B2, B3>> h(cb);                                                     \
         return mely_compat_detail::make<mely_compat_detail::FORM, R>(                             \
             typename mely_compat_detail::nonvoid<mely_compat_detail::tl<>, B1, B2, B3>::type(),   \
-            [h](auto &&...x) -> R { return (*h)(std::forward<decltype(x)>(x)...); },              \
+            mely_compat_detail::cb_call<R, decltype(h)>{h},                                       \
             std::forward<A>(a)...);                                                               \
     }                                                                                             \
     template <class R, class B1, class B2, class B3, class... A>                                  \

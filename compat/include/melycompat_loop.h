@@ -52,11 +52,14 @@ void fdcb_finished(bool finished);
 
 /* ---- Timers -------------------------------------------------------------------- */
 
+/* A timer's handle: not an address (it encodes a slot and a generation, see
+ * doc/porting.md), never NULL. */
 struct timecb_t;
 /* One-shot timers at a wall-clock time (CLOCK_REALTIME) or after a delay;
- * cb runs with its color and priority. timecb_remove before the timer fired
- * (from the callback's color, or any color if it surely has not fired yet):
- * the callback never runs. */
+ * cb runs with its color and priority. Any thread.
+ * timecb_remove: a timer still pending is cancelled (cb never runs); a stale
+ * handle (the timer's event started or ran, the timer was removed already)
+ * does nothing, even once a new timer took its slot. Any thread, any time. */
 timecb_t *timecb(const timespec &when, callback<void> *cb);
 timecb_t *delaycb(time_t sec, u_int32_t nsec, callback<void> *cb);
 timecb_t *delaycb(time_t sec, callback<void> *cb);
@@ -71,8 +74,10 @@ extern thread_local const time_t &timenow;
 /* Reads the clock into this thread's tsnow now. */
 void mely_compat_refresh_now();
 
-struct lazycb_t;
-/* Runs cb every min_interval seconds (after it last ran) until lazycb_remove. */
+struct lazycb_t; /* a handle, as timecb_t */
+/* Runs cb every min_interval seconds (after it last ran) until lazycb_remove:
+ * no run starts after it returned (one under way on another core finishes); a
+ * second lazycb_remove does nothing. Any thread. */
 lazycb_t *lazycb(time_t min_interval, callback<void> *cb);
 void lazycb_remove(lazycb_t *l);
 

@@ -9,10 +9,10 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include "amisc.h"
+#include "handles.h"
 #include "internal.h"
 
 using namespace mely_compat;
@@ -110,76 +110,97 @@ void tcp_nodelay(int fd)
 
 /* ---- tcpconnect ------------------------------------------------------------------ */
 
-struct tcpconnect_t {
-    int fd;
-    int err;                  /* an immediate failure, reported by a posted event */
-    bool watching;            /* connecting under a write watch (else: failed at once) */
-    std::atomic<mely_watch_t *> w{nullptr}; /* that watch, once mely_watch returned */
-    callback<void, int> *cb;  /* counted */
-    std::atomic<bool> cancelled{false};
-};
+/* A tcpconnect_t * is a handle of connect_table() (handles.h), never an
+ * address: tcpconnect_cancel() after the callback ran, or a second one, does
+ * nothing. A connection's generation ends when its callback starts or when
+ * it is cancelled. */
 
-static void tc_finish(tcpconnect_t *tc, int fd, int err)
+namespace {
+
+struct connect_rec {
+    int fd;
+    int err;            /* an immediate failure, reported by a posted event */
+    bool watching;      /* connecting under a write watch (else: failed at once) */
+    mely_watch_t *w;    /* that watch */
+    callback<void, int> *cb; /* counted */
+};
+typedef handle_table<connect_rec> connect_tab;
+
+connect_tab &connect_table()
 {
-    callback<void, int> *cb = tc->cb;
-    delete tc;
-    if (fd < 0)
-        errno = err;
-    (*cb)(fd);
+    static connect_tab *t = new connect_tab("tcpconnect"); /* never destroyed */
+    return *t;
+}
+
+/* Ends the live generation of h's slot, or tells that it had ended
+ * (cancelled): then *rec is not filled. */
+bool connect_claim(void *h, connect_rec *rec)
+{
+    connect_tab::slot &s = connect_table().at(connect_tab::index_of(h));
+    std::lock_guard<std::mutex> g(s.mu);
+    if (s.gen != connect_tab::gen_of(h))
+        return false;
+    s.gen++;
+    *rec = s.val;
+    return true;
+}
+
+/* Frees a cancelled connection's slot and drops its callback's count, once
+ * no event of it will run. */
+void connect_free(void *h) noexcept
+{
+    connect_tab &tab = connect_table();
+    callback<void, int> *cb = tab.at(connect_tab::index_of(h)).val.cb;
+    tab.release(connect_tab::index_of(h));
     cb->refcount_dec();
 }
 
-static void tc_ready(int fd, unsigned, void *arg)
+/* Frees a claimed connection's slot and runs its callback with fd, or -1
+ * and errno err. */
+void connect_finish(void *h, callback<void, int> *cb, int fd, int err) noexcept
 {
-    tcpconnect_t *tc = static_cast<tcpconnect_t *>(arg);
-    mely_watch_t *w;
-    /* The watch may fire on another worker before mely_watch() returned it. */
-    while ((w = tc->w.load(std::memory_order_acquire)) == nullptr)
-        sched_yield();
-    mely_watch_remove(w); /* from its own color: synchronous */
+    connect_table().release(connect_tab::index_of(h));
+    guard(cb, "tcpconnect", -1, [cb, fd, err] {
+        if (fd < 0)
+            errno = err;
+        (*cb)(fd);
+    });
+    cb->refcount_dec();
+}
+
+void connect_ready(int fd, unsigned, void *h) noexcept
+{
+    connect_rec rec;
+    if (!connect_claim(h, &rec))
+        return; /* cancelled: the watch's fin frees the slot */
+    mely_watch_remove(rec.w); /* from its own color: synchronous */
     int soerr = 0;
     socklen_t len = sizeof soerr;
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
         soerr = errno;
     if (soerr) {
         close(fd);
-        tc_finish(tc, -1, soerr);
+        connect_finish(h, rec.cb, -1, soerr);
     } else {
-        tc_finish(tc, fd, 0);
+        connect_finish(h, rec.cb, fd, 0);
     }
 }
 
-static void tc_failed(void *arg)
+void connect_failed(void *h) noexcept
 {
-    tcpconnect_t *tc = static_cast<tcpconnect_t *>(arg);
-    if (tc->cancelled.load(std::memory_order_acquire)) {
-        tc->cb->refcount_dec();
-        delete tc;
-        return;
-    }
-    tc_finish(tc, -1, tc->err);
+    connect_rec rec;
+    if (connect_claim(h, &rec))
+        connect_finish(h, rec.cb, -1, rec.err);
+    else
+        connect_free(h); /* cancelled */
 }
 
-static void tc_free(void *arg)
+/* Starts the connection (the slot's lock held): a write watch on a
+ * connecting socket, or else a posted failure with errno. */
+void connect_start(connect_tab::slot &s, void *h, in_addr addr, u_int16_t port)
 {
-    tcpconnect_t *tc = static_cast<tcpconnect_t *>(arg);
-    tc->cb->refcount_dec();
-    delete tc;
-}
-
-tcpconnect_t *tcpconnect(in_addr addr, u_int16_t port, callback<void, int> *cb)
-{
-    if (!cb) {
-        fprintf(stderr, "mely-compat: tcpconnect with a NULL callback\n");
-        exit(EXIT_FAILURE);
-    }
     mely_t *rt = runtime();
-    tcpconnect_t *tc = new tcpconnect_t;
-    tc->fd = -1;
-    tc->err = 0;
-    tc->watching = false;
-    tc->cb = cb;
-    cb->refcount_inc();
+    connect_rec &c = s.val;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd >= 0) {
         sockaddr_in sin;
@@ -188,39 +209,50 @@ tcpconnect_t *tcpconnect(in_addr addr, u_int16_t port, callback<void, int> *cb)
         sin.sin_port = htons(port);
         sin.sin_addr = addr;
         if (connect(fd, (sockaddr *)&sin, sizeof sin) == 0 || errno == EINPROGRESS) {
-            tc->fd = fd;
-            tc->watching = true;
-            mely_watch_t *w;
-            int err = mely_watch(rt, fd, MELY_WRITE | MELY_ONESHOT, target(cb), tc_ready, tc, &w);
+            /* The watch may fire on another worker before mely_watch()
+             * returns: connect_ready then waits for the slot's lock. */
+            int err = mely_watch(rt, fd, MELY_WRITE | MELY_ONESHOT, target(c.cb), connect_ready,
+                                 h, &c.w);
             if (err == 0) {
-                tc->w.store(w, std::memory_order_release);
-                return tc;
+                c.fd = fd;
+                c.watching = true;
+                return;
             }
-            tc->watching = false;
             errno = -err;
         }
         int e = errno;
         close(fd);
         errno = e;
-        tc->fd = -1;
     }
-    tc->err = errno;
-    mely_to_t to = target(cb);
-    int err = mely_post_ex(rt, to.color, to.prio, to.handler, tc_failed, tc, 0);
+    c.err = errno;
+    mely_to_t to = target(c.cb);
+    int err = mely_post_ex(rt, to.color, to.prio, to.handler, connect_failed, h, 0);
     if (err)
         die("tcpconnect", err);
-    return tc;
+}
+
+} // namespace
+
+tcpconnect_t *tcpconnect(in_addr addr, u_int16_t port, callback<void, int> *cb)
+{
+    uint32_t i;
+    connect_tab::slot &s = new_handle(connect_table(), cb, "tcpconnect", &i);
+    std::lock_guard<std::mutex> g(s.mu);
+    s.val = connect_rec{-1, 0, false, nullptr, cb};
+    void *h = connect_tab::encode(i, s.gen);
+    connect_start(s, h, addr, port);
+    return static_cast<tcpconnect_t *>(h);
 }
 
 void tcpconnect_cancel(tcpconnect_t *tc)
 {
-    if (!tc)
+    if (!connect_table().find(tc))
         return;
-    if (!tc->watching) { /* an immediate failure: its posted event drops it */
-        tc->cancelled.store(true, std::memory_order_release);
-        return;
-    }
-    int fd = tc->fd;
-    mely_watch_remove_then(tc->w.load(std::memory_order_acquire), tc_free, tc);
-    close(fd);
+    connect_rec rec;
+    if (!connect_claim(tc, &rec))
+        return; /* its callback has started, or it was cancelled already */
+    if (!rec.watching)
+        return; /* an immediate failure: its posted event frees the slot */
+    mely_watch_remove_then(rec.w, connect_free, tc);
+    close(rec.fd);
 }

@@ -30,12 +30,18 @@ std::mutex g_atempty_mu; /* serializes registrations */
 
 namespace mely_compat {
 
-void run_atempty(void *arg)
+void run_atempty(void *arg) noexcept
 {
     (void)arg;
     unsigned n = g_natempty.load(std::memory_order_acquire);
-    for (unsigned i = 0; i < n; i++)
-        g_atempty[i]();
+    for (unsigned i = 0; i < n; i++) {
+        try {
+            g_atempty[i]();
+        } catch (...) { /* never through the runtime's frames (guard() in internal.h) */
+            callback_threw(nullptr, reinterpret_cast<const void *>(g_atempty[i]),
+                           "register_atempty_handler", -1);
+        }
+    }
 }
 
 } // namespace mely_compat

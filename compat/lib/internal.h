@@ -22,7 +22,7 @@ void create_runtime();
 
 /* The runtime's idle hook: runs the register_atempty_handler handlers
  * (hooks.cpp). */
-void run_atempty(void *arg);
+void run_atempty(void *arg) noexcept;
 [[noreturn]] void bad_native_color(int color);
 extern std::atomic<const mely_handler_t *> g_default_handler;
 void tick_now_slow();
@@ -74,6 +74,35 @@ inline mely_to_t target(const callback_base *cb)
 inline void tick_now()
 {
     tick_now_slow();
+}
+
+/* Called from a catch handler, when an exception escaped the program's code
+ * that a trampoline called (cb, or the function fn when there is no
+ * callback): prints one line on stderr (the exception, the color, the worker,
+ * via and arg (if >= 0), the handler) and aborts. exceptions.cpp. */
+[[noreturn]] void callback_threw(const callback_base *cb, const void *fn, const char *via,
+                                 int arg) noexcept;
+
+/* Calls f(), the program's code behind cb, from a trampoline the C runtime
+ * called: an exception must not unwind through the runtime's C frames, so
+ * one that escapes f() ends the process here (callback_threw). The try block
+ * costs nothing until something throws (the Itanium ABI's unwind tables). */
+template <class F>
+inline void guard(const callback_base *cb, const char *via, int arg, F &&f) noexcept
+{
+    try {
+        f();
+    } catch (...) {
+        callback_threw(cb, nullptr, via, arg);
+    }
+}
+
+/* Exits with "mely-compat: what of a NULL callback" if cb is NULL. */
+[[noreturn]] void null_callback(const char *what);
+inline void require_callback(const void *cb, const char *what)
+{
+    if (__builtin_expect(!cb, 0))
+        null_callback(what);
 }
 
 /* Prints "mely-compat: what: error" and exits with EXIT_FAILURE. */

@@ -12,6 +12,7 @@
 
 #include <sys/wait.h>
 
+#include "handles.h"
 #include "internal.h"
 
 using namespace mely_compat;
@@ -48,7 +49,7 @@ fd_table &fds()
 thread_local fd_entry *t_fd_entry;
 thread_local std::size_t t_fd_slot;
 
-void free_fd_entry(void *arg)
+void free_fd_entry(void *arg) noexcept
 {
     fd_entry *e = static_cast<fd_entry *>(arg);
     e->cb->refcount_dec();
@@ -68,20 +69,21 @@ void run_fd_callback(fd_entry *e)
     t_fd_entry = e;
     t_fd_slot = 2 * (std::size_t)e->fd + (e->op == selwrite ? 1 : 0);
     mely_compat_refresh_now();
-    (*cb)();
+    guard(cb, e->op == selwrite ? "fdcb(selwrite) on fd" : "fdcb(selread) on fd", e->fd,
+          [cb] { (*cb)(); });
     t_fd_entry = outer;
     t_fd_slot = outer_slot;
     cb->refcount_dec();
 }
 
-void fd_fire(int, unsigned, void *arg)
+void fd_fire(int, unsigned, void *arg) noexcept
 {
     run_fd_callback(static_cast<fd_entry *>(arg));
 }
 
 /* ---- Always-ready descriptors ---- */
 
-void chain_fire(void *arg);
+void chain_fire(void *arg) noexcept;
 
 /* Queues the chain's next run at the tail of the callback's color, behind
  * what is already queued there, as a select() loop would serve it next
@@ -97,7 +99,7 @@ void chain_post(fd_entry *e)
 /* One readiness of an always-ready fd: run the callback, and post the next
  * run while it stays registered. Exactly one event of a chain is queued or
  * running at a time, so the chain alone frees its entry. */
-void chain_fire(void *arg)
+void chain_fire(void *arg) noexcept
 {
     fd_entry *e = static_cast<fd_entry *>(arg);
     if (!e->removed.load(std::memory_order_acquire)) {
@@ -191,49 +193,59 @@ void fdcb(int fd, selop op, callback<void> *cb)
 
 /* ---- timecb, delaycb ---------------------------------------------------------------- */
 
-struct timecb_t {
-    mely_timer_t id;
-    callback<void> *cb;
-    std::atomic<int> refs; /* the creator's (until the id is stored) and the timer's */
-};
+/* A timecb_t * is a handle of timer_table() (handles.h), never an address:
+ * timecb_remove() of a timer that fired, or was removed, does nothing. The
+ * type stays incomplete. */
 
 namespace {
 
-void timer_drop(timecb_t *t)
+struct timer_rec {
+    mely_timer_t id;   /* the native timer (its own id is generation-checked too) */
+    callback<void> *cb; /* counted */
+};
+typedef handle_table<timer_rec> timer_tab;
+
+timer_tab &timer_table()
 {
-    if (t->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
-        delete t;
+    static timer_tab *t = new timer_tab("timecb"); /* never destroyed: see fds() */
+    return *t;
 }
 
-void timer_fire(void *arg)
+void timer_fire(void *arg) noexcept
 {
-    timecb_t *t = static_cast<timecb_t *>(arg);
-    callback<void> *cb = t->cb;
-    timer_drop(t); /* fired: the handle is dead (as in libasync) */
+    timer_tab &tab = timer_table();
+    uint32_t i = timer_tab::index_of(arg);
+    timer_tab::slot &s = tab.at(i);
+    callback<void> *cb;
+    {
+        /* Waits for timer_new() to store the id, if it fired that fast. */
+        std::lock_guard<std::mutex> g(s.mu);
+        cb = s.val.cb;
+        s.gen++; /* fired: the handle is dead (as in libasync) */
+    }
+    tab.release(i);
     mely_compat_refresh_now();
-    (*cb)();
+    guard(cb, "timecb", -1, [cb] { (*cb)(); });
     cb->refcount_dec();
 }
 
 timecb_t *timer_new(callback<void> *cb, const timespec *when, uint64_t delay_ns)
 {
-    if (!cb) {
-        fprintf(stderr, "mely-compat: timecb/delaycb of a NULL callback\n");
-        exit(EXIT_FAILURE);
-    }
+    uint32_t i;
+    timer_tab::slot &s = new_handle(timer_table(), cb, "timecb/delaycb", &i);
     mely_t *rt = runtime();
-    timecb_t *t = new timecb_t{0, cb, {2}};
-    cb->refcount_inc();
-    /* The timer may fire on another worker before this call returns: the
-     * creator's count keeps t alive until the id is stored. */
+    /* Under the slot's lock until the id is stored: the timer may fire on
+     * another worker before mely_timer_* returns (timer_fire then waits). */
+    std::lock_guard<std::mutex> g(s.mu);
+    s.val.cb = cb;
+    void *h = timer_tab::encode(i, s.gen);
     mely_timer_t id;
-    int err = when ? mely_timer_at_wall(rt, when, target(cb), timer_fire, t, &id)
-                   : mely_timer_after(rt, delay_ns, target(cb), timer_fire, t, &id);
+    int err = when ? mely_timer_at_wall(rt, when, target(cb), timer_fire, h, &id)
+                   : mely_timer_after(rt, delay_ns, target(cb), timer_fire, h, &id);
     if (err)
         die("timecb", err);
-    t->id = id;
-    timer_drop(t);
-    return t;
+    s.val.id = id;
+    return static_cast<timecb_t *>(h);
 }
 
 } // namespace
@@ -256,93 +268,123 @@ timecb_t *delaycb(time_t sec, callback<void> *cb)
 
 void timecb_remove(timecb_t *t)
 {
-    if (!t)
+    timer_tab &tab = timer_table();
+    timer_tab::slot *s = tab.find(t);
+    if (!s)
         return;
-    mely_timer_t id = t->id;
-    if (mely_timer_cancel(runtime(), id) == 0) {
-        t->cb->refcount_dec();
-        timer_drop(t);
+    callback<void> *cb;
+    {
+        std::lock_guard<std::mutex> g(s->mu);
+        if (s->gen != timer_tab::gen_of(t))
+            return; /* fired or removed already; the slot may be another timer's now */
+        /* MELY_ENOENT: the callback has started (timer_fire waits for this
+         * lock, then ends the generation itself). */
+        if (mely_timer_cancel(runtime(), s->val.id) != 0)
+            return;
+        s->gen++;
+        cb = s->val.cb;
     }
-    /* MELY_ENOENT: the callback has started; its run frees t. */
+    tab.release(timer_tab::index_of(t));
+    cb->refcount_dec();
 }
 
 /* ---- lazycb ---------------------------------------------------------------------------- */
 
-struct lazycb_t {
-    std::mutex mu;
-    bool removed = false;
-    bool running = false;
-    time_t interval;
-    mely_timer_t id = 0;
-    callback<void> *cb;
-};
+/* A lazycb_t * is a handle of lazy_table(), as timecb_t * is: lazycb_remove()
+ * of a removed lazycb does nothing. */
 
 namespace {
 
-void lazy_fire(void *arg)
+struct lazy_rec {
+    time_t interval;
+    mely_timer_t id; /* the next run's timer */
+    callback<void> *cb; /* counted */
+    bool running;       /* the callback runs (the slot's lock is not held meanwhile) */
+    bool removed;       /* lazycb_remove() came while a run was due or under way */
+};
+typedef handle_table<lazy_rec> lazy_tab;
+
+lazy_tab &lazy_table()
 {
-    lazycb_t *l = static_cast<lazycb_t *>(arg);
+    static lazy_tab *t = new lazy_tab("lazycb");
+    return *t;
+}
+
+/* Arms the next run (the slot's lock held). */
+void lazy_arm(lazy_tab::slot &s, void *h);
+
+/* Frees slot i, removed and not running (its generation moved on already). */
+void lazy_free(uint32_t i, callback<void> *cb)
+{
+    lazy_table().release(i);
+    cb->refcount_dec();
+}
+
+void lazy_fire(void *arg) noexcept
+{
+    lazy_tab::slot &s = lazy_table().at(lazy_tab::index_of(arg));
+    callback<void> *cb;
+    bool removed;
     {
-        std::lock_guard<std::mutex> g(l->mu);
-        l->running = true;
+        std::lock_guard<std::mutex> g(s.mu);
+        cb = s.val.cb;
+        removed = s.val.removed; /* while this run was due: it never starts */
+        s.val.running = !removed;
     }
-    mely_compat_refresh_now();
-    (*l->cb)();
-    bool dead;
-    {
-        std::lock_guard<std::mutex> g(l->mu);
-        l->running = false;
-        dead = l->removed;
-        if (!dead) {
-            int err = mely_timer_after(runtime(), (uint64_t)l->interval * 1000000000u,
-                                       target(l->cb), lazy_fire, l, &l->id);
-            if (err)
-                die("lazycb", err);
-        }
+    if (!removed) {
+        mely_compat_refresh_now();
+        guard(cb, "lazycb", -1, [cb] { (*cb)(); });
+        std::lock_guard<std::mutex> g(s.mu);
+        s.val.running = false;
+        removed = s.val.removed;
+        if (!removed)
+            lazy_arm(s, arg);
     }
-    if (dead) {
-        l->cb->refcount_dec();
-        delete l;
-    }
+    if (removed)
+        lazy_free(lazy_tab::index_of(arg), cb);
+}
+
+void lazy_arm(lazy_tab::slot &s, void *h)
+{
+    int err = mely_timer_after(runtime(), (uint64_t)s.val.interval * 1000000000u,
+                               target(s.val.cb), lazy_fire, h, &s.val.id);
+    if (err)
+        die("lazycb", err);
 }
 
 } // namespace
 
 lazycb_t *lazycb(time_t min_interval, callback<void> *cb)
 {
-    if (!cb) {
-        fprintf(stderr, "mely-compat: lazycb of a NULL callback\n");
-        exit(EXIT_FAILURE);
-    }
-    lazycb_t *l = new lazycb_t;
-    l->interval = min_interval < 0 ? 0 : min_interval;
-    l->cb = cb;
-    cb->refcount_inc();
-    std::lock_guard<std::mutex> g(l->mu);
-    int err = mely_timer_after(runtime(), (uint64_t)l->interval * 1000000000u, target(cb),
-                               lazy_fire, l, &l->id);
-    if (err)
-        die("lazycb", err);
-    return l;
+    uint32_t i;
+    lazy_tab::slot &s = new_handle(lazy_table(), cb, "lazycb", &i);
+    std::lock_guard<std::mutex> g(s.mu);
+    s.val = lazy_rec{min_interval < 0 ? 0 : min_interval, 0, cb, false, false};
+    void *h = lazy_tab::encode(i, s.gen);
+    lazy_arm(s, h);
+    return static_cast<lazycb_t *>(h);
 }
 
 void lazycb_remove(lazycb_t *l)
 {
-    if (!l)
+    lazy_tab::slot *s = lazy_table().find(l);
+    if (!s)
         return;
-    bool free_now = false;
+    callback<void> *cb;
     {
-        std::lock_guard<std::mutex> g(l->mu);
-        l->removed = true;
-        /* Cancelled before it fired: nobody else holds l. Otherwise the run
-         * that is under way (or about to start) frees it. */
-        if (!l->running && mely_timer_cancel(runtime(), l->id) == 0)
-            free_now = true;
+        std::lock_guard<std::mutex> g(s->mu);
+        if (s->gen != lazy_tab::gen_of(l))
+            return; /* removed already */
+        s->gen++;
+        /* Cancelled before it fired: nobody else holds the slot. Otherwise
+         * the run that is due (or under way) frees it. */
+        if (s->val.running || mely_timer_cancel(runtime(), s->val.id) != 0) {
+            s->val.removed = true;
+            return;
+        }
+        cb = s->val.cb;
     }
-    if (free_now) {
-        l->cb->refcount_dec();
-        delete l;
-    }
+    lazy_free(lazy_tab::index_of(l), cb);
 }
 
 /* ---- sigcb --------------------------------------------------------------------------------- */
@@ -360,13 +402,13 @@ sig_table &sigs()
     return *t;
 }
 
-void sig_fire(int, unsigned, void *arg)
+void sig_fire(int, unsigned, void *arg) noexcept
 {
     fd_entry *e = static_cast<fd_entry *>(arg);
     callback<void> *cb = e->cb;
     cb->refcount_inc();
     mely_compat_refresh_now();
-    (*cb)();
+    guard(cb, "sigcb of signal", e->fd, [cb] { (*cb)(); });
     cb->refcount_dec();
 }
 
@@ -421,7 +463,7 @@ chld_table &chlds()
 }
 
 /* Reaps the children we wait for and posts their callbacks with the status. */
-void reap(void *)
+void reap()
 {
     chld_table &t = chlds();
     std::vector<std::pair<callback<void, int> *, int>> done;
@@ -447,9 +489,15 @@ void reap(void *)
     }
 }
 
-void reap_signal(int, unsigned, void *)
+/* reap's event: compat's own code, but what it allocates may throw. */
+void reap_event(void *) noexcept
 {
-    reap(nullptr);
+    guard(nullptr, "chldcb", -1, [] { reap(); });
+}
+
+void reap_signal(int, unsigned, void *) noexcept
+{
+    reap_event(nullptr);
 }
 
 } // namespace
@@ -476,7 +524,7 @@ void chldcb(pid_t pid, callback<void, int> *cb)
         }
     }
     /* The child may have exited before the SIGCHLD watch existed. */
-    int err = mely_post(rt, 0, reap, nullptr);
+    int err = mely_post(rt, 0, reap_event, nullptr);
     if (err)
         die("chldcb", err);
 }

@@ -54,6 +54,12 @@ void create_runtime()
     std::call_once(g_once, create);
 }
 
+void null_callback(const char *what)
+{
+    fprintf(stderr, "mely-compat: %s of a NULL callback\n", what);
+    exit(EXIT_FAILURE);
+}
+
 void die(const char *what, int err)
 {
     fprintf(stderr, "mely-compat: %s: %s\n", what, mely_strerror(err));
@@ -147,20 +153,17 @@ void mely_compat_set_default_handler(const void *h)
 
 /* ---- Posting ----------------------------------------------------------------------- */
 
-static void run_posted(void *arg)
+static void run_posted(void *arg) noexcept
 {
     callback<void> *cb = static_cast<callback<void> *>(arg);
     tick_now();
-    (*cb)();
+    guard(cb, "cpucb", -1, [cb] { (*cb)(); });
     cb->release();
 }
 
 static inline void post(callback<void> *cb, unsigned flags)
 {
-    if (!cb) {
-        fprintf(stderr, "mely-compat: cpucb of a NULL callback\n");
-        exit(EXIT_FAILURE);
-    }
+    require_callback(cb, "cpucb");
     mely_t *rt = runtime();
     mely_to_t to = target(cb);
     cb->refcount_inc_maybe_fresh(); /* usually a fresh wrap(): no atomic RMW */
@@ -225,7 +228,15 @@ struct mely *mely_compat_runtime()
 void amain()
 {
     mely_t *rt = runtime();
-    int err = mely_run(rt);
+    int err;
+    try {
+        err = mely_run(rt);
+    } catch (...) {
+        /* Not from a compat callback (their trampolines catch): from a
+         * native handler the program posted itself (mely_compat_runtime()),
+         * and it has unwound through the runtime's frames already. */
+        callback_threw(nullptr, nullptr, "a native handler, unwound through the runtime", -1);
+    }
     if (err)
         die("amain", err);
     /* Only mely_stop() (not part of the legacy API) makes mely_run return. */

@@ -10,7 +10,10 @@
 #include <cstring>
 #include <string>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,6 +63,15 @@ template <class F> static inline int ct_fork(F fn, std::string *err)
 static inline bool ct_exited(int st, int code)
 {
     return WIFEXITED(st) && WEXITSTATUS(st) == code;
+}
+
+/* The port (host order) a socket is bound to. */
+static inline unsigned short ct_port_of(int fd)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof sin;
+    CHECK(getsockname(fd, (struct sockaddr *)&sin, &len) == 0);
+    return ntohs(sin.sin_port);
 }
 
 static inline bool ct_contains(const std::string &s, const char *what)

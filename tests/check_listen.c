@@ -294,7 +294,8 @@ END_TEST
 enum { HELD = 10 };
 
 static struct {
-    unsigned held_accepted; /* accepts seen while paused (must stay 1) */
+    unsigned held_accepted; /* accepts seen while paused (the first, and what
+                               a running accept loop may still take) */
     int paused, resumed;    /* mely_listener_paused() after each */
     int err;
 } pz;
@@ -350,8 +351,12 @@ START_TEST(pause_holds_connections_until_resume)
     ck_assert_msg(pz.err == 0, "pause/resume: %s", mely_strerror(pz.err));
     ck_assert_int_eq(pz.paused, 1);
     ck_assert_int_eq(pz.resumed, 0);
-    ck_assert_msg(pz.held_accepted == 1, "%u accepts while paused (expected only the first)",
-                  pz.held_accepted);
+    /* Paused from another thread, an accept loop already running may still
+     * take one connection per socket (mely.h): under TSan's slowness it does. */
+    unsigned slack = ls.pause_in_handler ? 0 : (_i >= 2 ? 2 : 1);
+    ck_assert_msg(pz.held_accepted >= 1 && pz.held_accepted <= 1 + slack,
+                  "%u accepts while paused (expected the first, and at most %u more)",
+                  pz.held_accepted, slack);
     ck_assert_uint_eq(atomic_load(&ls.accepted), HELD + 1);
     ck_assert_int_eq(mely_listener_pause(NULL), MELY_EINVAL);
     ck_assert_int_eq(mely_listener_resume(NULL), MELY_EINVAL);

@@ -93,7 +93,7 @@ struct cache_shard {
 };
 
 #define CACHE_DEFAULT_MB 64
-#define CACHE_DEFAULT_FILE_KB 256
+#define CACHE_DEFAULT_FILE_KB 16
 #define CACHE_DEFAULT_VALID_MS 1000
 
 /* The cache's limits (sws_config_init sets the defaults above). */

@@ -30,11 +30,15 @@
  * A full input buffer removes the read watch (a level-triggered watch that is
  * not read would spin) until a response completes.
  *
- * Closing after an error or "Connection: close" is a lingering close: the
- * response is written, the write side shut down, and whatever the client
+ * Closing after an error (or a drain, or a timeout) is a lingering close:
+ * the response is written, the write side shut down, and whatever the client
  * still sends is read and discarded until it closes (at most the linger
  * time), so that unread input does not turn the close into a reset that
- * could destroy the response before the client reads it.
+ * could destroy the response before the client reads it. A client that asked
+ * for the close ("Connection: close", HTTP/1.0) and whose request was read
+ * whole, with nothing after it, sends nothing more (RFC 9112, 9.6): its
+ * connection is closed at once, as nginx does, without the shutdown, the
+ * wait and the read of its EOF.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -77,6 +81,7 @@ struct conn {
     uint32_t gen;          /* tells this connection from earlier ones of its fd */
     bool in_epoll, reading, stop; /* --epoll-handler: registered, armed, stopped */
     bool started, busy, eof, linger, closing, served_one, close_after, head_only;
+    bool client_close; /* the client asked for the close (not an error's) */
     int status;
     /* The response being written: head, tail (Date, Connection, blank line), body. */
     struct iovec iov[3];
@@ -427,7 +432,7 @@ static void parse_request(void *arg)
     /* Consume the request now: the response does not need its bytes (the
      * parsed fields that CheckInCache reads are copies or point before). */
     c->head_only = ib->req.method == HTTP_HEAD;
-    c->close_after = !ib->req.keep_alive;
+    c->close_after = c->client_close = !ib->req.keep_alive;
     ib->req.head_len = (size_t)r; /* reused: bytes to drop once answered */
     if (ib->req.method == HTTP_OTHER) {
         c->status = 405;
@@ -480,6 +485,8 @@ static void respond(struct conn *c, const char *head, size_t head_len, const cha
     bool http10 = c->ib && c->ib->req.minor == 0;
     if (must_close || atomic_load(&s->draining))
         c->close_after = true;
+    if (must_close)
+        c->client_close = false; /* an error's close: linger */
     size_t t = date_line(c->tail);
     static const char kclose[] = "Connection: close\r\n\r\n", kkeep[] = "Connection: keep-alive\r\n\r\n";
     const char *conn = c->close_after ? kclose : http10 ? kkeep : "\r\n";
@@ -745,7 +752,10 @@ static void write_response(void *arg)
     c->dyn = NULL;
     c->served_one = true;
     if (c->close_after || atomic_load(&s->draining)) {
-        start_linger(c);
+        if (c->client_close && (!c->ib || c->ib->len == 0))
+            post_close(c); /* asked for, nothing unread: no lingering */
+        else
+            start_linger(c);
         return;
     }
     c->deadline = mely_now_ns() + s->timeout_ns;

@@ -23,7 +23,6 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -92,18 +91,9 @@ static void make_root(void)
     ck_assert_int_eq(symlink("/etc/passwd", p), 0);
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(p);
-}
-
 static void remove_root(void)
 {
-    if (root[0])
-        nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    rm_tree(root);
     root[0] = '\0';
 }
 

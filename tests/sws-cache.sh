@@ -22,13 +22,7 @@
 set -u
 # shellcheck source=tests/sws-lib.sh
 . "$(dirname "$0")/sws-lib.sh"
-LC_ALL=C
-export LC_ALL
-sws=./apps/sws/sws
-[ -x "$sws" ] || { echo "FAIL: $sws not built (run from the build directory)"; exit 1; }
-for t in curl truncate cksum mkfifo; do
-    command -v $t >/dev/null 2>&1 || { echo "FAIL: $t is not installed"; exit 1; }
-done
+sws_script_init curl truncate cksum mkfifo
 
 test_tmpdir sws-cache
 fail() {
@@ -98,7 +92,8 @@ kb() { awk -v k="$2" '$1 == k ":" { print $2 }' "/proc/$1/status"; }
 
 # ---- the 2 GB file: bytes exact, RSS bounded ----------------------------------------------
 get warm /d3/f7.txt
-[ "$code" = 200 ] && [ "$(cat "$tmp/warm.body")" = "file 7 of directory 3" ] || fail "GET /d3/f7.txt: $code"
+[ "$code" = 200 ] || fail "GET /d3/f7.txt: $code"
+[ "$(cat "$tmp/warm.body")" = "file 7 of directory 3" ] || fail "GET /d3/f7.txt: body differs"
 get hbig /big.bin -I
 [ "$(hdr hbig Content-Length)" = 2147483648 ] || fail "HEAD /big.bin: Content-Length '$(hdr hbig Content-Length)'"
 ok
@@ -171,13 +166,18 @@ expect new /new.txt "$root/new.txt"
 echo "ok: rewritten, in place, renamed over, deleted, created: seen (small and streamed files)"
 
 # ---- a streamed file that changes under a download -------------------------------------------
-truncate -s 512M "$root/shrink.bin"
-res=$(curl -s --http1.1 --max-time 60 --limit-rate 20M -o /dev/null -w '%{http_code} %{size_download}' \
-    "$base/shrink.bin" 2>/dev/null &
-    sleep 1
-    truncate -s 1M "$root/shrink.bin"
+# resized NAME SIZE RATE NEWSIZE: downloads NAME (SIZE bytes, sparse) at RATE
+# per second, truncates it to NEWSIZE after 0.5 s; prints "CODE BYTES rc=RC".
+resized() {
+    truncate -s "$2" "$root/$1"
+    curl -s --http1.1 --max-time 60 --limit-rate "$3" -o /dev/null -w '%{http_code} %{size_download}' \
+        "$base/$1" 2>/dev/null &
+    sleep 0.5
+    truncate -s "$4" "$root/$1"
     wait $!
-    echo " rc=$?")
+    echo " rc=$?"
+}
+res=$(resized shrink.bin 512M 20M 1M)
 case $res in
 "200 "*" rc=18") ;;
 *) fail "a download of a file truncated under it: '$res', expected '200 <size> rc=18' (closed short)" ;;
@@ -185,13 +185,7 @@ esac
 n=$(echo "$res" | awk '{ print $2 }')
 [ "$n" -lt 536870912 ] || fail "truncated download: $n bytes"
 ok
-truncate -s 64M "$root/grow.bin"
-res=$(curl -s --http1.1 --max-time 60 --limit-rate 40M -o /dev/null -w '%{http_code} %{size_download}' \
-    "$base/grow.bin" 2>/dev/null &
-    sleep 0.5
-    truncate -s 128M "$root/grow.bin"
-    wait $!
-    echo " rc=$?")
+res=$(resized grow.bin 64M 40M 128M)
 [ "$res" = "200 67108864 rc=0" ] || fail "a download of a file grown under it: '$res', expected '200 67108864 rc=0'"
 ok
 settle

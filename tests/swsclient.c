@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/testutil.h"
@@ -271,4 +273,20 @@ int get_status(unsigned port, const char *request)
     }
     cl_close(&c);
     return st;
+}
+
+/* ---- document roots ---------------------------------------------------------------------------- */
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
+void rm_tree(const char *dir)
+{
+    if (dir[0])
+        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -71,4 +71,10 @@ bool cl_silent_for(struct cl *c, unsigned ms);
 /* One request on a new connection; returns the status (-1 on failure). */
 int get_status(unsigned port, const char *request);
 
+/* ---- document roots ---------------------------------------------------------------------- */
+
+/* Removes dir and everything under it (symbolic links, not what they name);
+ * nothing for "". */
+void rm_tree(const char *dir);
+
 #endif /* MELY_TESTS_SWSCLIENT_H */

@@ -233,7 +233,7 @@ struct sws_entry *cache_get(struct sws_cache *c, const char *path, size_t len, b
     return e;
 }
 
-int cache_insert(struct sws_cache *c, struct sws_entry *e)
+void cache_insert(struct sws_cache *c, struct sws_entry *e)
 {
     e->hash = hash(e->path, e->path_len);
     atomic_store_explicit(&e->checked_ns, cache_now_ns(), memory_order_relaxed);
@@ -251,7 +251,6 @@ int cache_insert(struct sws_cache *c, struct sws_entry *e)
     pthread_mutex_unlock(&sh->mu);
     cache_put(old);
     trim(c);
-    return 0;
 }
 
 void cache_remove(struct sws_cache *c, struct sws_entry *e)

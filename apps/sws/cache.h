@@ -196,9 +196,8 @@ struct sws_entry *cache_entry_new(const char *path, size_t len, const char *type
 int cache_table_init(struct sws_cache *c, const struct sws_cache_config *cfg);
 
 /* Puts e in the table (the table takes a reference of its own), in place of
- * the entry of the same path if any; evicts if over the limits. Returns 0 or
- * -1 (out of memory: e is not added). */
-int cache_insert(struct sws_cache *c, struct sws_entry *e);
+ * the entry of the same path if any; evicts if over the limits. */
+void cache_insert(struct sws_cache *c, struct sws_entry *e);
 
 /* Removes e from the table if it is still there. */
 void cache_remove(struct sws_cache *c, struct sws_entry *e);

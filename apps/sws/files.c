@@ -438,9 +438,9 @@ static int add_sample(struct sws_cache *c, const char *path, const char *file, c
     if (len)
         memcpy((char *)e->f.body, data, len);
     e->pinned = true;
-    int rc = cache_insert(c, e);
+    cache_insert(c, e);
     cache_put(e);
-    return rc;
+    return 0;
 }
 
 int cache_init_sample(struct sws_cache *c, const struct sws_cache_config *cfg, char *err,

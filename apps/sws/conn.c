@@ -511,9 +511,11 @@ static void respond_file(struct conn *c, const struct sws_file *f, bool must_clo
 static void respond_entry(struct conn *c, struct sws_entry *e)
 {
     const struct http_req *q = &c->ib->req;
+    /* before consume(): inm points into the request's bytes */
+    bool match = q->inm && http_etag_match(q->inm, q->inm_len, e->f.etag, e->f.etag_len);
     c->ent = e;
     consume(c);
-    if (q->inm && http_etag_match(q->inm, q->inm_len, e->f.etag, e->f.etag_len)) {
+    if (match) {
         c->status = 304;
         respond(c, e->f.head304, e->f.head304_len, NULL, 0, false);
         return;

@@ -835,10 +835,13 @@ START_TEST(test_binary_cli)
     char *help[] = { bin, "--help", NULL };
     ck_assert_int_eq(run_bin(help, out, sizeof(out), err, sizeof(err)), 0);
     ck_assert(strstr(out, "--max-clients") && strstr(out, "--engine") && err[0] == '\0');
+    ck_assert(strstr(out, "--cache-mb") && strstr(out, "--cache-valid-ms"));
     char *bad[][4] = {
         { bin, "--port", "http", NULL },      { bin, "--workers", "0", NULL },
         { bin, "--engine", "nginx", NULL },   { bin, "--bogus", NULL, NULL },
         { bin, "extra", NULL, NULL },         { bin, "--timeout-ms", "-5", NULL },
+        { bin, "--cache-mb", "lots", NULL },  { bin, "--cache-fds", "0", NULL },
+        { bin, "--cache-file-kb", "-1", NULL }, { bin, "--cache-valid-ms", "1e3", NULL },
     };
     for (int i = 0; i < NELEM(bad); i++) {
         int rc = run_bin(bad[i], out, sizeof(out), err, sizeof(err));

@@ -31,7 +31,8 @@
  * Content-Length already sent: the connection is then closed (conn.c).
  *
  * Threads: cache_get, cache_put and cache_open may be called from any thread
- * at once (per-shard locks; cache_put and the hit path take no other lock).
+ * at once (per-shard locks; a hit in the calling thread's stash of hot
+ * entries takes no lock and writes nothing shared: cache.c).
  * cache_init*, cache_free and cache_errors_* are not thread-safe: call them
  * before serving and after.
  */
@@ -116,6 +117,8 @@ struct sws_cache {
     atomic_size_t bytes;  /* their cost */
     atomic_uint fds;      /* their descriptors */
     atomic_uint trim_from; /* where the next eviction sweep starts */
+    _Alignas(64) atomic_uint_fast64_t gen; /* bumped by every removal (cache.c, stashes) */
+    char gen_pad[56];
     /* counters (relaxed; for /server-status and the tests) */
     atomic_uint_fast64_t loads, checks, changes, evictions;
 };
@@ -148,7 +151,8 @@ struct sws_entry *cache_get(struct sws_cache *c, const char *path, size_t len, b
 /* Takes a reference (for a second user of an entry one holds). */
 void cache_hold(struct sws_entry *e);
 
-/* Drops a reference; the last one frees the entry (and closes its file). */
+/* Drops a reference (to this thread's stash if it holds e); the last one
+ * frees the entry (and closes its file). */
 void cache_put(struct sws_entry *e);
 
 /*

@@ -5,7 +5,8 @@
  *    Last-Modified, ETag), HEAD, "/" and "/dir/" to index.html, "/dir" 301,
  *    dot files and symbolic links never served; a 4 MB file to a slow reader
  *    with a small receive buffer (partial writes, the write watch);
- *  - keep-alive (1.1 by default, 1.0 on request, Connection: close);
+ *  - keep-alive (1.1 by default, 1.0 on request, Connection: close); a close
+ *    the client asked for is immediate, an error's lingers;
  *    pipelined requests answered in order; If-None-Match and 304;
  *  - every error status (400, 404, 405 with Allow, 408, 413, 414, 431, 501,
  *    505), and the connection closed where it must be; a corpus of hostile
@@ -22,7 +23,6 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,18 +86,9 @@ static void make_root(void)
     ck_assert_int_eq(symlink("/etc/passwd", p), 0);
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(p);
-}
-
 static void remove_root(void)
 {
-    if (root[0])
-        nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    rm_tree(root);
     root[0] = '\0';
 }
 
@@ -251,6 +242,43 @@ START_TEST(test_keepalive)
         resp_free(&r);
     }
     cl_close(&c);
+    finish();
+}
+END_TEST
+
+/* A close the client asked for, its request read whole: the server closes
+ * at once (its count of closed connections moves while the client still
+ * holds its end). After an error it lingers instead, until the client's EOF. */
+START_TEST(test_close_asked)
+{
+    unsigned port = start_root(10000);
+    struct sws *s = srv();
+    struct cl c;
+    struct resp r;
+    uint64_t closed = atomic_load(&s->closed);
+    ck_assert(cl_connect(&c, port, 5000));
+    req(&c, "GET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 200, &r);
+    ck_assert_str_eq(resp_header(&r, "Connection"), "close");
+    resp_free(&r);
+    uint64_t until = now_ns() + 2000000000ull;
+    while (atomic_load(&s->closed) == closed && now_ns() < until)
+        sleep_us(1000);
+    ck_assert_msg(atomic_load(&s->closed) > closed, "not closed while the client holds its end");
+    ck_assert(cl_closed_within(&c, 1000, NULL));
+    cl_close(&c);
+    closed = atomic_load(&s->closed);
+    ck_assert(cl_connect(&c, port, 5000));
+    ck_assert(cl_sendstr(&c, "GARBAGE\r\n\r\n"));
+    ck_assert(cl_read(&c, &r, false));
+    ck_assert_int_eq(r.status, 400);
+    resp_free(&r);
+    sleep_us(300000);
+    ck_assert_msg(atomic_load(&s->closed) == closed, "an error's close did not linger");
+    cl_close(&c);
+    until = now_ns() + 3000000000ull;
+    while (atomic_load(&s->closed) == closed && now_ns() < until)
+        sleep_us(1000);
+    ck_assert(atomic_load(&s->closed) > closed);
     finish();
 }
 END_TEST
@@ -719,10 +747,13 @@ START_TEST(test_binary_cli)
     char *help[] = { bin, "--help", NULL };
     ck_assert_int_eq(run_bin(help, out, sizeof(out), err, sizeof(err)), 0);
     ck_assert(strstr(out, "--max-clients") && strstr(out, "--engine") && err[0] == '\0');
+    ck_assert(strstr(out, "--cache-mb") && strstr(out, "--cache-valid-ms"));
     char *bad[][4] = {
         { bin, "--port", "http", NULL },      { bin, "--workers", "0", NULL },
         { bin, "--engine", "nginx", NULL },   { bin, "--bogus", NULL, NULL },
         { bin, "extra", NULL, NULL },         { bin, "--timeout-ms", "-5", NULL },
+        { bin, "--cache-mb", "lots", NULL },  { bin, "--cache-fds", "0", NULL },
+        { bin, "--cache-file-kb", "-1", NULL }, { bin, "--cache-valid-ms", "1e3", NULL },
     };
     for (int i = 0; i < NELEM(bad); i++) {
         int rc = run_bin(bad[i], out, sizeof(out), err, sizeof(err));
@@ -840,6 +871,7 @@ int main(void)
     tcase_add_test(tc, test_files);
     tcase_add_test(tc, test_big_slow_reader);
     tcase_add_test(tc, test_keepalive);
+    tcase_add_test(tc, test_close_asked);
     tcase_add_test(tc, test_pipelining);
     tcase_add_test(tc, test_conditional);
     tc = new_tcase(s, "errors", 60);

@@ -35,6 +35,18 @@ sfsd_port() {
     server_port "$1" "$2" "$3" 's/^sfsd: serving .* on 127\.0\.0\.1:\([0-9][0-9]*\) .*/\1/p'
 }
 
+# sws_script_init TOOL...: LC_ALL=C, sws=./apps/sws/sws (fails unless built:
+# run from the build directory), and each TOOL installed (fails otherwise).
+sws_script_init() {
+    LC_ALL=C
+    export LC_ALL
+    sws=./apps/sws/sws
+    [ -x "$sws" ] || { echo "FAIL: $sws not built (run from the build directory)"; exit 1; }
+    for _sws_t in "$@"; do
+        command -v "$_sws_t" >/dev/null 2>&1 || { echo "FAIL: $_sws_t is not installed"; exit 1; }
+    done
+}
+
 # test_tmpdir NAME: sets tmp to a fresh temporary directory and pid to "";
 # at exit, the process $pid (a server, once set) is killed and $tmp removed.
 test_tmpdir() {

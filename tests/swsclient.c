@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -20,6 +21,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/testutil.h"
@@ -389,3 +391,18 @@ int run_bin(char *const argv[], char *out, size_t outlen, char *err, size_t errl
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* ---- document roots ---------------------------------------------------------------------------- */
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
+void rm_tree(const char *dir)
+{
+    if (dir[0])
+        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}

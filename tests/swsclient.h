@@ -94,5 +94,10 @@ int bin_stop(struct bin *b);
  * error into out and err (NUL-ended). Returns its exit code (-1: a signal).
  * Fails the test if the binary is missing. */
 int run_bin(char *const argv[], char *out, size_t outlen, char *err, size_t errlen);
+/* ---- document roots ---------------------------------------------------------------------- */
+
+/* Removes dir and everything under it (symbolic links, not what they name);
+ * nothing for "". */
+void rm_tree(const char *dir);
 
 #endif /* MELY_TESTS_SWSCLIENT_H */

@@ -1,489 +1,441 @@
 /*
- * cache.c: pre-built responses (cache.h).
+ * cache.c: the file cache's table (cache.h): entries by path in 16 shards,
+ * reference counts, the budget and CLOCK eviction. files.c opens files and
+ * builds the entries.
+ *
+ * Locks: a shard's mutex guards its buckets, its CLOCK ring and the links of
+ * its entries; no code holds two shard locks. The totals (bytes, fds, n) are
+ * atomics updated under the shard lock of the entry that changes them, read
+ * anywhere (they may be a moment stale: the budget is kept to within the
+ * entries being inserted at that moment). Entries are freed by their last
+ * cache_put, outside any lock.
+ *
+ * Eviction (CLOCK, the second-chance approximation of LRU): a hit sets the
+ * entry's `used` bit; when an insertion leaves the cache over its budget or
+ * its descriptor count, the hand of a shard goes round its ring, clearing set
+ * bits and evicting the first entry whose bit is clear, until the cache is
+ * within its limits; shards are swept in turn from a rotating start. A sweep
+ * takes at most 2n + 1 steps per shard (each entry seen twice at most), so
+ * an insertion costs at most O(entries) even when nothing can be evicted
+ * (pinned entries, or an over-budget cache of entries all in use).
+ *
+ * Stashes (the hit path without shared writes): a hot small file is asked for
+ * by every worker at once, so its shard lock and its reference count would
+ * bounce between their caches on every request (a lock, an unlock, an
+ * increment and a decrement: about 3% of a 1 KB keep-alive request's CPU on
+ * the 2-core machine). Each worker thread keeps a stash: 64 slots, direct-
+ * mapped by path hash, each holding an in-memory entry and a batch of
+ * references to it taken at once (64). A hit in the stash hands out one of
+ * them without a lock or an atomic write, provided the cache's generation is
+ * the one seen when the slot was filled: every removal of an entry from the
+ * table (replacement, eviction, drop) bumps the generation, so a stashed entry
+ * is served only while it is still the table's. A reference dropped on a
+ * thread whose stash holds the entry goes back to the stash. A slot always
+ * keeps one reference, so its entry stays valid memory; it gives its
+ * references back when it is refilled with another entry or its thread exits.
+ * An evicted entry can so outlive its eviction in stashes: at most 64 per
+ * worker, of at most --cache-file-kb each. Streamed entries (a descriptor
+ * each, and costs where an atomic does not show) are not stashed.
  */
 #include "apps/sws/cache.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_DEPTH 32
+#define BUCKETS0 64 /* per shard at start; doubled as entries come */
+#define STASH_SLOTS 64
+#define STASH_BATCH 64u /* references a stash slot takes at once */
 
-static const struct {
-    const char *ext, *type;
-} mimes[] = {
-    { "html", "text/html; charset=utf-8" },  { "htm", "text/html; charset=utf-8" },
-    { "css", "text/css; charset=utf-8" },    { "js", "text/javascript; charset=utf-8" },
-    { "mjs", "text/javascript; charset=utf-8" }, { "json", "application/json" },
-    { "txt", "text/plain; charset=utf-8" },  { "md", "text/markdown; charset=utf-8" },
-    { "xml", "application/xml" },            { "svg", "image/svg+xml" },
-    { "png", "image/png" },                  { "jpg", "image/jpeg" },
-    { "jpeg", "image/jpeg" },                { "gif", "image/gif" },
-    { "webp", "image/webp" },                { "ico", "image/x-icon" },
-    { "pdf", "application/pdf" },            { "wasm", "application/wasm" },
-    { "woff", "font/woff" },                 { "woff2", "font/woff2" },
-    { "mp4", "video/mp4" },                  { "webm", "video/webm" },
-    { "mp3", "audio/mpeg" },                 { "zip", "application/zip" },
-    { "gz", "application/gzip" },            { "tar", "application/x-tar" },
-};
-
-const char *cache_mime(const char *name)
+uint64_t cache_now_ns(void)
 {
-    const char *slash = strrchr(name, '/');
-    const char *dot = strrchr(slash ? slash : name, '.');
-    if (dot && dot[1])
-        for (size_t i = 0; i < sizeof(mimes) / sizeof(mimes[0]); i++)
-            if (strcasecmp(dot + 1, mimes[i].ext) == 0)
-                return mimes[i].type;
-    return "application/octet-stream";
-}
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-/* A malloc'ed printf. */
-static char *aprintf(size_t *len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    int n = vasprintf(&s, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return NULL;
-    *len = (size_t)n;
-    return s;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static uint64_t hash(const char *p, size_t n)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    uint64_t h = 1469598103934665603ull; /* FNV-1a, then a mix so the top bits spread */
     for (size_t i = 0; i < n; i++)
         h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
     return h;
 }
 
-static void http_date(char *out, size_t n, time_t t)
+static unsigned shard_index(uint64_t h)
 {
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, n, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    return (unsigned)(h >> 60) % CACHE_SHARDS;
 }
 
-static struct sws_file *add(struct sws_cache *c)
+/* ---- a shard: buckets and ring (caller holds sh->mu) ---------------------------- */
+
+static struct sws_entry **slot(struct cache_shard *sh, uint64_t h, const char *path, size_t len)
 {
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        struct sws_file *f = realloc(c->files, cap * sizeof(*f));
-        if (!f)
-            return NULL;
-        c->files = f;
-        c->cap = cap;
-    }
-    struct sws_file *f = &c->files[c->n++];
-    memset(f, 0, sizeof(*f));
-    return f;
+    struct sws_entry **p = &sh->buckets[h & (sh->nbuckets - 1)];
+    while (*p && !((*p)->hash == h && (*p)->path_len == len && memcmp((*p)->path, path, len) == 0))
+        p = &(*p)->next;
+    return p;
 }
 
-/* Adds a file: takes body (malloc'ed, or NULL when len is 0). */
-static int add_file(struct sws_cache *c, const char *path, char *body, size_t len, time_t mtime,
-                    uint64_t ino)
+/* Doubles the buckets; on failure the chains just grow longer. */
+static void grow(struct cache_shard *sh)
 {
-    struct sws_file *f = add(c);
-    if (!f) {
-        free(body);
-        return -1;
-    }
-    char date[64], etag[64];
-    http_date(date, sizeof(date), mtime);
-    int el = snprintf(etag, sizeof(etag), "\"%" PRIx64 "-%zx-%" PRIx64 "\"", (uint64_t)mtime, len,
-                      ino & 0xffffff);
-    size_t hl, h3l, pl;
-    f->owns = true;
-    f->body = body;
-    f->body_len = len;
-    f->path = aprintf(&pl, "%s", path);
-    f->path_len = pl;
-    f->etag = aprintf(&f->etag_len, "%.*s", el, etag);
-    f->head = aprintf(&hl,
-                      "HTTP/1.1 200 OK\r\nServer: sws\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                      "Last-Modified: %s\r\nETag: %s\r\n",
-                      cache_mime(path), len, date, etag);
-    f->head_len = hl;
-    f->head304 = aprintf(&h3l, "HTTP/1.1 304 Not Modified\r\nServer: sws\r\nLast-Modified: %s\r\nETag: %s\r\n",
-                         date, etag);
-    f->head304_len = h3l;
-    c->bytes += len;
-    return f->path && f->etag && f->head && f->head304 ? 0 : -1;
+    size_t nb = sh->nbuckets * 2;
+    struct sws_entry **b = calloc(nb, sizeof(*b));
+    if (!b)
+        return;
+    for (size_t i = 0; i < sh->nbuckets; i++)
+        for (struct sws_entry *e = sh->buckets[i], *nx; e; e = nx) {
+            nx = e->next;
+            e->next = b[e->hash & (nb - 1)];
+            b[e->hash & (nb - 1)] = e;
+        }
+    free(sh->buckets);
+    sh->buckets = b;
+    sh->nbuckets = nb;
 }
 
-/* Adds an alias (a directory's "/dir/" for its index) or a redirect ("/dir"
- * to "/dir/", target NULL). */
-static int add_alias(struct sws_cache *c, const char *path, size_t target, const char *location)
+/* Adds e to its bucket and to the ring, just behind the hand (the hand
+ * reaches it last). */
+static void link_entry(struct cache_shard *sh, struct sws_entry *e)
 {
-    struct sws_file *f = add(c);
-    if (!f)
-        return -1;
-    size_t pl;
-    f->path = aprintf(&pl, "%s", path);
-    f->path_len = pl;
-    if (location) {
-        size_t hl;
-        f->owns = true;
-        f->head = aprintf(&hl,
-                          "HTTP/1.1 301 Moved Permanently\r\nServer: sws\r\nLocation: %s\r\n"
-                          "Content-Length: 0\r\n",
-                          location);
-        f->head_len = hl;
-        return f->path && f->head ? 0 : -1;
+    if (sh->n >= sh->nbuckets)
+        grow(sh);
+    struct sws_entry **b = &sh->buckets[e->hash & (sh->nbuckets - 1)];
+    e->next = *b;
+    *b = e;
+    sh->n++;
+    if (!sh->hand) {
+        e->ring_prev = e->ring_next = e;
+        sh->hand = e;
+    } else {
+        e->ring_prev = sh->hand->ring_prev;
+        e->ring_next = sh->hand;
+        e->ring_prev->ring_next = e;
+        sh->hand->ring_prev = e;
     }
-    const struct sws_file *t = &c->files[target];
-    f->owns = false;
-    f->head = t->head;
-    f->head_len = t->head_len;
-    f->head304 = t->head304;
-    f->head304_len = t->head304_len;
-    f->body = t->body;
-    f->body_len = t->body_len;
-    f->etag = t->etag;
-    f->etag_len = t->etag_len;
-    return f->path ? 0 : -1;
 }
 
-static int index_table(struct sws_cache *c, char *err, size_t errlen)
+/* Removes e (found at *p) from its bucket and the ring. The caller bumps
+ * the cache's generation (stashes). */
+static void unlink_entry(struct cache_shard *sh, struct sws_entry **p, struct sws_entry *e)
 {
-    size_t cap = 16;
-    while (cap < c->n * 2)
-        cap *= 2;
-    c->slots = calloc(cap, sizeof(size_t));
-    if (!c->slots) {
-        errf(err, errlen, "out of memory");
-        return -1;
+    *p = e->next;
+    e->next = NULL;
+    sh->n--;
+    if (e->ring_next == e) {
+        sh->hand = NULL;
+    } else {
+        e->ring_prev->ring_next = e->ring_next;
+        e->ring_next->ring_prev = e->ring_prev;
+        if (sh->hand == e)
+            sh->hand = e->ring_next;
     }
-    c->mask = cap - 1;
-    for (size_t i = 0; i < c->n; i++) {
-        size_t s = (size_t)hash(c->files[i].path, c->files[i].path_len) & c->mask;
-        while (c->slots[s]) /* bounded: the table is at most half full */
-            s = (s + 1) & c->mask;
-        c->slots[s] = i + 1;
-    }
-    return 0;
+    e->ring_prev = e->ring_next = NULL;
 }
 
-const struct sws_file *cache_find(const struct sws_cache *c, const char *path, size_t len)
+/* Counts e in (add) or out of the totals; out also bumps the generation,
+ * after the unlink (stashed copies of e are no longer served). */
+static void account(struct sws_cache *c, const struct sws_entry *e, bool add)
 {
-    if (!c->slots)
+    if (!add)
+        atomic_fetch_add_explicit(&c->gen, 1, memory_order_release);
+    if (add) {
+        atomic_fetch_add_explicit(&c->bytes, e->cost, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->n, 1, memory_order_relaxed);
+        if (e->fd >= 0)
+            atomic_fetch_add_explicit(&c->fds, 1, memory_order_relaxed);
+    } else {
+        atomic_fetch_sub_explicit(&c->bytes, e->cost, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&c->n, 1, memory_order_relaxed);
+        if (e->fd >= 0)
+            atomic_fetch_sub_explicit(&c->fds, 1, memory_order_relaxed);
+    }
+}
+
+static bool bytes_over(const struct sws_cache *c)
+{
+    return atomic_load_explicit(&c->bytes, memory_order_relaxed) > c->budget;
+}
+
+static bool fds_over(const struct sws_cache *c)
+{
+    return atomic_load_explicit(&c->fds, memory_order_relaxed) > c->max_fds;
+}
+
+/* One shard's CLOCK sweep (caller holds sh->mu): evicted entries go to
+ * *victims (linked by next) for the caller to cache_put after unlocking. */
+static void sweep(struct sws_cache *c, struct cache_shard *sh, struct sws_entry **victims)
+{
+    for (size_t steps = 2 * sh->n + 1; sh->hand && steps > 0; steps--) {
+        bool bytes = bytes_over(c), fds = fds_over(c);
+        if (!bytes && !fds)
+            return;
+        struct sws_entry *e = sh->hand;
+        sh->hand = e->ring_next;
+        if (e->pinned || (!bytes && e->fd < 0))
+            continue; /* evicting it would not help */
+        if (atomic_load_explicit(&e->used, memory_order_relaxed)) {
+            atomic_store_explicit(&e->used, false, memory_order_relaxed); /* a second chance */
+            continue;
+        }
+        unlink_entry(sh, slot(sh, e->hash, e->path, e->path_len), e);
+        account(c, e, false);
+        atomic_fetch_add_explicit(&c->evictions, 1, memory_order_relaxed);
+        e->next = *victims;
+        *victims = e;
+    }
+}
+
+static void put_list(struct sws_entry *e)
+{
+    while (e) {
+        struct sws_entry *nx = e->next;
+        cache_put(e);
+        e = nx;
+    }
+}
+
+/* Evicts until the cache is within its limits (or nothing more can go). */
+static void trim(struct sws_cache *c)
+{
+    unsigned start = atomic_fetch_add_explicit(&c->trim_from, 1, memory_order_relaxed);
+    for (unsigned i = 0; i < 2 * CACHE_SHARDS && (bytes_over(c) || fds_over(c)); i++) {
+        struct cache_shard *sh = &c->shards[(start + i) % CACHE_SHARDS];
+        struct sws_entry *victims = NULL;
+        pthread_mutex_lock(&sh->mu);
+        sweep(c, sh, &victims);
+        pthread_mutex_unlock(&sh->mu);
+        put_list(victims);
+    }
+}
+
+/* ---- references, stashes ------------------------------------------------------------- */
+
+void cache_hold(struct sws_entry *e)
+{
+    atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+}
+
+static void put_n(struct sws_entry *e, unsigned n)
+{
+    if (atomic_fetch_sub_explicit(&e->refs, n, memory_order_acq_rel) != n)
+        return;
+    if (e->fd >= 0)
+        close(e->fd);
+    free(e); /* one block: the entry, its path, heads and body (files.c) */
+}
+
+struct stash_slot {
+    const struct sws_cache *cache;
+    struct sws_entry *e; /* NULL: empty */
+    unsigned refs;       /* references to e this thread holds, >= 1 */
+    uint_fast64_t gen;   /* the cache's generation when e was looked up */
+};
+
+/* Owner-only: the thread's stash (a key gives its references back at exit). */
+struct stash {
+    bool registered;
+    struct stash_slot slot[STASH_SLOTS];
+};
+
+static _Thread_local struct stash stash;
+static pthread_key_t stash_key;
+static pthread_once_t stash_once = PTHREAD_ONCE_INIT;
+
+static void slot_clear(struct stash_slot *sl)
+{
+    if (sl->e)
+        put_n(sl->e, sl->refs);
+    sl->e = NULL;
+    sl->refs = 0;
+}
+
+static void stash_free(void *p)
+{
+    struct stash *st = p;
+    for (unsigned i = 0; i < STASH_SLOTS; i++)
+        slot_clear(&st->slot[i]);
+}
+
+static void stash_key_init(void)
+{
+    pthread_key_create(&stash_key, stash_free);
+}
+
+static struct stash_slot *slot_of(uint64_t h)
+{
+    return &stash.slot[h % STASH_SLOTS];
+}
+
+/* Puts e (with one reference of the caller's, which the slot takes) in sl. */
+static void slot_fill(struct stash_slot *sl, const struct sws_cache *c, struct sws_entry *e,
+                      uint_fast64_t gen)
+{
+    slot_clear(sl);
+    if (!stash.registered) { /* once per thread */
+        pthread_once(&stash_once, stash_key_init);
+        stash.registered = pthread_setspecific(stash_key, &stash) == 0;
+        if (!stash.registered) {
+            put_n(e, 1); /* nothing would give it back */
+            return;
+        }
+    }
+    *sl = (struct stash_slot){ .cache = c, .e = e, .refs = 1, .gen = gen };
+}
+
+/* A reference from sl's batch (taken afresh when it runs out). */
+static struct sws_entry *slot_take(struct stash_slot *sl)
+{
+    if (sl->refs == 1) {
+        atomic_fetch_add_explicit(&sl->e->refs, STASH_BATCH, memory_order_relaxed);
+        sl->refs += STASH_BATCH;
+    }
+    sl->refs--;
+    return sl->e;
+}
+
+void cache_put(struct sws_entry *e)
+{
+    if (!e)
+        return;
+    struct stash_slot *sl = slot_of(e->hash);
+    if (sl->e != e) {
+        put_n(e, 1);
+        return;
+    }
+    if (++sl->refs > 4 * STASH_BATCH) { /* given back here more than taken: return some */
+        put_n(e, sl->refs - STASH_BATCH);
+        sl->refs = STASH_BATCH;
+    }
+}
+
+/* ---- the table ------------------------------------------------------------------------- */
+
+/* The table's entry of path, with a reference for the caller (and one for
+ * this thread's stash if it goes there), or NULL. */
+static struct sws_entry *lookup(struct sws_cache *c, const char *path, size_t len, uint64_t h,
+                                struct stash_slot *sl)
+{
+    /* The generation before the lookup: a removal after it invalidates the slot. */
+    uint_fast64_t gen = atomic_load_explicit(&c->gen, memory_order_acquire);
+    struct cache_shard *sh = &c->shards[shard_index(h)];
+    pthread_mutex_lock(&sh->mu);
+    struct sws_entry *e = *slot(sh, h, path, len);
+    bool stash_it = e && e->fd < 0;
+    if (e)
+        atomic_fetch_add_explicit(&e->refs, stash_it ? 2 : 1, memory_order_relaxed);
+    pthread_mutex_unlock(&sh->mu);
+    if (stash_it)
+        slot_fill(sl, c, e, gen);
+    return e;
+}
+
+struct sws_entry *cache_get(struct sws_cache *c, const char *path, size_t len, bool *check)
+{
+    *check = false;
+    uint64_t h = hash(path, len);
+    struct stash_slot *sl = slot_of(h);
+    struct sws_entry *e = sl->e;
+    if (e && sl->cache == c && sl->gen == atomic_load_explicit(&c->gen, memory_order_acquire) &&
+        e->hash == h && e->path_len == len && memcmp(e->path, path, len) == 0)
+        e = slot_take(sl);
+    else if (!(e = lookup(c, path, len, h, sl)))
         return NULL;
-    size_t s = (size_t)hash(path, len) & c->mask;
-    while (c->slots[s]) {
-        const struct sws_file *f = &c->files[c->slots[s] - 1];
-        if (f->path_len == len && memcmp(f->path, path, len) == 0)
-            return f;
-        s = (s + 1) & c->mask;
+    if (!atomic_load_explicit(&e->used, memory_order_relaxed)) /* no store when set */
+        atomic_store_explicit(&e->used, true, memory_order_relaxed);
+    if (!e->pinned) {
+        uint64_t now = cache_now_ns();
+        uint_fast64_t t = atomic_load_explicit(&e->checked_ns, memory_order_relaxed);
+        /* One request checks; the others meanwhile take the entry as it is. */
+        if (now - t >= c->valid_ns)
+            *check = atomic_compare_exchange_strong_explicit(&e->checked_ns, &t, now,
+                                                             memory_order_relaxed,
+                                                             memory_order_relaxed);
     }
-    return NULL;
+    return e;
 }
 
-static int read_all(int fd, size_t size, char **out)
+void cache_insert(struct sws_cache *c, struct sws_entry *e)
 {
-    char *b = size ? malloc(size) : NULL;
-    if (size && !b)
-        return -ENOMEM;
-    size_t have = 0;
-    while (have < size) {
-        ssize_t n = read(fd, b + have, size - have);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            free(b);
-            return n < 0 ? -errno : -EIO; /* the file shrank meanwhile */
-        }
-        have += (size_t)n;
+    e->hash = hash(e->path, e->path_len);
+    atomic_store_explicit(&e->checked_ns, cache_now_ns(), memory_order_relaxed);
+    cache_hold(e); /* the table's */
+    struct cache_shard *sh = &c->shards[shard_index(e->hash)];
+    pthread_mutex_lock(&sh->mu);
+    struct sws_entry **p = slot(sh, e->hash, e->path, e->path_len);
+    struct sws_entry *old = *p;
+    if (old) {
+        unlink_entry(sh, p, old);
+        account(c, old, false);
     }
-    *out = b;
-    return 0;
+    link_entry(sh, e);
+    account(c, e, true);
+    pthread_mutex_unlock(&sh->mu);
+    cache_put(old);
+    trim(c);
 }
 
-/* Walks directory dirfd (URL path `url`, without a trailing slash; "" for the
- * root). */
-static int walk(struct sws_cache *c, int dirfd, const char *url, int depth, char *err, size_t errlen)
+void cache_remove(struct sws_cache *c, struct sws_entry *e)
 {
-    if (depth > MAX_DEPTH) {
-        errf(err, errlen, "%s: directories nested too deep", url);
-        return -1;
+    struct cache_shard *sh = &c->shards[shard_index(e->hash)];
+    pthread_mutex_lock(&sh->mu);
+    struct sws_entry **p = slot(sh, e->hash, e->path, e->path_len);
+    bool there = *p == e;
+    if (there) {
+        unlink_entry(sh, p, e);
+        account(c, e, false);
     }
-    DIR *d = fdopendir(dirfd);
-    if (!d) {
-        errf(err, errlen, "%s/: %s", url, strerror(errno));
-        close(dirfd);
-        return -1;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while (rc == 0 && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue; /* ".", "..", dot files */
-        struct stat st;
-        if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-            continue;
-        char *sub;
-        size_t sl;
-        if (!(sub = aprintf(&sl, "%s/%s", url, e->d_name))) {
-            rc = -1;
-            break;
-        }
-        if (S_ISDIR(st.st_mode)) {
-            int fd = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (fd >= 0)
-                rc = walk(c, fd, sub, depth + 1, err, errlen);
-        } else if (S_ISREG(st.st_mode)) {
-            int fd = openat(dirfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-            char *body = NULL;
-            if (fd < 0) {
-                fprintf(stderr, "sws: skipping %s: %s\n", sub, strerror(errno));
-            } else {
-                int r = read_all(fd, (size_t)st.st_size, &body);
-                close(fd);
-                if (r != 0)
-                    fprintf(stderr, "sws: skipping %s: %s\n", sub, strerror(-r));
-                else if (add_file(c, sub, body, (size_t)st.st_size, st.st_mtime, (uint64_t)st.st_ino) != 0)
-                    rc = -1;
-            }
-        }
-        free(sub);
-    }
-    closedir(d);
-    if (rc != 0 && err && !err[0])
-        errf(err, errlen, "out of memory");
-    return rc;
+    pthread_mutex_unlock(&sh->mu);
+    if (there)
+        cache_put(e);
 }
 
-/* A decoded path as a URI path (RFC 3986): every byte but the unreserved
- * ones, "/", sub-delims, ":" and "@" percent-encoded ("?", "#", "%", spaces,
- * controls, non-ASCII). out has room for 3 * strlen(in) + 1 bytes. */
-static void uri_path_encode(const char *in, char *out)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
-        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-            strchr("-._~/!$&'()*+,;=:@", *p)) {
-            *out++ = (char)*p;
-        } else {
-            *out++ = '%';
-            *out++ = hex[*p >> 4];
-            *out++ = hex[*p & 15];
-        }
-    }
-    *out = '\0';
-}
+/* ---- set-up and tear-down ---------------------------------------------------------------- */
 
-/* Adds "/dir/" for every "/dir/index.html" and "/dir" -> 301 "/dir/" ("/" for
- * the root's index); the Location is percent-encoded. */
-static int add_indexes(struct sws_cache *c)
-{
-    size_t n = c->n;
-    for (size_t i = 0; i < n; i++) {
-        const char *p = c->files[i].path;
-        size_t l = c->files[i].path_len;
-        if (!c->files[i].owns || l < 11 || strcmp(p + l - 11, "/index.html") != 0)
-            continue;
-        char dir[l];
-        memcpy(dir, p, l - 10);
-        dir[l - 10] = '\0'; /* "/dir/" or "/" */
-        if (add_alias(c, dir, i, NULL) != 0)
-            return -1;
-        if (l > 11) {
-            dir[l - 11] = '\0'; /* "/dir" */
-            char loc[3 * l + 2];
-            uri_path_encode(dir, loc);
-            strcat(loc, "/");
-            if (add_alias(c, dir, 0, loc) != 0)
-                return -1;
-        }
-    }
-    return 0;
-}
-
-int cache_load_dir(struct sws_cache *c, const char *root, char *err, size_t errlen)
+int cache_table_init(struct sws_cache *c, const struct sws_cache_config *cfg)
 {
     memset(c, 0, sizeof(*c));
-    if (err && errlen)
-        err[0] = '\0';
-    int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        errf(err, errlen, "%s: %s", root, strerror(errno));
-        return -1;
-    }
-    if (walk(c, fd, "", 0, err, errlen) != 0 || add_indexes(c) != 0 || index_table(c, err, errlen) != 0) {
-        if (err && !err[0])
-            errf(err, errlen, "out of memory");
-        cache_free(c);
-        return -1;
+    c->rootfd = -1;
+    c->budget = cfg->budget;
+    c->max_file = cfg->max_file;
+    c->max_fds = cfg->max_fds;
+    c->valid_ns = (uint64_t)cfg->valid_ms * 1000000u;
+    for (unsigned i = 0; i < CACHE_SHARDS; i++) {
+        struct cache_shard *sh = &c->shards[i];
+        pthread_mutex_init(&sh->mu, NULL);
+        sh->nbuckets = BUCKETS0;
+        sh->buckets = calloc(BUCKETS0, sizeof(*sh->buckets));
+        if (!sh->buckets)
+            return -1; /* cache_free frees what was made */
     }
     return 0;
-}
-
-static char *dupmem(const char *s, size_t n)
-{
-    char *b = malloc(n ? n : 1);
-    if (b)
-        memcpy(b, s, n);
-    return b;
-}
-
-static const char sample_css[] =
-    "body { font-family: sans-serif; max-width: 40em; margin: 2em auto; color: #222; }\n"
-    "code { background: #eee; padding: 0 .2em; }\n";
-static const char sample_index[] =
-    "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>SWS</title>\n"
-    "<link rel=\"stylesheet\" href=\"/style.css\"></head><body>\n"
-    "<h1>It works: SWS on mely</h1>\n"
-    "<p>This is SWS's built-in sample site. Run <code>sws --root DIR</code> to serve your own.</p>\n"
-    "<ul><li><a href=\"/about.html\">about</a></li><li><a href=\"/hello.txt\">hello.txt</a></li>\n"
-    "<li><a href=\"/files/1k.html\">a 1 KB page</a></li><li><a href=\"/files/100k.bin\">100 KB</a></li>\n"
-    "<li><a href=\"/server-status\">/server-status</a> (<a href=\"/server-status?format=json\">json</a>)</li></ul>\n"
-    "</body></html>\n";
-static const char sample_about[] =
-    "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>About SWS</title>\n"
-    "<link rel=\"stylesheet\" href=\"/style.css\"></head><body>\n"
-    "<h1>About</h1><p>SWS is the static web server of the Mely paper, rebuilt on the mely runtime: "
-    "every connection's handlers are colored with its descriptor, so distinct clients are served "
-    "in parallel and idle workers steal them.</p><p><a href=\"/\">back</a></p></body></html>\n";
-static const char sample_hello[] = "Hello from SWS.\n";
-
-int cache_load_sample(struct sws_cache *c, char *err, size_t errlen)
-{
-    memset(c, 0, sizeof(*c));
-    time_t now = time(NULL);
-    char k1[1024], k100[102400];
-    static const char lead[] = "<!DOCTYPE html>\n<html><body><p>";
-    static const char tail[] = "</p></body></html>\n";
-    memcpy(k1, lead, sizeof(lead) - 1);
-    for (size_t i = sizeof(lead) - 1; i < sizeof(k1) - (sizeof(tail) - 1); i++)
-        k1[i] = (char)('a' + i % 26);
-    memcpy(k1 + sizeof(k1) - (sizeof(tail) - 1), tail, sizeof(tail) - 1);
-    for (size_t i = 0; i < sizeof(k100); i++)
-        k100[i] = (char)(i * 131u >> 3);
-    const struct {
-        const char *path, *data;
-        size_t len;
-    } pages[] = {
-        { "/index.html", sample_index, sizeof(sample_index) - 1 },
-        { "/about.html", sample_about, sizeof(sample_about) - 1 },
-        { "/style.css", sample_css, sizeof(sample_css) - 1 },
-        { "/hello.txt", sample_hello, sizeof(sample_hello) - 1 },
-        { "/files/1k.html", k1, sizeof(k1) },
-        { "/files/100k.bin", k100, sizeof(k100) },
-    };
-    for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
-        char *b = dupmem(pages[i].data, pages[i].len);
-        if (!b || add_file(c, pages[i].path, b, pages[i].len, now, i + 1) != 0)
-            goto fail;
-    }
-    if (add_indexes(c) != 0 || index_table(c, err, errlen) != 0)
-        goto fail;
-    return 0;
-fail:
-    errf(err, errlen, "out of memory");
-    cache_free(c);
-    return -1;
 }
 
 void cache_free(struct sws_cache *c)
 {
-    for (size_t i = 0; i < c->n; i++) {
-        struct sws_file *f = &c->files[i];
-        free(f->path);
-        if (f->owns) {
-            free((void *)f->head);
-            free((void *)f->head304);
-            free((void *)f->body);
-            free((void *)f->etag);
-        }
+    if (!c->shards[0].nbuckets)
+        return; /* never initialized (a zeroed struct) */
+    for (unsigned i = 0; i < CACHE_SHARDS; i++) {
+        struct cache_shard *sh = &c->shards[i];
+        if (!sh->nbuckets)
+            continue; /* never initialized */
+        for (size_t b = 0; b < sh->nbuckets && sh->buckets; b++)
+            while (sh->buckets[b]) {
+                struct sws_entry *e = sh->buckets[b];
+                unlink_entry(sh, &sh->buckets[b], e);
+                account(c, e, false);
+                cache_put(e);
+            }
+        free(sh->buckets);
+        pthread_mutex_destroy(&sh->mu);
     }
-    free(c->files);
-    free(c->slots);
+    if (c->rootfd >= 0)
+        close(c->rootfd);
     memset(c, 0, sizeof(*c));
-}
-
-/* ---- canned errors ---------------------------------------------------------- */
-
-static const struct {
-    int status;
-    const char *reason;
-} reasons[] = {
-    { 400, "Bad Request" },
-    { 404, "Not Found" },
-    { 405, "Method Not Allowed" },
-    { 408, "Request Timeout" },
-    { 413, "Content Too Large" },
-    { 414, "URI Too Long" },
-    { 431, "Request Header Fields Too Large" },
-    { 500, "Internal Server Error" },
-    { 501, "Not Implemented" },
-    { 503, "Service Unavailable" },
-    { 505, "HTTP Version Not Supported" },
-};
-#define NREASONS (sizeof(reasons) / sizeof(reasons[0]))
-static struct sws_file errors[NREASONS];
-
-int cache_errors_init(void)
-{
-    if (errors[0].head)
-        return 0;
-    for (size_t i = 0; i < NREASONS; i++) {
-        size_t bl, hl;
-        char *body = aprintf(&bl, "<!DOCTYPE html>\n<html><body><h1>%d %s</h1></body></html>\n",
-                             reasons[i].status, reasons[i].reason);
-        if (!body)
-            return -1;
-        char *head = aprintf(&hl,
-                             "HTTP/1.1 %d %s\r\nServer: sws\r\n%sContent-Type: text/html; "
-                             "charset=utf-8\r\nContent-Length: %zu\r\n",
-                             reasons[i].status, reasons[i].reason,
-                             reasons[i].status == 405 ? "Allow: GET, HEAD\r\n" : "", bl);
-        if (!head) {
-            free(body);
-            return -1;
-        }
-        errors[i] = (struct sws_file){ .head = head, .head_len = hl, .body = body, .body_len = bl, .owns = true };
-    }
-    return 0;
-}
-
-void cache_errors_free(void)
-{
-    for (size_t i = 0; i < NREASONS; i++) {
-        free((void *)errors[i].head);
-        free((void *)errors[i].body);
-    }
-    memset(errors, 0, sizeof(errors));
-}
-
-const struct sws_file *cache_error(int status)
-{
-    size_t fallback = 0;
-    for (size_t i = 0; i < NREASONS; i++) {
-        if (reasons[i].status == status)
-            return &errors[i];
-        if (reasons[i].status == 500)
-            fallback = i;
-    }
-    return &errors[fallback];
+    c->rootfd = -1;
 }

@@ -3,13 +3,26 @@
  * handlers). Every function here runs as an event of the connection's color,
  * so a connection is never touched by two workers at once and needs no lock.
  *
- *   ReadRequest (read watch) --> ParseRequest --> CheckInCache --> WriteResponse
- *                                     |               |              |   ^
- *                                     v               v              |   | write watch
- *                                 BadRequest       NotFound ---------+   | on EAGAIN
- *                                     |                              v
+ *   ReadRequest (read watch) --> ParseRequest --> CheckInCache ------------> WriteResponse
+ *                                     |               |  miss, or            ^ |   ^
+ *                                     |               |  check due           | |   | write watch
+ *                                     |               v                      | |   | on EAGAIN
+ *                                     |            ReadFile -----------------+ |
+ *                                     v               v                        |
+ *                                 BadRequest       NotFound -------------------+
+ *                                     |                                        v
  *                                     +---> WriteResponse ---> ParseRequest (pipelined),
  *                                                             idle, or Close
+ *
+ * CheckInCache answers from the file cache (cache.h) without a system call;
+ * ReadFile (the paper's disk path) opens the file when it is not cached, or
+ * checks it when its validity period is over. A response holds a reference
+ * to its cache entry until it is written, so the entry (its body, its
+ * descriptor) outlives an eviction or a replacement meanwhile. A small file's
+ * body goes out with the head in one writev from memory; a large one's with
+ * sendfile after the head (sent with MSG_MORE, so head and body share
+ * segments), at most SEND_RUN bytes per WriteResponse event so that one
+ * big download does not keep the worker from the other connections.
  *
  * While a request is being answered (`busy`), ReadRequest only buffers what
  * arrives (pipelined requests); WriteResponse goes back to ParseRequest when
@@ -17,13 +30,17 @@
  * A full input buffer removes the read watch (a level-triggered watch that is
  * not read would spin) until a response completes.
  *
- * Closing after an error or "Connection: close" is a lingering close: the
- * response is written, the write side shut down, and whatever the client
+ * Closing after an error (or a drain, or a timeout) is a lingering close:
+ * the response is written, the write side shut down, and whatever the client
  * still sends is read and discarded until it closes (at most the linger
  * time and LINGER_READS reads, 1 MB: a client that keeps sending after its
  * answer would otherwise keep a worker reading at the speed of the network),
  * so that unread input does not turn the close into a reset that could
- * destroy the response before the client reads it.
+ * destroy the response before the client reads it. A client that asked
+ * for the close ("Connection: close", HTTP/1.0) and whose request was read
+ * whole, with nothing after it, sends nothing more (RFC 9112, 9.6): its
+ * connection is closed at once, as nginx does, without the shutdown, the
+ * wait and the read of its EOF.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -31,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -42,6 +60,7 @@
 #define IN_CAP (HTTP_MAX_HEAD + HTTP_MAX_BODY)
 #define LINGER_NS 2000000000ull /* 2 s */
 #define LINGER_READS 256       /* reads of up to 4 KB: 1 MB at most */
+#define SEND_RUN (4u << 20)      /* file bytes per WriteResponse event at most */
 
 /* The input buffer, allocated while a request is being received or
  * answered, freed when the connection goes idle (an idle keep-alive
@@ -69,11 +88,14 @@ struct conn {
     bool status_ok;        /* the peer may see the status page (server.c) */
     unsigned char empty_lines; /* skipped before this request (at most 4) */
     unsigned short linger_reads; /* reads discarded while lingering */
+    bool client_close; /* the client asked for the close (not an error's) */
     int status;
     /* The response being written: head, tail (Date, Connection, blank line), body. */
     struct iovec iov[3];
     int iov_i;
     char *dyn;  /* a generated response (server-status), freed after writing */
+    struct sws_entry *ent; /* the cache entry being answered (a reference), or NULL */
+    uint64_t file_off, file_left; /* the part of ent's file still to send */
     char tail[96];
     struct conn *wait_next; /* server.c's parked list */
 };
@@ -138,6 +160,7 @@ static void on_read(int fd, unsigned ready, void *arg);
 static void on_writable(int fd, unsigned ready, void *arg);
 static void parse_request(void *arg);
 static void check_in_cache(void *arg);
+static void read_file(void *arg);
 static void write_response(void *arg);
 static void do_close(void *arg);
 static void bad_request(void *arg);
@@ -462,7 +485,7 @@ static void parse_request(void *arg)
     /* Consume the request now: the response does not need its bytes (the
      * parsed fields that CheckInCache reads are copies or point before). */
     c->head_only = ib->req.method == HTTP_HEAD;
-    c->close_after = !ib->req.keep_alive;
+    c->close_after = c->client_close = !ib->req.keep_alive;
     ib->req.head_len = (size_t)r; /* reused: bytes to drop once answered */
     if (ib->req.method == HTTP_OTHER) {
         c->status = 405;
@@ -517,6 +540,8 @@ static void respond(struct conn *c, const char *head, size_t head_len, const cha
     bool http10 = c->ib && c->ib->req.minor == 0;
     if (must_close || atomic_load(&s->draining))
         c->close_after = true;
+    if (must_close)
+        c->client_close = false; /* an error's close: linger */
     size_t t = date_line(c->tail);
     static const char kclose[] = "Connection: close\r\n\r\n", kkeep[] = "Connection: keep-alive\r\n\r\n";
     const char *conn = c->close_after ? kclose : http10 ? kkeep : "\r\n";
@@ -526,13 +551,46 @@ static void respond(struct conn *c, const char *head, size_t head_len, const cha
     c->iov[1] = (struct iovec){ c->tail, t + cl };
     c->iov[2] = (struct iovec){ (void *)body, c->head_only ? 0 : body_len };
     c->iov_i = 0;
-    sws_count(s, c->status, head_len + t + cl + (c->head_only ? 0 : body_len));
+    sws_count(s, c->status, head_len + t + cl + (c->head_only ? 0 : body_len) + c->file_left);
     next(c, H_WRITE, write_response);
 }
 
 static void respond_file(struct conn *c, const struct sws_file *f, bool must_close)
 {
     respond(c, f->head, f->head_len, f->body, f->body_len, must_close);
+}
+
+/* Answers with a cache entry (a reference the connection keeps until the
+ * response is out): 304 if If-None-Match matches, else 200 with the body
+ * from memory or, for a streamed file, from its descriptor. */
+static void respond_entry(struct conn *c, struct sws_entry *e)
+{
+    const struct http_req *q = &c->ib->req;
+    /* before consume(): inm points into the request's bytes */
+    bool match = q->inm && http_etag_match(q->inm, q->inm_len, e->f.etag, e->f.etag_len);
+    c->ent = e;
+    consume(c);
+    if (match) {
+        c->status = 304;
+        respond(c, e->f.head304, e->f.head304_len, NULL, 0, false);
+        return;
+    }
+    c->status = 200;
+    if (e->fd >= 0) {
+        c->file_off = 0;
+        c->file_left = c->head_only ? 0 : e->f.body_len;
+        respond(c, e->f.head, e->f.head_len, NULL, 0, false);
+        return;
+    }
+    respond_file(c, &e->f, false);
+}
+
+/* Drops the response's cache entry (its file part too). */
+static void release_entry(struct conn *c)
+{
+    cache_put(c->ent);
+    c->ent = NULL;
+    c->file_left = 0;
 }
 
 /* ---- CheckInCache, NotFound, BadRequest ------------------------------------ */
@@ -558,20 +616,41 @@ static void check_in_cache(void *arg)
         respond(c, c->dyn, head, c->dyn + head + 1, len - head - 1, false);
         return;
     }
-    const struct sws_file *f = cache_find(&c->s->cache, q->path, q->path_len);
-    if (!f) {
+    bool check;
+    struct sws_entry *e = cache_get(&c->s->cache, q->path, q->path_len, &check);
+    if (!e || check) { /* a miss, or its check is due: the disk path */
+        c->ent = e;
+        next(c, H_FILE, read_file);
+        return;
+    }
+    respond_entry(c, e);
+}
+
+/* ReadFile: opens the file of a miss, or checks the entry in c->ent. */
+static void read_file(void *arg)
+{
+    struct conn *c = arg;
+    const struct http_req *q = &c->ib->req;
+    struct sws_entry *e;
+    int st = cache_open(&c->s->cache, q->path, q->path_len, c->ent, &e);
+    c->ent = NULL; /* cache_open took the reference over */
+    if (st == 200) {
+        respond_entry(c, e);
+        return;
+    }
+    if (st == 404) {
         next(c, H_NOTFOUND, not_found);
         return;
     }
-    if (q->inm && f->etag && http_etag_match(q->inm, q->inm_len, f->etag, f->etag_len)) {
-        c->status = 304;
+    size_t hl;
+    if (st == 301 && (c->dyn = cache_redirect(q->path, q->path_len, &hl)) != NULL) {
+        c->status = 301;
         consume(c);
-        respond(c, f->head304, f->head304_len, NULL, 0, false);
+        respond(c, c->dyn, hl, NULL, 0, false);
         return;
     }
-    c->status = f->etag ? 200 : 301;
-    consume(c);
-    respond_file(c, f, false);
+    c->status = st == 301 ? 500 : st; /* 503: out of descriptors; 500 */
+    next(c, H_BAD, bad_request);
 }
 
 static void not_found(void *arg)
@@ -638,6 +717,70 @@ static void start_linger(struct conn *c)
         post_close(c);
 }
 
+/* Writes what remains of the head, tail and in-memory body. Returns the
+ * bytes written (> 0), or 0 (EAGAIN) or -1 (the client went away). A
+ * streamed body follows: MSG_MORE lets the kernel put the head in one
+ * segment with the first body bytes. */
+static ssize_t write_iov(struct conn *c)
+{
+    for (;;) {
+        ssize_t n;
+        if (c->file_left) {
+            struct msghdr mh = { .msg_iov = c->iov + c->iov_i, .msg_iovlen = (size_t)(3 - c->iov_i) };
+            n = sendmsg(c->fd, &mh, MSG_MORE | MSG_NOSIGNAL);
+        } else {
+            n = writev(c->fd, c->iov + c->iov_i, 3 - c->iov_i);
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        return n >= 0 ? (n ? n : -1) : errno == EAGAIN ? 0 : -1;
+    }
+}
+
+/* Sends up to SEND_RUN bytes of the streamed body. Returns 1 when it is all
+ * out, 0 to wait for the socket (EAGAIN), 2 to yield to other events, -1 if
+ * the client went away or the file shrank below the Content-Length sent (the
+ * connection must close: it cannot be honoured). */
+static int send_file(struct conn *c)
+{
+    size_t run = 0;
+    while (c->file_left) {
+        if (run >= SEND_RUN)
+            return 2;
+        size_t want = c->file_left < SEND_RUN - run ? (size_t)c->file_left : SEND_RUN - run;
+        off_t off = (off_t)c->file_off;
+        ssize_t n = sendfile(c->fd, c->ent->fd, &off, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return 0;
+        if (n <= 0)
+            return -1;
+        c->file_off += (uint64_t)n;
+        c->file_left -= (uint64_t)n;
+        run += (size_t)n;
+    }
+    return 1;
+}
+
+/* The response stopped on EAGAIN: wait for the socket. */
+static void wait_writable(struct conn *c)
+{
+    struct sws *s = c->s;
+    c->deadline = mely_now_ns() + s->timeout_ns; /* progress or not, per wait */
+    if (!c->wr && mely_watch(&s->rt, c->fd, MELY_WRITE, to(c, H_WRITE), on_writable, c, &c->wr) != 0)
+        post_close(c);
+}
+
+static void write_failed(struct conn *c)
+{
+    if (c->wr) {
+        mely_watch_remove(c->wr);
+        c->wr = NULL;
+    }
+    post_close(c);
+}
+
 static void write_response(void *arg)
 {
     struct conn *c = arg;
@@ -647,22 +790,13 @@ static void write_response(void *arg)
             c->iov_i++;
         if (c->iov_i == 3)
             break;
-        ssize_t n = writev(c->fd, c->iov + c->iov_i, 3 - c->iov_i);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN) {
-            c->deadline = mely_now_ns() + s->timeout_ns; /* progress or not, per wait */
-            if (!c->wr && mely_watch(&s->rt, c->fd, MELY_WRITE, to(c, H_WRITE), on_writable, c,
-                                     &c->wr) != 0)
-                post_close(c);
+        ssize_t n = write_iov(c);
+        if (n == 0) {
+            wait_writable(c);
             return;
         }
-        if (n <= 0) { /* the client went away */
-            if (c->wr) {
-                mely_watch_remove(c->wr);
-                c->wr = NULL;
-            }
-            post_close(c);
+        if (n < 0) { /* the client went away */
+            write_failed(c);
             return;
         }
         size_t left = (size_t)n;
@@ -676,16 +810,35 @@ static void write_response(void *arg)
                 c->iov_i++;
         }
     }
+    switch (c->file_left ? send_file(c) : 1) {
+    case 0:
+        wait_writable(c);
+        return;
+    case 2: /* more to send: after the events queued meanwhile */
+        if (c->wr) {
+            mely_watch_remove(c->wr);
+            c->wr = NULL;
+        }
+        next(c, H_WRITE, write_response);
+        return;
+    case -1:
+        write_failed(c);
+        return;
+    }
     /* The response is out. */
     if (c->wr) {
         mely_watch_remove(c->wr);
         c->wr = NULL;
     }
+    release_entry(c);
     free(c->dyn);
     c->dyn = NULL;
     c->served_one = true;
     if (c->close_after || atomic_load(&s->draining)) {
-        start_linger(c);
+        if (c->client_close && (!c->ib || c->ib->len == 0))
+            post_close(c); /* asked for, nothing unread: no lingering */
+        else
+            start_linger(c);
         return;
     }
     c->deadline = mely_now_ns() + s->timeout_ns;
@@ -721,6 +874,7 @@ static void do_close(void *arg)
     mely_close(&s->rt, c->fd);
     ib_put(c->ib);
     free(c->dyn);
+    cache_put(c->ent);
     atomic_fetch_add_explicit(&s->closed, 1, memory_order_relaxed);
     mely_color_t ac = c->accept_color;
     free(c);
@@ -788,6 +942,7 @@ void conn_drain(void *fdp)
 void conn_free_at_exit(struct conn *c)
 {
     close(c->fd);
+    cache_put(c->ent);
     free(c->ib);
     free(c->dyn);
     free(c);

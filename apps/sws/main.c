@@ -14,9 +14,10 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: sws [options]\n"
-            "Serves the files under a document root (pre-built in memory at start-up) over\n"
-            "HTTP/1.1 on the mely runtime. SIGINT/SIGTERM: stop accepting, finish, exit 0\n"
-            "(a second signal: exit at once).\n"
+            "Serves the files under a document root, as they are now, over HTTP/1.1 on the\n"
+            "mely runtime, through a bounded cache (small files pre-built in memory, large\n"
+            "ones sent with sendfile). SIGINT/SIGTERM: stop accepting, finish, exit 0 (a\n"
+            "second signal: exit at once).\n"
             "  --root DIR          document root (default: a built-in sample site)\n"
             "  --host ADDR         numeric address to listen on (default 127.0.0.1)\n"
             "  --port N            TCP port (default 8080; 0: any free port)\n"
@@ -38,6 +39,14 @@ static void usage(FILE *f)
             "  --drain-ms N        graceful shutdown limit (default 5000)\n"
             "  --epoll-handler     the paper's arrangement: one Epoll handler (color 0)\n"
             "                      polls every connection and posts ReadRequest events\n"
+            "  --cache-mb N        memory for cached files, heads included (default %u)\n"
+            "  --cache-file-kb N   files up to N KB (and a quarter of --cache-mb) are held\n"
+            "                      in memory; larger ones are sent from an open\n"
+            "                      descriptor with sendfile (default %u)\n"
+            "  --cache-fds N       descriptors the cache keeps open (default: the\n"
+            "                      descriptor limit / 16, between 16 and 1024)\n"
+            "  --cache-valid-ms N  a cached file is checked again (stat) after N ms;\n"
+            "                      0: on every request (default %u)\n"
             "  --status-path PATH  where the status page is (default /server-status;\n"
             "                      off: nowhere); where it applies, it hides a file of\n"
             "                      that name\n"
@@ -48,7 +57,8 @@ static void usage(FILE *f)
             "Status: http://127.0.0.1:PORT/server-status (add ?format=json).\n"
             "Protocol: GET and HEAD; at most 4 empty lines before a request line (then\n"
             "400); Expect: 100-continue answered at once (100 Continue for GET/HEAD, the\n"
-            "405 for other methods), other expectations 417.\n");
+            "405 for other methods), other expectations 417.\n",
+            CACHE_DEFAULT_MB, CACHE_DEFAULT_FILE_KB, CACHE_DEFAULT_VALID_MS);
 }
 
 static int number(const char *opt, const char *v, unsigned min, unsigned max, unsigned *out)
@@ -72,7 +82,7 @@ int main(int argc, char **argv)
     bool print_costs = false;
     enum { O_ROOT = 1, O_HOST, O_PORT, O_WORKERS, O_NOPIN, O_MAXC, O_MAXW, O_STEAL, O_ENGINE,
            O_MEASURED, O_PRINT, O_REUSE, O_TIMEOUT, O_DRAIN, O_HELP, O_EPOLL, O_STATUS,
-           O_STATUS_PUBLIC };
+           O_STATUS_PUBLIC, O_CACHE_MB, O_CACHE_FILE, O_CACHE_FDS, O_CACHE_VALID };
     static const struct option opts[] = {
         { "root", required_argument, NULL, O_ROOT },
         { "host", required_argument, NULL, O_HOST },
@@ -91,12 +101,17 @@ int main(int argc, char **argv)
         { "epoll-handler", no_argument, NULL, O_EPOLL },
         { "status-path", required_argument, NULL, O_STATUS },
         { "status-public", no_argument, NULL, O_STATUS_PUBLIC },
+        { "cache-mb", required_argument, NULL, O_CACHE_MB },
+        { "cache-file-kb", required_argument, NULL, O_CACHE_FILE },
+        { "cache-fds", required_argument, NULL, O_CACHE_FDS },
+        { "cache-valid-ms", required_argument, NULL, O_CACHE_VALID },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         int rc = 0;
+        unsigned v;
         switch (o) {
         case O_ROOT: cfg.root = optarg; break;
         case O_HOST: cfg.host = optarg; break;
@@ -124,6 +139,16 @@ int main(int argc, char **argv)
         case O_EPOLL: cfg.epoll_handler = true; break;
         case O_STATUS: cfg.status_path = optarg; break;
         case O_STATUS_PUBLIC: cfg.status_public = true; break;
+        case O_CACHE_MB:
+            if ((rc = number("cache-mb", optarg, 0, 1u << 20, &v)) == 0)
+                cfg.cache.budget = (size_t)v << 20;
+            break;
+        case O_CACHE_FILE:
+            if ((rc = number("cache-file-kb", optarg, 0, 1u << 22, &v)) == 0)
+                cfg.cache.max_file = (size_t)v << 10;
+            break;
+        case O_CACHE_FDS: rc = number("cache-fds", optarg, 1, 1u << 20, &cfg.cache.max_fds); break;
+        case O_CACHE_VALID: rc = number("cache-valid-ms", optarg, 0, 86400000, &cfg.cache.valid_ms); break;
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -142,9 +167,10 @@ int main(int argc, char **argv)
         sws_free(&s);
         return 1;
     }
-    printf("sws: serving %s (%zu files, %zu bytes) on http://%s:%u/ with %u workers, engine %s, "
-           "steal %s\n",
-           cfg.root ? cfg.root : "the sample site", s.cache.n, s.cache.bytes, s.cfg.host, sws_port(&s),
+    printf("sws: serving %s (cache %zu MB, files up to %zu KB in memory, %u descriptors, checked "
+           "every %u ms) on http://%s:%u/ with %u workers, engine %s, steal %s\n",
+           cfg.root ? cfg.root : "the sample site", s.cache.budget >> 20, s.cache.max_file >> 10,
+           s.cache.max_fds, cfg.cache.valid_ms, s.cfg.host, sws_port(&s),
            s.workers, cfg.engine ? cfg.engine : "mely", cfg.steal ? cfg.steal : "off");
     fflush(stdout);
     int rc = sws_run(&s);

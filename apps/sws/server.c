@@ -55,6 +55,7 @@ static const mely_handler_t annotated[H_COUNT] = {
     [H_TIMER] = { .name = "Timeout", .timeleft = 300, .penalty = 1 },
     [H_DRAIN] = { .name = "Drain", .timeleft = 300, .penalty = 1 },
     [H_EPOLL] = { .name = "Epoll", .timeleft = 3000, .penalty = 1 },
+    [H_FILE] = { .name = "ReadFile", .timeleft = 30000, .penalty = 1 },
 };
 
 /* The same without timeleft: the "measured" policy word counts their
@@ -66,7 +67,7 @@ static const mely_handler_t bare[H_COUNT] = {
     [H_DEC] = { .name = "DecClientAccepted" }, [H_BAD] = { .name = "BadRequest" },
     [H_NOTFOUND] = { .name = "404" },          [H_START] = { .name = "StartConnection" },
     [H_TIMER] = { .name = "Timeout" },         [H_DRAIN] = { .name = "Drain" },
-    [H_EPOLL] = { .name = "Epoll" },
+    [H_EPOLL] = { .name = "Epoll" },          [H_FILE] = { .name = "ReadFile" },
 };
 
 void sws_config_init(struct sws_config *cfg)
@@ -78,6 +79,9 @@ void sws_config_init(struct sws_config *cfg)
     cfg->max_clients = 10000;
     cfg->timeout_ms = 30000;
     cfg->drain_ms = 5000;
+    cfg->cache.budget = (size_t)CACHE_DEFAULT_MB << 20;
+    cfg->cache.max_file = (size_t)CACHE_DEFAULT_FILE_KB << 10;
+    cfg->cache.valid_ms = CACHE_DEFAULT_VALID_MS;
 }
 
 void sws_count(struct sws *s, int status, uint64_t bytes)
@@ -321,8 +325,8 @@ int sws_start(struct sws *s, const struct sws_config *cfg, char *err, size_t err
     }
     if (sws_status_setup(s, err, errlen) != 0)
         return -1;
-    int rc = s->cfg.root ? cache_load_dir(&s->cache, s->cfg.root, err, errlen)
-                         : cache_load_sample(&s->cache, err, errlen);
+    int rc = s->cfg.root ? cache_init(&s->cache, s->cfg.root, &s->cfg.cache, err, errlen)
+                         : cache_init_sample(&s->cache, &s->cfg.cache, err, errlen);
     if (rc != 0)
         return -1;
 

@@ -7,9 +7,10 @@
  *   server.c  the server object: start-up, Accept and DecClientAccepted (the
  *             client cap), graceful shutdown (drain), clean-up
  *   conn.c    a connection's state machine: ReadRequest, ParseRequest,
- *             CheckInCache, WriteResponse, Close, BadRequest, NotFound, the
- *             idle timer
- *   http.c    the request parser        cache.c   pre-built responses
+ *             CheckInCache, ReadFile, WriteResponse, Close, BadRequest,
+ *             NotFound, the idle timer
+ *   http.c    the request parser        cache.c   the file cache's table
+ *   files.c   the file cache's entries: opening beneath the root, heads
  *   status.c  /server-status            main.c    the command line
  *
  * Every handler of one connection runs as an event of the connection's color
@@ -53,6 +54,7 @@ struct sws_config {
                                 "off": none) */
     bool status_public;    /* the status page for every peer (default: only
                               loopback peers, 127.0.0.0/8 and ::1) */
+    struct sws_cache_config cache; /* the file cache's limits (cache.h) */
 };
 
 /* Default values (port 8080, the sample site, ...). */
@@ -61,7 +63,7 @@ void sws_config_init(struct sws_config *cfg);
 /* The handlers' descriptors (annotated, or bare for measured costs). */
 enum sws_handler {
     H_ACCEPT, H_READ, H_PARSE, H_CACHE, H_WRITE, H_CLOSE, H_DEC, H_BAD, H_NOTFOUND,
-    H_START, H_TIMER, H_DRAIN, H_EPOLL, H_COUNT
+    H_START, H_TIMER, H_DRAIN, H_EPOLL, H_FILE, H_COUNT
 };
 
 struct sws_wstat { /* per worker, written by that worker only */

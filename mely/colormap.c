@@ -60,6 +60,7 @@ static int color_move(struct mely__rt *rt, mely_color_t color, unsigned worker)
 
 int mely_color_move(mely_t *m, mely_color_t color, unsigned worker)
 {
-    struct mely__rt *rt = mely__handle_enter(m);
-    return rt ? mely__handle_done(rt, color_move(rt, color, worker)) : MELY_ESHUTDOWN;
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
+    return rt ? mely__handle_done(self, color_move(rt, color, worker)) : MELY_ESHUTDOWN;
 }

@@ -111,7 +111,8 @@ static bool resolve_numbers(mely_config_t *cfg, unsigned *pin, unsigned *keep_si
     *pin = cfg->pin != 0;
     if (!check_flag("pin", cfg->pin) ||
         !env_uint("MELY_WORKERS", 1, MELY_MAX_WORKERS, &cfg->workers) ||
-        !env_uint("MELY_PIN", 0, 1, pin) || !env_uint("MELY_BATCH", 1, MELY_BATCH_MAX, &cfg->batch) ||
+        !env_uint("MELY_PIN", 0, 1, pin) ||
+        !env_uint("MELY_BATCH", 1, MELY_BATCH_MAX, &cfg->batch) ||
         !env_uint("MELY_SPIN_US", 0, 1000000, &cfg->spin_us) ||
         !check_flag("keep_sigpipe", cfg->keep_sigpipe))
         return false;

@@ -60,9 +60,8 @@ void mely__handle_forget(struct mely__rt *rt)
     pthread_mutex_unlock(&live_mu);
 }
 
-void mely__handle_retire(mely_t *m, struct mely__rt *rt)
+void mely__handle_retire(mely_t *m)
 {
-    (void)rt;
     __atomic_store_n(&m->rt, NULL, __ATOMIC_SEQ_CST);
     /* The caller entered as a foreign call (shutdown is never called from
      * rt's own workers). Calls in progress are short (no call blocks on an event), so this

@@ -33,21 +33,21 @@
  * call (handle.c). */
 extern _Atomic unsigned long mely__foreign_calls;
 
-/* True when the calling thread is a worker of rt: no grace period needed. */
-static inline bool mely__handle_owned(const struct mely__rt *rt)
-{
-    return mely__self && mely__self->rt == rt;
-}
-
 /* The runtime of *m for the length of one call, or NULL (not initialized,
- * or shut down): a non-NULL result must be given back to mely__handle_leave. */
-static inline struct mely__rt *mely__handle_enter(const mely_t *m)
+ * or shut down). *self is the calling thread's worker if it belongs to that
+ * runtime (no grace period: what mely__self_in() would say), else NULL. A
+ * non-NULL result must be given back with mely__handle_leave(*self). */
+static inline struct mely__rt *mely__handle_enter(const mely_t *m, struct mely__worker **self)
 {
+    *self = NULL;
     if (!m)
         return NULL;
     struct mely__rt *rt = __atomic_load_n(&m->rt, __ATOMIC_RELAXED);
-    if (rt && mely__handle_owned(rt))
+    struct mely__worker *w = mely__self;
+    if (rt && w && w->rt == rt) {
+        *self = w;
         return rt;
+    }
     atomic_fetch_add(&mely__foreign_calls, 1);
     rt = __atomic_load_n(&m->rt, __ATOMIC_SEQ_CST);
     if (!rt)
@@ -55,19 +55,19 @@ static inline struct mely__rt *mely__handle_enter(const mely_t *m)
     return rt;
 }
 
-/* Ends the call mely__handle_enter() began (rt may be NULL). */
-static inline void mely__handle_leave(const struct mely__rt *rt)
+/* Ends the call mely__handle_enter() began and returned non-NULL for. */
+static inline void mely__handle_leave(const struct mely__worker *self)
 {
-    if (rt && !mely__handle_owned(rt))
+    if (!self)
         atomic_fetch_sub(&mely__foreign_calls, 1);
 }
 
-/* Ends the call and passes its result on: `return rt ? mely__handle_done(rt,
+/* Ends the call and passes its result on: `return rt ? mely__handle_done(self,
  * call(rt, ...)) : MELY_ESHUTDOWN;` is the shape of every guarded entry point
  * (the call is evaluated first, inside the grace period). */
-static inline int mely__handle_done(const struct mely__rt *rt, int ret)
+static inline int mely__handle_done(const struct mely__worker *self, int ret)
 {
-    mely__handle_leave(rt);
+    mely__handle_leave(self);
     return ret;
 }
 
@@ -78,9 +78,9 @@ int mely__handle_publish(mely_t *m, struct mely__rt *rt);
 /* Whether *m holds a live runtime (read before building a new one). */
 bool mely__handle_live(const mely_t *m);
 
-/* Takes rt out of *m, then waits until no foreign call but the caller's own
- * (the shutdown, entered with mely__handle_enter) can still use it. */
-void mely__handle_retire(mely_t *m, struct mely__rt *rt);
+/* Clears *m, then waits until no foreign call but the caller's own (the
+ * shutdown, entered with mely__handle_enter) can still use its runtime. */
+void mely__handle_retire(mely_t *m);
 
 /* Puts rt back in *m (a shutdown that found the runtime running after all). */
 void mely__handle_restore(mely_t *m, struct mely__rt *rt);

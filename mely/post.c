@@ -107,13 +107,14 @@ post_from_worker(struct mely__rt *rt, struct mely__worker *self, struct mely__ev
     return post_now(rt, self, ev);
 }
 
-/* The three public entry points share this body, inlined into each. */
-static inline __attribute__((always_inline)) int post(struct mely__rt *rt, mely_color_t color,
-                                                      int prio, const mely_handler_t *h,
-                                                      mely_fn_t fn, void *arg, unsigned flags)
+/* The three public entry points share this body, inlined into each. self:
+ * the calling thread's worker if it belongs to rt, else NULL. */
+static inline __attribute__((always_inline)) int post(struct mely__rt *rt,
+                                                      struct mely__worker *self,
+                                                      mely_color_t color, int prio,
+                                                      const mely_handler_t *h, mely_fn_t fn,
+                                                      void *arg, unsigned flags)
 {
-    if (!rt)
-        return MELY_ESHUTDOWN;
     if (!fn)
         return MELY_ENOFN;
     if (prio < 0 || prio > MELY_PRIO_MAX)
@@ -123,7 +124,6 @@ static inline __attribute__((always_inline)) int post(struct mely__rt *rt, mely_
     if (!mely__color_valid(rt, color))
         return MELY_ECOLOR;
 
-    struct mely__worker *self = mely__self_in(rt);
     struct mely__event rec, *ev;
     /* A thread that is not a worker copies the post into the owner's inbox,
      * with no event of its own (Mely engine, existing color-queue). */
@@ -157,8 +157,10 @@ static inline __attribute__((always_inline)) int post_entry(mely_t *m, mely_colo
                                                             mely_fn_t fn, void *arg,
                                                             unsigned flags)
 {
-    struct mely__rt *rt = mely__handle_enter(m);
-    return rt ? mely__handle_done(rt, post(rt, color, prio, h, fn, arg, flags)) : MELY_ESHUTDOWN;
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
+    return rt ? mely__handle_done(self, post(rt, self, color, prio, h, fn, arg, flags))
+              : MELY_ESHUTDOWN;
 }
 
 int mely_post_ex(mely_t *m, mely_color_t color, int prio, const mely_handler_t *h,
@@ -179,5 +181,5 @@ int mely_post_head(mely_t *m, mely_color_t color, mely_fn_t fn, void *arg)
 
 int mely__post_to(struct mely__rt *rt, const mely_to_t *to, mely_fn_t fn, void *arg)
 {
-    return post(rt, to->color, to->prio, to->handler, fn, arg, 0);
+    return post(rt, mely__self_in(rt), to->color, to->prio, to->handler, fn, arg, 0);
 }

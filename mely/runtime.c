@@ -184,14 +184,15 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
 
 int mely_run(mely_t *m)
 {
-    struct mely__rt *rt = mely__handle_enter(m);
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
 
     if (!rt)
         return MELY_ESHUTDOWN;
     /* Not from a handler of this or another runtime; once `running` is
      * set, mely_shutdown() refuses, so the grace period can end here. */
     bool busy = mely__self || atomic_exchange(&rt->running, true);
-    mely__handle_leave(rt);
+    mely__handle_leave(self);
     if (busy)
         return MELY_EBUSY;
 
@@ -204,7 +205,8 @@ int mely_run(mely_t *m)
 
 int mely_on_idle(mely_t *m, mely_fn_t fn, void *arg)
 {
-    struct mely__rt *rt = mely__handle_enter(m);
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
 
     if (!rt)
         return MELY_ESHUTDOWN;
@@ -213,19 +215,20 @@ int mely_on_idle(mely_t *m, mely_fn_t fn, void *arg)
         rt->idle_fn = fn;
         rt->idle_arg = arg;
     }
-    mely__handle_leave(rt);
+    mely__handle_leave(self);
     return err;
 }
 
 int mely_stop(mely_t *m)
 {
-    struct mely__rt *rt = mely__handle_enter(m);
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
 
     if (!rt)
         return MELY_ESHUTDOWN;
     atomic_store(&rt->stopping, true);
     mely__wake_all(rt);
-    mely__handle_leave(rt);
+    mely__handle_leave(self);
     return 0;
 }
 
@@ -240,11 +243,11 @@ static int count_pending(const struct mely__rt *rt)
 
 /* Claims rt for one shutdown and waits out the foreign calls on it: 0, or
  * MELY_EBUSY (rt is running, or another shutdown has it) with *m unchanged. */
-static int retire(mely_t *m, struct mely__rt *rt)
+static int retire(mely_t *m, struct mely__rt *rt, const struct mely__worker *self)
 {
-    if (mely__self_in(rt) || atomic_load(&rt->running) || atomic_exchange(&rt->closing, true))
+    if (self || atomic_load(&rt->running) || atomic_exchange(&rt->closing, true))
         return MELY_EBUSY;
-    mely__handle_retire(m, rt);
+    mely__handle_retire(m);
     if (atomic_load(&rt->running)) { /* a mely_run() that entered before */
         mely__handle_restore(m, rt);
         atomic_store(&rt->closing, false);
@@ -255,12 +258,13 @@ static int retire(mely_t *m, struct mely__rt *rt)
 
 int mely_shutdown(mely_t *m)
 {
-    struct mely__rt *rt = mely__handle_enter(m);
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
 
     if (!rt)
         return MELY_ESHUTDOWN;
-    int err = retire(m, rt);
-    mely__handle_leave(rt); /* now the only thread that knows rt */
+    int err = retire(m, rt, self);
+    mely__handle_leave(self); /* now the only thread that knows rt */
     if (err)
         return err;
     const char *print = getenv("MELY_STATS");

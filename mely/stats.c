@@ -22,8 +22,9 @@ int mely_current_worker(void)
 
 unsigned mely_workers(const mely_t *m)
 {
-    const struct mely__rt *rt = mely__handle_enter(m);
-    return rt ? (unsigned)mely__handle_done(rt, (int)rt->nworkers) : 0;
+    struct mely__worker *self;
+    const struct mely__rt *rt = mely__handle_enter(m, &self);
+    return rt ? (unsigned)mely__handle_done(self, (int)rt->nworkers) : 0;
 }
 
 static int color_owner(const struct mely__rt *rt, mely_color_t color)
@@ -35,17 +36,20 @@ static int color_owner(const struct mely__rt *rt, mely_color_t color)
 
 int mely_color_owner(const mely_t *m, mely_color_t color)
 {
-    struct mely__rt *rt = mely__handle_enter(m);
-    return rt ? mely__handle_done(rt, color_owner(rt, color)) : MELY_ESHUTDOWN;
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
+    return rt ? mely__handle_done(self, color_owner(rt, color)) : MELY_ESHUTDOWN;
 }
 
 /* The measured average under `key` (cost.h), 0 without one. */
 static uint64_t measured(const mely_t *m, const void *key)
 {
-    const struct mely__rt *rt = mely__handle_enter(m);
-    uint64_t avg = rt && key && rt->costtab ? mely__cost_avg(rt, key) : 0;
-
-    mely__handle_leave(rt);
+    struct mely__worker *self;
+    const struct mely__rt *rt = mely__handle_enter(m, &self);
+    if (!rt)
+        return 0;
+    uint64_t avg = key && rt->costtab ? mely__cost_avg(rt, key) : 0;
+    mely__handle_leave(self);
     return avg;
 }
 
@@ -111,8 +115,9 @@ static int worker_stats(const struct mely__rt *rt, unsigned worker, mely_stats_t
 
 int mely_worker_stats(const mely_t *m, unsigned worker, mely_stats_t *out)
 {
-    struct mely__rt *rt = mely__handle_enter(m);
-    return rt ? mely__handle_done(rt, worker_stats(rt, worker, out)) : MELY_ESHUTDOWN;
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
+    return rt ? mely__handle_done(self, worker_stats(rt, worker, out)) : MELY_ESHUTDOWN;
 }
 
 /* The columns of MELY_STATS=1, named as mely_stats_t's fields: every field,

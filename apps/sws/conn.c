@@ -661,11 +661,6 @@ static void not_found(void *arg)
     respond_file(c, cache_error(404), false);
 }
 
-/* 417 Expectation Failed, without a body. (Not among cache.c's canned
- * errors, which another change was rewriting when this one was made.) */
-static const char k417[] = "HTTP/1.1 417 Expectation Failed\r\nServer: sws\r\nContent-Length: 0\r\n";
-static const struct sws_file expectation_failed = { .head = k417, .head_len = sizeof(k417) - 1 };
-
 /* Every refused request: 400, 405, 408, 413, 414, 417, 431, 500, 501, 505.
  * Only 405 (a complete, well-formed request) keeps the connection, unless
  * it was answered before its body (answer_expectation). */
@@ -677,7 +672,7 @@ static void bad_request(void *arg)
         consume(c);
     else
         c->head_only = false;
-    respond_file(c, c->status == 417 ? &expectation_failed : cache_error(c->status), !keep);
+    respond_file(c, cache_error(c->status), !keep);
 }
 
 /* ---- WriteResponse ----------------------------------------------------------------- */

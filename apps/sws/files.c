@@ -496,6 +496,7 @@ static const struct {
     { 408, "Request Timeout" },
     { 413, "Content Too Large" },
     { 414, "URI Too Long" },
+    { 417, "Expectation Failed" },
     { 431, "Request Header Fields Too Large" },
     { 500, "Internal Server Error" },
     { 501, "Not Implemented" },

@@ -334,8 +334,10 @@ static int listen_in(struct mely__rt *rt, const char *host, unsigned port, int b
 int mely_listen(mely_t *m, const char *host, unsigned port, int backlog, unsigned flags,
                 mely_to_t to, mely_accept_fn_t fn, void *arg, mely_listener_t **out)
 {
-    struct mely__rt *rt = mely__handle_enter(m);
-    return rt ? mely__handle_done(rt, listen_in(rt, host, port, backlog, flags, to, fn, arg, out)) : MELY_ESHUTDOWN;
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
+    return rt ? mely__handle_done(self, listen_in(rt, host, port, backlog, flags, to, fn, arg, out))
+              : MELY_ESHUTDOWN;
 }
 
 unsigned mely_listener_port(const mely_listener_t *l)

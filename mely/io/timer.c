@@ -336,8 +336,10 @@ static int timer_at(struct mely__rt *rt, uint64_t deadline_ns, mely_to_t to, mel
 int mely_timer_at(mely_t *m, uint64_t deadline_ns, mely_to_t to, mely_fn_t fn, void *arg,
                   mely_timer_t *out)
 {
-    struct mely__rt *rt = mely__handle_enter(m);
-    return rt ? mely__handle_done(rt, timer_at(rt, deadline_ns, to, fn, arg, out)) : MELY_ESHUTDOWN;
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
+    return rt ? mely__handle_done(self, timer_at(rt, deadline_ns, to, fn, arg, out))
+              : MELY_ESHUTDOWN;
 }
 
 int mely_timer_after(mely_t *m, uint64_t delay_ns, mely_to_t to, mely_fn_t fn, void *arg,
@@ -391,8 +393,9 @@ static int timer_cancel(struct mely__rt *rt, mely_timer_t id)
 
 int mely_timer_cancel(mely_t *m, mely_timer_t id)
 {
-    struct mely__rt *rt = mely__handle_enter(m);
-    return rt ? mely__handle_done(rt, timer_cancel(rt, id)) : MELY_ESHUTDOWN;
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
+    return rt ? mely__handle_done(self, timer_cancel(rt, id)) : MELY_ESHUTDOWN;
 }
 
 uint64_t mely_now_ns(void)

@@ -453,8 +453,9 @@ static int watch_in(struct mely__rt *rt, int fd, unsigned what, mely_to_t to, me
 int mely_watch(mely_t *m, int fd, unsigned what, mely_to_t to, mely_io_fn_t fn, void *arg,
                mely_watch_t **out)
 {
-    struct mely__rt *rt = mely__handle_enter(m);
-    return rt ? mely__handle_done(rt, watch_in(rt, fd, what, to, fn, arg, out)) : MELY_ESHUTDOWN;
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
+    return rt ? mely__handle_done(self, watch_in(rt, fd, what, to, fn, arg, out)) : MELY_ESHUTDOWN;
 }
 
 static int signal_in(struct mely__rt *rt, int signo, mely_to_t to, mely_io_fn_t fn, void *arg,
@@ -469,8 +470,9 @@ static int signal_in(struct mely__rt *rt, int signo, mely_to_t to, mely_io_fn_t 
 int mely_signal(mely_t *m, int signo, mely_to_t to, mely_io_fn_t fn, void *arg,
                 mely_watch_t **out)
 {
-    struct mely__rt *rt = mely__handle_enter(m);
-    return rt ? mely__handle_done(rt, signal_in(rt, signo, to, fn, arg, out)) : MELY_ESHUTDOWN;
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
+    return rt ? mely__handle_done(self, signal_in(rt, signo, to, fn, arg, out)) : MELY_ESHUTDOWN;
 }
 
 int mely_watch_remove(mely_watch_t *wt)
@@ -570,8 +572,9 @@ static int close_in(struct mely__rt *rt, int fd)
 
 int mely_close(mely_t *m, int fd)
 {
-    struct mely__rt *rt = mely__handle_enter(m);
-    return rt ? mely__handle_done(rt, close_in(rt, fd)) : MELY_ESHUTDOWN;
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
+    return rt ? mely__handle_done(self, close_in(rt, fd)) : MELY_ESHUTDOWN;
 }
 
 /* At shutdown, no worker running: frees every watch still set, and those

@@ -8,6 +8,18 @@
 #include "mely/handle.h"
 
 _Atomic unsigned long mely__foreign_calls;
+_Atomic unsigned mely__draining;
+
+/* Serializes drains: each waits for the count to reach zero, so two at once
+ * must not each hold an entry the other waits for. */
+static pthread_mutex_t drain_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void mely__handle_wait_drain(void)
+{
+    while (atomic_load(&mely__draining)) /* bounded: a drain lasts as long as
+                                            the calls it waits for */
+        sched_yield();
+}
 
 /* Live runtimes, linked through rt->live_next. A process holds a handful, and
  * the list is walked only by init and shutdown. */
@@ -63,12 +75,15 @@ void mely__handle_forget(struct mely__rt *rt)
 void mely__handle_retire(mely_t *m)
 {
     __atomic_store_n(&m->rt, NULL, __ATOMIC_SEQ_CST);
-    /* The caller entered as a foreign call (shutdown is never called from
-     * rt's own workers). Calls in progress are short (no call blocks on an event), so this
+    pthread_mutex_lock(&drain_mu);
+    atomic_store(&mely__draining, 1);
+    /* Calls in progress are short (no call blocks on an event), so this
      * waits microseconds; it also waits for calls on other runtimes, which
      * is harmless. */
-    while (atomic_load(&mely__foreign_calls) > 1) /* 1: the caller's own */
+    while (atomic_load(&mely__foreign_calls) != 0)
         sched_yield();
+    atomic_store(&mely__draining, 0);
+    pthread_mutex_unlock(&drain_mu);
 }
 
 void mely__handle_restore(mely_t *m, struct mely__rt *rt)

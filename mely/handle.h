@@ -10,11 +10,13 @@
  *
  * The second is a grace period. Every public call that takes a mely_t from a
  * thread that is not one of the runtime's own workers enters by raising one
- * process-wide counter, then reads m->rt; mely_shutdown() clears m->rt first
- * and then waits until the counter reads zero before it frees anything. Both
- * sides use sequentially consistent accesses, so either the caller reads
+ * process-wide counter, then reads m->rt; mely_shutdown() clears m->rt first,
+ * raises `draining`, and waits until the counter reads zero before it frees
+ * anything. All of it is sequentially consistent, so either the caller reads
  * NULL (and returns MELY_ESHUTDOWN), or shutdown sees its count and waits for
- * it to leave. A handler of the runtime itself skips the counter: a runtime
+ * it to leave. Callers that arrive while a shutdown drains wait for the drain
+ * to end rather than count themselves in, so the wait always ends (3 threads
+ * calling in a loop starved it under valgrind). A handler of the runtime itself skips the counter: a runtime
  * cannot be shut down while its handlers run (mely_shutdown says MELY_EBUSY),
  * so the hot path, a handler's post, costs one thread-local load more.
  *
@@ -30,8 +32,26 @@
 #include "mely/runtime.h"
 
 /* Calls in progress from threads that are not workers of the runtime they
- * call (handle.c). */
+ * call, and shutdowns waiting for them to drain (handle.c). */
 extern _Atomic unsigned long mely__foreign_calls;
+extern _Atomic unsigned mely__draining;
+
+/* Waits out a drain in progress (handle.c). */
+void mely__handle_wait_drain(void);
+
+/* Counts the caller in. While a shutdown drains, newcomers wait for it to
+ * end instead: otherwise threads calling without pause would keep the count
+ * above zero and starve the shutdown. */
+static inline void mely__handle_count_in(void)
+{
+    for (;;) { /* bounded: once per drain that overlaps the call */
+        atomic_fetch_add(&mely__foreign_calls, 1);
+        if (!atomic_load(&mely__draining))
+            return;
+        atomic_fetch_sub(&mely__foreign_calls, 1);
+        mely__handle_wait_drain();
+    }
+}
 
 /* The runtime of *m for the length of one call, or NULL (not initialized,
  * or shut down). *self is the calling thread's worker if it belongs to that
@@ -48,7 +68,7 @@ static inline struct mely__rt *mely__handle_enter(const mely_t *m, struct mely__
         *self = w;
         return rt;
     }
-    atomic_fetch_add(&mely__foreign_calls, 1);
+    mely__handle_count_in();
     rt = __atomic_load_n(&m->rt, __ATOMIC_SEQ_CST);
     if (!rt)
         atomic_fetch_sub(&mely__foreign_calls, 1);
@@ -78,8 +98,9 @@ int mely__handle_publish(mely_t *m, struct mely__rt *rt);
 /* Whether *m holds a live runtime (read before building a new one). */
 bool mely__handle_live(const mely_t *m);
 
-/* Clears *m, then waits until no foreign call but the caller's own (the
- * shutdown, entered with mely__handle_enter) can still use its runtime. */
+/* Clears *m, then waits until no foreign call can still use its runtime.
+ * The caller (a shutdown that claimed the runtime) must have left its own
+ * entry first. */
 void mely__handle_retire(mely_t *m);
 
 /* Puts rt back in *m (a shutdown that found the runtime running after all). */

@@ -245,7 +245,9 @@ static int count_pending(const struct mely__rt *rt)
  * MELY_EBUSY (rt is running, or another shutdown has it) with *m unchanged. */
 static int retire(mely_t *m, struct mely__rt *rt, const struct mely__worker *self)
 {
-    if (self || atomic_load(&rt->running) || atomic_exchange(&rt->closing, true))
+    int busy = self || atomic_load(&rt->running) || atomic_exchange(&rt->closing, true);
+    mely__handle_leave(self); /* claimed (closing): no other shutdown frees rt */
+    if (busy)
         return MELY_EBUSY;
     mely__handle_retire(m);
     if (atomic_load(&rt->running)) { /* a mely_run() that entered before */
@@ -263,8 +265,7 @@ int mely_shutdown(mely_t *m)
 
     if (!rt)
         return MELY_ESHUTDOWN;
-    int err = retire(m, rt, self);
-    mely__handle_leave(self); /* now the only thread that knows rt */
+    int err = retire(m, rt, self); /* also ends the call's own entry */
     if (err)
         return err;
     const char *print = getenv("MELY_STATS");

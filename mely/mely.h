@@ -295,6 +295,51 @@ int mely_color_owner(const mely_t *m, mely_color_t color);
  */
 int mely_color_move(mely_t *m, mely_color_t color, unsigned worker);
 
+/* ---- Color ranges ---------------------------------------------------------------
+ *
+ * Planning the color space (doc/colors.md): colors are 16-bit, and two
+ * unrelated uses of one color serialize each other. Keep the low colors,
+ * 0 .. MELY_COLOR_RANGE_FLOOR-1, for the program's fixed roles (0: the
+ * default, shared by everything unannotated; 1: the accept loop; ...), and
+ * give each family of keys (connections, keys of a table, users) a range
+ * reserved from the runtime: mely_color_pick maps any key, however large
+ * (an fd, an id, a hash), into it. A range of n colors serves at most n
+ * keys in parallel; two keys sharing a color only run one after the other.
+ * A few times the number of workers is enough to keep every worker busy;
+ * the stealing heuristics like more (a color is the unit they move).
+ */
+
+/* Ranges are carved from the top of the space down to this color. */
+#define MELY_COLOR_RANGE_FLOOR 1024u
+
+typedef struct mely_color_range {
+    mely_color_t base; /* the first color of the range */
+    uint32_t n;        /* how many */
+} mely_color_range_t;
+
+/*
+ * Reserves n consecutive colors of *m that no other range of *m includes,
+ * all at or above MELY_COLOR_RANGE_FLOOR. Reservations last as long as the
+ * runtime. Colors stay ordinary colors: nothing stops a program from
+ * posting to them directly.
+ * @return 0 and *out; MELY_ESHUTDOWN; MELY_EINVAL (n 0, out NULL);
+ *         -ENOSPC (fewer than n colors left above the floor).
+ * Threads: any thread.
+ */
+int mely_color_range(mely_t *m, uint32_t n, mely_color_range_t *out);
+
+/* The color of `key` in range r: base + key % n, so consecutive keys (fds,
+ * ids) take consecutive colors, which the color map spreads over the
+ * workers. Any thread. */
+static inline mely_color_t mely_color_pick(const mely_color_range_t *r, uint64_t key)
+{
+    return r->base + (mely_color_t)(key % r->n);
+}
+
+/* The color of a key given as bytes (a string, a struct): a hash (FNV-1a,
+ * 64-bit) of the len bytes at key, picked into r. Any thread. */
+mely_color_t mely_color_hash(const mely_color_range_t *r, const void *key, size_t len);
+
 /* ---- I/O, timers and signals (the per-worker pollers) --------------------
  *
  * Every worker owns a poller (a libevent event_base on epoll). Readiness of a

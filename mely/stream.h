@@ -124,13 +124,17 @@ typedef struct mely_stream_ops {
 
 /*
  * Makes fd (a connected socket; made non-blocking here) a stream whose
- * callbacks run as events of `to`, and starts reading. The stream owns fd
- * from now on, also on failure (fd is then closed): close the stream, never
- * fd. ops is copied. out may be NULL (the callbacks receive the stream).
- * @return 0 and *out; MELY_ESHUTDOWN (fd closed); MELY_EINVAL (ops NULL or
- *         with both read and line, fd < 0); MELY_ECOLOR; MELY_EPRIO;
- *         MELY_ENOMEM; -EPERM (fd cannot be polled), -EBADF.
- * Threads: any thread. The first callback may run before this returns.
+ * callbacks run as events of `to`. Reading starts with the stream's first
+ * event, on its color. The stream owns fd from now on, also on failure (fd
+ * is then closed): close the stream, never fd. ops is copied. out may be
+ * NULL (the callbacks receive the stream).
+ * @return 0 and *out; MELY_ESHUTDOWN (fd closed); MELY_EINVAL (ops NULL, with
+ *         both read and line, read_low > read_high or write_low >
+ *         write_high with the high mark set; fd < 0); MELY_ECOLOR;
+ *         MELY_EPRIO; MELY_ENOMEM; -EBADF; -EPERM (fd cannot be polled: a
+ *         regular file, a directory). A watch that cannot be set later on
+ *         (MELY_ENOMEM, -ENOSPC) is an error for the event callback.
+ * Threads: any thread.
  */
 int mely_stream_open(mely_t *m, int fd, mely_to_t to, const mely_stream_ops_t *ops, void *arg,
                      mely_stream_t **out);
@@ -238,7 +242,8 @@ int mely_stream_close(mely_stream_t *s, unsigned flags);
 void mely_stream_ref(mely_stream_t *s);
 void mely_stream_unref(mely_stream_t *s);
 
-/* The stream's fd (-1 once closed), and its color. Any thread. */
+/* The stream's fd (-1 once closed), and its color. Any thread (the fd may
+ * be closed, and its number reused, as soon as the stream closes). */
 int mely_stream_fd(const mely_stream_t *s);
 mely_color_t mely_stream_color(const mely_stream_t *s);
 

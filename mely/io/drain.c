@@ -11,6 +11,8 @@
  *
  * Who may call: mely_drain from any thread; the rest from io/stream.c.
  */
+#include <pthread.h>
+
 #include "mely/handle.h"
 #include "mely/io/listen.h"
 #include "mely/io/streams.h"
@@ -25,10 +27,13 @@ bool mely__drain_active(struct mely__rt *rt)
 /* Ends the drain: its timer goes, and the runtime stops. */
 static void finish(struct mely__rt *rt)
 {
-    if (!atomic_exchange(&rt->draining, false))
+    pthread_mutex_lock(&rt->stream_mu);
+    bool was = atomic_exchange(&rt->draining, false);
+    mely_timer_t t = atomic_exchange(&rt->drain_timer, 0);
+    pthread_mutex_unlock(&rt->stream_mu);
+    if (!was)
         return; /* another thread finished it */
     mely_t m = { .rt = rt };
-    mely_timer_t t = atomic_exchange(&rt->drain_timer, 0);
     if (t)
         mely_timer_cancel(&m, t);
     mely_stop(&m);
@@ -44,26 +49,41 @@ void mely__drain_stream_closed(struct mely__rt *rt)
 static void cut(void *arg)
 {
     struct mely__rt *rt = arg;
-    atomic_store(&rt->drain_timer, 0);
-    if (mely__drain_active(rt))
+    pthread_mutex_lock(&rt->stream_mu);
+    bool on = atomic_exchange(&rt->drain_timer, 0) != 0;
+    pthread_mutex_unlock(&rt->stream_mu);
+    if (on)
         mely__streams_ask_all(rt, false);
+}
+
+/* Marks the drain begun and sets its timer, both under stream_mu so that a
+ * drain finishing at once (finish) finds the timer to cancel. */
+static int begin(struct mely__rt *rt, uint64_t timeout_ns)
+{
+    int err = 0;
+    mely_t m = { .rt = rt };
+    mely_timer_t t = 0;
+    pthread_mutex_lock(&rt->stream_mu);
+    if (atomic_load(&rt->draining))
+        err = MELY_EBUSY;
+    else if (timeout_ns)
+        err = mely_timer_after(&m, timeout_ns, MELY_TO(MELY_COLOR_PINNED(0)), cut, rt, &t);
+    if (!err) {
+        atomic_store(&rt->drain_timer, t);
+        atomic_store(&rt->draining, true);
+    }
+    pthread_mutex_unlock(&rt->stream_mu);
+    return err;
 }
 
 static int drain_in(struct mely__rt *rt, uint64_t timeout_ns)
 {
-    if (atomic_exchange(&rt->draining, true))
-        return MELY_EBUSY;
-    mely__listeners_pause(rt);
-    int err = mely__streams_ask_all(rt, true);
-    mely_t m = { .rt = rt };
-    mely_timer_t t = 0;
-    if (!err && timeout_ns)
-        err = mely_timer_after(&m, timeout_ns, MELY_TO(MELY_COLOR_PINNED(0)), cut, rt, &t);
-    if (err) {
-        atomic_store(&rt->draining, false);
+    int err = begin(rt, timeout_ns);
+    if (err)
         return err;
-    }
-    atomic_store(&rt->drain_timer, t);
+    mely__listeners_pause(rt);
+    if (mely__streams_ask_all(rt, true) != 0) /* out of memory: cut short */
+        mely__streams_ask_all(rt, false);
     if (atomic_load(&rt->streams_open) == 0) /* nothing to wait for */
         finish(rt);
     return 0;

@@ -19,6 +19,7 @@
 #include "mely/io/listen.h"
 #include "mely/io/poller.h"
 #include "mely/io/timer.h"
+#include "mely/io/streams.h"
 #include "mely/io/watch.h"
 #include "mely/park.h"
 #include "mely/runtime.h"
@@ -46,7 +47,9 @@ static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned in
 /* Frees whatever part of rt exists: every init step below may fail. */
 static void rt_free(struct mely__rt *rt)
 {
-    /* Listeners hold watches, watches hold libevent events of the bases. */
+    /* Streams and listeners hold watches, watches hold libevent events of
+     * the bases. */
+    mely__streams_free(rt);
     mely__listeners_free(rt);
     mely__watchtab_free(rt);
     if (rt->workers) {
@@ -54,6 +57,7 @@ static void rt_free(struct mely__rt *rt)
         mely__park_free(rt);
     }
     pthread_mutex_destroy(&rt->listen_mu);
+    pthread_mutex_destroy(&rt->stream_mu);
     for (unsigned i = 0; rt->workers && i < rt->nworkers; i++) {
         free(rt->workers[i].steal_order);
         free(rt->workers[i].head_seen);
@@ -165,6 +169,8 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
     }
     memset(rt, 0, sizeof(*rt));
     pthread_mutex_init(&rt->listen_mu, NULL);
+    pthread_mutex_init(&rt->stream_mu, NULL);
+    atomic_init(&rt->range_top, MELY_COLORS);
     mely__depot_init(&rt->depot);
     if ((err = rt_build(rt, &s)) != 0) {
         rt_free(rt);

@@ -133,6 +133,13 @@ struct mely__rt {
     void *idle_arg;
     pthread_mutex_t listen_mu;    /* guards `listeners` (io/listen.c) */
     struct mely_listener *listeners; /* not yet closed, for shutdown */
+    pthread_mutex_t stream_mu;    /* guards `streams`, `streams_dead` (io/stream.c) */
+    struct mely_stream *streams;  /* every stream not yet freed */
+    bool streams_dead;            /* shutdown frees them: nothing else may */
+    _Atomic uint32_t streams_open; /* streams whose closed callback has not run */
+    atomic_bool draining;         /* mely_drain() in progress (io/drain.c) */
+    _Atomic mely_timer_t drain_timer; /* its timeout, or 0 */
+    _Atomic uint32_t range_top;   /* colors >= this are reserved (colorrange.c) */
     const struct mely__engine *engine; /* the queueing engine (engine.h) */
     bool enqueue_special;         /* legacy, or steal_ops.stealq: posts take
                                      engine->enqueue (enqueue.h) */

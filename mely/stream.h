@@ -71,23 +71,44 @@ typedef struct mely_stream mely_stream_t;
 #define MELY_STREAM_CONNECTED 0x08u /* mely_stream_connect's connection is up */
 
 /*
- * A stream's callbacks; any may be NULL. Each runs as an event of the
- * stream's color, with the `arg` given to mely_stream_open.
- *  read     the input holds at least the read low watermark (any byte, by
- *           default). Consume what you can (mely_stream_readln,
- *           mely_stream_input and libevent's evbuffer functions); what you
- *           leave stays for the next call, which comes when more arrives.
+ * A stream's callbacks and settings (zero-initialize; any callback may be
+ * NULL). Each callback runs as an event of the stream's color, with the
+ * `arg` given to mely_stream_open.
+ *  read     the input holds at least read_low bytes. Consume what you can
+ *           (mely_stream_readln, mely_stream_input and libevent's evbuffer
+ *           functions); what you leave stays for the next call, which comes
+ *           when more arrives.
  *  line     instead of read: once per complete line (LF or CRLF, not
  *           included; line[len] is 0, and the line may be modified), valid
- *           until the callback returns. A line longer than the maximum
- *           (mely_stream_max_line) is an error (-EMSGSIZE).
- *  drained  the output fell to the write low watermark (empty, by default)
- *           after a write: the place to produce more.
+ *           until the callback returns. A line longer than max_line is an
+ *           error (-EMSGSIZE). Lines already read keep coming after
+ *           mely_stream_reading(s, 1) even if nothing more arrives.
+ *  drained  the output fell to write_low (empty, by default) after bytes
+ *           were sent: the place to produce more.
  *  event    end of input, an error, a timeout, or a connection made (the
  *           MELY_STREAM_* bits, err for errors). NULL: the stream closes on
  *           EOF, errors and timeouts (after flushing its output on EOF and
- *           timeouts).
+ *           read timeouts).
  *  closed   the last callback: the stream's socket is closed. Free arg here.
+ * Settings (0: the default):
+ *  read_low, read_high    the read callback waits for read_low bytes (default:
+ *                         any); reading pauses while the input holds read_high
+ *                         or more (default: no limit; in line mode max_line
+ *                         bounds the input anyway)
+ *  write_low, write_high  drained runs when the output falls to write_low
+ *                         (default 0); reading pauses while the output holds
+ *                         more than write_high (default 1 MiB; SIZE_MAX: no
+ *                         limit) and resumes once it falls to write_low
+ *  max_line               the longest line accepted, end of line excluded
+ *                         (default 8192)
+ *  read_timeout_ns        nothing arrived for this long while reading
+ *                         (default: none)
+ *  write_timeout_ns       output waits and nothing could be sent for this long
+ *                         (default: none)
+ * Timeouts restart on every byte moved, at the cost of a clock read (no
+ * timer operation per read or write); the event callback gets
+ * MELY_STREAM_TIMEOUT | MELY_READ or MELY_WRITE, and a stream left open
+ * keeps its timeout running from then on.
  */
 typedef struct mely_stream_ops {
     void (*read)(mely_stream_t *s, void *arg);
@@ -95,17 +116,25 @@ typedef struct mely_stream_ops {
     void (*drained)(mely_stream_t *s, void *arg);
     void (*event)(mely_stream_t *s, unsigned what, int err, void *arg);
     void (*closed)(mely_stream_t *s, void *arg);
+    size_t read_low, read_high;
+    size_t write_low, write_high;
+    size_t max_line;
+    uint64_t read_timeout_ns, write_timeout_ns;
 } mely_stream_ops_t;
 
 /*
  * Makes fd (a connected socket; made non-blocking here) a stream whose
- * callbacks run as events of `to`, and starts reading. The stream owns fd
- * from now on, also on failure (fd is then closed): close the stream, never
- * fd. ops is copied. out may be NULL (the callbacks receive the stream).
- * @return 0 and *out; MELY_ESHUTDOWN (fd closed); MELY_EINVAL (ops NULL or
- *         with both read and line, fd < 0); MELY_ECOLOR; MELY_EPRIO;
- *         MELY_ENOMEM; -EPERM (fd cannot be polled), -EBADF.
- * Threads: any thread. The first callback may run before this returns.
+ * callbacks run as events of `to`. Reading starts with the stream's first
+ * event, on its color. The stream owns fd from now on, also on failure (fd
+ * is then closed): close the stream, never fd. ops is copied. out may be
+ * NULL (the callbacks receive the stream).
+ * @return 0 and *out; MELY_ESHUTDOWN (fd closed); MELY_EINVAL (ops NULL, with
+ *         both read and line, read_low > read_high or write_low >
+ *         write_high with the high mark set; fd < 0); MELY_ECOLOR;
+ *         MELY_EPRIO; MELY_ENOMEM; -EBADF; -EPERM (fd cannot be polled: a
+ *         regular file, a directory). A watch that cannot be set later on
+ *         (MELY_ENOMEM, -ENOSPC) is an error for the event callback.
+ * Threads: any thread.
  */
 int mely_stream_open(mely_t *m, int fd, mely_to_t to, const mely_stream_ops_t *ops, void *arg,
                      mely_stream_t **out);
@@ -173,35 +202,16 @@ struct evbuffer *mely_stream_input(mely_stream_t *s);
 struct evbuffer *mely_stream_output(mely_stream_t *s);
 
 /*
- * Watermarks (what: MELY_READ or MELY_WRITE; bytes).
- *  MELY_READ:  the read callback waits for `low` bytes (default 0: any);
- *              reading pauses while the input holds `high` or more (default
- *              0: no limit; in line mode the maximum line length bounds it).
- *  MELY_WRITE: the drained callback runs when the output falls to `low`
- *              (default 0: empty); reading pauses while the output holds
- *              more than `high` (default 1 MiB; 0: no limit), and resumes
- *              at `low`.
- * @return 0; MELY_EINVAL (what, or low > high with high != 0).
- * Threads: the stream's color only (or before its first callback).
+ * Changes settings of mely_stream_ops_t later on (0: the default, as there).
+ * mely_stream_watermark: what is MELY_READ (read_low, read_high) or
+ * MELY_WRITE (write_low, write_high). mely_stream_timeouts: both timeouts.
+ * @return 0; MELY_EINVAL (s NULL, what, or low > high with high set).
+ * Threads: the stream's color only (to set them from the start, use the ops
+ * given to mely_stream_open: its first callback may run on another worker
+ * before mely_stream_open returns).
  */
 int mely_stream_watermark(mely_stream_t *s, unsigned what, size_t low, size_t high);
-
-/* The longest line mely_stream_readln and the line callback accept (bytes,
- * end of line excluded; default 8192). @return 0; MELY_EINVAL (0).
- * Threads: the stream's color only (or before its first callback). */
 int mely_stream_max_line(mely_stream_t *s, size_t max);
-
-/*
- * Timeouts in nanoseconds (0: none, the default). The read timeout fires
- * when nothing arrived for read_ns while the stream reads; the write
- * timeout when output waits and nothing could be sent for write_ns. Both
- * restart on every byte moved, at the cost of a clock read (no timer
- * operation per read or write). The event callback gets MELY_STREAM_TIMEOUT
- * | MELY_READ or MELY_WRITE; a stream left open keeps its timeout running
- * from then on.
- * @return 0; MELY_EINVAL; MELY_ENOMEM.
- * Threads: the stream's color only (or before its first callback).
- */
 int mely_stream_timeouts(mely_stream_t *s, uint64_t read_ns, uint64_t write_ns);
 
 /*
@@ -232,7 +242,8 @@ int mely_stream_close(mely_stream_t *s, unsigned flags);
 void mely_stream_ref(mely_stream_t *s);
 void mely_stream_unref(mely_stream_t *s);
 
-/* The stream's fd (-1 once closed), and its color. Any thread. */
+/* The stream's fd (-1 once closed), and its color. Any thread (the fd may
+ * be closed, and its number reused, as soon as the stream closes). */
 int mely_stream_fd(const mely_stream_t *s);
 mely_color_t mely_stream_color(const mely_stream_t *s);
 

@@ -420,3 +420,11 @@ void mely__listeners_free(struct mely__rt *rt)
     while (rt->listeners) /* bounded: each pass unlinks one */
         mely_listener_close(rt->listeners);
 }
+
+void mely__listeners_pause(struct mely__rt *rt)
+{
+    pthread_mutex_lock(&rt->listen_mu); /* then each l->mu: the only nesting */
+    for (struct mely_listener *l = rt->listeners; l; l = l->next) /* bounded: the list */
+        mely_listener_pause(l);
+    pthread_mutex_unlock(&rt->listen_mu);
+}

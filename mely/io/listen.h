@@ -10,4 +10,7 @@ struct mely__rt;
 /* Closes the listeners left at shutdown (no worker running). */
 void mely__listeners_free(struct mely__rt *rt);
 
+/* Pauses every listener of rt (mely_drain). Any thread. */
+void mely__listeners_pause(struct mely__rt *rt);
+
 #endif

@@ -548,7 +548,7 @@ int mely_watch_resume(mely_watch_t *wt)
     return err;
 }
 
-static int close_in(struct mely__rt *rt, int fd)
+int mely__close_fd(struct mely__rt *rt, int fd)
 {
     if (fd < 0)
         return -EBADF;
@@ -574,7 +574,7 @@ int mely_close(mely_t *m, int fd)
 {
     struct mely__worker *self;
     struct mely__rt *rt = mely__handle_enter(m, &self);
-    return rt ? mely__handle_done(self, close_in(rt, fd)) : MELY_ESHUTDOWN;
+    return rt ? mely__handle_done(self, mely__close_fd(rt, fd)) : MELY_ESHUTDOWN;
 }
 
 /* At shutdown, no worker running: frees every watch still set, and those

@@ -165,10 +165,9 @@ END_TEST
  */
 START_TEST(pick_stays_in_range)
 {
-    static const uint64_t keys[] = {0,          1,           99,          100,
-                                    65535,      65536,       70000,       1048576,
-                                    4294967295, 4294967296u, 1ull << 63, UINT64_MAX - 1,
-                                    UINT64_MAX};
+    static const uint64_t keys[] = {
+        0,       1,          99,          100,        65535,          65536,     70000,
+        1048576, 4294967295, 4294967296u, 1ull << 63, UINT64_MAX - 1, UINT64_MAX};
     mely_color_range_t r;
     init_runtime(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
     ck_assert_int_eq(mely_color_range(&rt, 100, &r), 0);

@@ -6,11 +6,16 @@
 #endif
 #include "tests/testutil.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 /* ---- scale ---------------------------------------------------------------- */
 
@@ -86,6 +91,19 @@ unsigned open_fds(void)
             n++;
     closedir(d);
     return n - 1; /* the directory's own descriptor */
+}
+
+unsigned free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
 }
 
 /* ---- the workers' counters ------------------------------------------------------ */

@@ -68,6 +68,10 @@ bool wait_count(atomic_uint *v, unsigned n, unsigned ms);
 /* Descriptors open in this process now (from /proc/self/fd). */
 unsigned open_fds(void);
 
+/* A TCP port of 127.0.0.1 nothing listens on right now (bound by a plain
+ * socket, then released). For the test thread: fails the test if it cannot. */
+unsigned free_port(void);
+
 /* ---- the workers' counters ------------------------------------------------------ */
 
 /* Worker w's counters in runtime m; a failure is noted, and reads as zeros. */

@@ -11,7 +11,9 @@
  *    drained callback runs);
  *  - read and write timeouts (reset by activity; the event, or a close);
  *  - writes from other colors and from a foreign thread (ordered per writer,
- *    all delivered; -EPIPE after a close).
+ *    all delivered; -EPIPE after a close);
+ *  - mely_stream_reading off and on (lines read wait, then come); the
+ *    one-line echo with mely_stream_write_buffer.
  * Settings are given in the ops (one-worker runs) or set on the stream's
  * color (two workers). Closing, shutdown, drain, connect and argument errors
  * are in check_stream_close.c.
@@ -982,6 +984,113 @@ START_TEST(writes_from_other_colors_and_threads)
 }
 END_TEST
 
+/* ---- reading off and on; the one-line echo ---------------------------------------------- */
+
+enum { HOLD_OFF_MS = 50 };
+
+/* HOLD_OFF_MS after "hold": reading on again, from an event of the color. */
+static void resume_reading(void *arg)
+{
+    struct conn *c = arg;
+    mely_stream_t *s = c->s;
+    if (!atomic_load(&c->closed)) {
+        c->timer_pending = false;
+        int err = mely_stream_reading(s, 1);
+        if (err)
+            note("stream %u: mely_stream_reading(1): %s", c->id, mely_strerror(err));
+    }
+    mely_stream_unref(s);
+}
+
+/* Replies; "hold" turns reading off, and no line may come until it is on. */
+static void hold_line_cb(mely_stream_t *s, char *line, size_t len, void *arg)
+{
+    struct conn *c = arg;
+    enter(s, c, "line");
+    if (c->timer_pending)
+        note("stream %u: line \"%s\" delivered while reading was off", c->id, line);
+    reply_line(s, c, line, len);
+    if (strcmp(line, "hold") == 0) {
+        int err = mely_stream_reading(s, 0);
+        if (err)
+            note("stream %u: mely_stream_reading(0): %s", c->id, mely_strerror(err));
+        c->timer_pending = true;
+        mely_stream_ref(s);
+        err = mely_timer_after(&rt, HOLD_OFF_MS * 1000000ull, MELY_TO(mely_stream_color(s)),
+                               resume_reading, c, NULL);
+        if (err) {
+            note("mely_timer_after: %s", mely_strerror(err));
+            mely_stream_unref(s);
+        }
+    }
+    leave(c);
+}
+
+static void *hold_client(void *arg)
+{
+    (void)arg;
+    int fd = client_ready(1, 0);
+    bool ok = fd >= 0 && send_str(fd, "a\nhold\nb\nc\n") &&
+              expect(fd, "1:a\n4:hold\n1:b\n1:c\n") && send_str(fd, "d\n") &&
+              expect(fd, "1:d\n") && shutdown(fd, SHUT_WR) == 0 && expect_end(fd, NULL);
+    return client_done(fd, ok);
+}
+
+/*
+ * mely_stream_reading(s, 0) from the line callback of "hold" (sent with
+ * three lines behind it in one write): no line comes while reading is off;
+ * turned on again 50 ms later (from an event of the stream's color), the
+ * lines already read come without anything more arriving, and reading goes
+ * on.
+ */
+START_TEST(reading_off_holds_lines)
+{
+    mely_stream_ops_t ops = {.line = hold_line_cb, .closed = on_closed};
+    unsigned workers = 1 + (unsigned)_i;
+    serve(workers, &ops, NULL, false, hold_client, NULL, "reading off and on");
+    assert_closed_once(1);
+    stop_server();
+}
+END_TEST
+
+enum { ECHO_BYTES = 1 << 20, ECHO_ROUND = 65536 };
+
+/* The header's one-line echo. */
+static void echo_buffer_cb(mely_stream_t *s, void *arg)
+{
+    struct conn *c = arg;
+    enter(s, c, "read");
+    int err = mely_stream_write_buffer(s, mely_stream_input(s));
+    if (err)
+        note("stream %u: mely_stream_write_buffer: %s", c->id, mely_strerror(err));
+    leave(c);
+}
+
+static void *echo_client(void *arg)
+{
+    (void)arg;
+    int fd = client_ready(1, 0);
+    bool ok = fd >= 0;
+    for (uint64_t off = 0; ok && off < ECHO_BYTES; off += ECHO_ROUND) {
+        send_pat(fd, off, ECHO_ROUND);
+        ok = expect_pat(fd, off, ECHO_ROUND);
+    }
+    ok = ok && shutdown(fd, SHUT_WR) == 0 && expect_end(fd, NULL);
+    return client_done(fd, ok);
+}
+
+/* mely_stream_write_buffer(s, mely_stream_input(s)) echoes 1 MiB byte-exact,
+ * in rounds of 64 KiB; EOF then closes the stream after flushing. */
+START_TEST(write_buffer_echoes)
+{
+    mely_stream_ops_t ops = {.read = echo_buffer_cb, .closed = on_closed};
+    unsigned workers = 1 + (unsigned)_i;
+    serve(workers, &ops, NULL, false, echo_client, NULL, "echo");
+    assert_closed_once(1);
+    stop_server();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("stream");
@@ -1001,5 +1110,7 @@ int main(void)
 
     tc = new_tcase(s, "writers", 60);
     tcase_add_loop_test(tc, writes_from_other_colors_and_threads, 0, 2);
+    tcase_add_loop_test(tc, reading_off_holds_lines, 0, 2);
+    tcase_add_loop_test(tc, write_buffer_echoes, 0, 2);
     return mely_test_main(s);
 }

@@ -4,7 +4,8 @@
  * clients):
  *  - closing from the stream's color while events holding references are
  *    out on other colors; from another color and a foreign thread; with
- *    MELY_STREAM_FLUSH; EOF with and without an event callback;
+ *    MELY_STREAM_FLUSH (all sent; or cut by the write timeout); EOF with and
+ *    without an event callback; a reset by the peer;
  *  - mely_shutdown with open streams (closed callbacks, fds), references
  *    kept past it; mely_drain (flushing, and cut short by its timeout);
  *  - mely_stream_connect (to a listener of the runtime, and refused);
@@ -271,6 +272,93 @@ START_TEST(close_with_flush_sends_everything)
     serve(workers, &ops, setup_small_sndbuf, foreign, flush_client, foreign ? &srv : NULL,
           foreign ? "flush from a foreign thread" : "flush");
     assert_closed_once(1);
+    stop_server();
+}
+END_TEST
+
+/* Write timeout 150 ms, and the small socket buffer. */
+static void setup_flush_timeout(mely_stream_t *s, struct conn *c)
+{
+    int err = mely_stream_timeouts(s, 0, 150 * 1000000ull);
+    if (err)
+        note("stream %u: mely_stream_timeouts: %s", c->id, mely_strerror(err));
+    small_sndbuf(s);
+}
+
+/* Only records: the flush must end by itself. */
+static void record_event_cb(mely_stream_t *s, unsigned what, int err, void *arg)
+{
+    struct conn *c = arg;
+    enter(s, c, "event");
+    record_event(c, what, err);
+    leave(c);
+}
+
+static void *flush_timeout_client(void *arg)
+{
+    (void)arg;
+    int fd = client_ready(1, SMALL_BUF);
+    bool ok = fd >= 0 && send_str(fd, "GO\n");
+    if (ok && !wait_count(&srv.closed, 1, WAIT_MS)) {
+        note("a flushing close to a peer that reads nothing did not end at the write timeout "
+             "(%u events)",
+             atomic_load(&srv.events));
+        ok = false;
+    }
+    if (ok && pat_to_end(fd, 0) >= FLUSH_BYTES)
+        note("the whole output arrived: the flush was not cut short");
+    return client_done(fd, false);
+}
+
+/*
+ * Close with MELY_STREAM_FLUSH after writing 4 MiB to a peer that reads
+ * nothing, write timeout 150 ms: "the socket closes once the output is sent
+ * (or it fails, or the write timeout fires)", with an event callback (that
+ * does nothing) and without one. The peer gets part of the output, then the
+ * end.
+ */
+START_TEST(close_with_flush_ends_at_the_write_timeout)
+{
+    mely_stream_ops_t ops = {.line = flush_line_cb, .closed = on_closed};
+    if (_i == 0)
+        ops.event = record_event_cb;
+    serve(2, &ops, setup_flush_timeout, false, flush_timeout_client, NULL,
+          _i == 0 ? "flush timeout, event callback" : "flush timeout");
+    assert_closed_once(1);
+    stop_server();
+}
+END_TEST
+
+static void *reset_client(void *arg)
+{
+    (void)arg;
+    int fd = client_ready(1, 0);
+    struct linger hard = {.l_onoff = 1, .l_linger = 0};
+    bool ok = fd >= 0 && send_str(fd, "a\n") && expect(fd, "1:a\n") &&
+              setsockopt(fd, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard)) == 0;
+    if (ok) {
+        close(fd); /* a reset */
+        fd = -1;
+    }
+    return client_done(fd, ok);
+}
+
+/* A peer that resets the connection: MELY_STREAM_ERROR with -ECONNRESET
+ * (or -EPIPE, had a write found it first) to the event callback, which
+ * closes; without one, the stream closes. */
+START_TEST(peer_reset_is_an_error)
+{
+    mely_stream_ops_t ops = {.line = line_cb, .closed = on_closed};
+    if (_i == 0)
+        ops.event = close_event_cb;
+    serve(2, &ops, NULL, false, reset_client, NULL, _i == 0 ? "reset" : "reset, no event");
+    assert_closed_once(1);
+    if (_i == 0) {
+        ck_assert_uint_eq(atomic_load(&srv.events), 1);
+        ck_assert_uint_eq(atomic_load(&srv.ev_what[0]), MELY_STREAM_ERROR);
+        int err = atomic_load(&srv.ev_err[0]);
+        ck_assert_msg(err == -ECONNRESET || err == -EPIPE, "err %d (%s)", err, mely_strerror(err));
+    }
     stop_server();
 }
 END_TEST
@@ -576,6 +664,27 @@ START_TEST(drain_ends_at_its_timeout)
                       atomic_load(&drain_at) + (DRAIN_TIMEOUT_MS - EARLY_MS) * 1000000ull,
                   "a stream closed before the drain's timeout");
     assert_closed_once(DRAIN_STREAMS);
+    stop_server();
+}
+END_TEST
+
+static void *drain_only(void *arg)
+{
+    (void)arg;
+    int err = mely_drain(&rt, 0);
+    if (err) {
+        note("mely_drain: %s", mely_strerror(err));
+        mely_stop(&rt);
+    }
+    return NULL;
+}
+
+/* mely_drain with a listener and no stream: mely_run returns by itself. */
+START_TEST(drain_with_nothing_open_stops)
+{
+    mely_stream_ops_t ops = {.line = line_cb, .closed = on_closed};
+    serve(1 + (unsigned)_i, &ops, NULL, false, drain_only, NULL, "drain, no stream");
+    ck_assert_uint_eq(atomic_load(&srv.closed), 0);
     stop_server();
 }
 END_TEST
@@ -905,6 +1014,8 @@ int main(void)
     tcase_add_loop_test(tc, close_while_events_hold_the_stream, 0, 2);
     tcase_add_loop_test(tc, close_from_another_color_or_thread, 0, NELEM(elsewhere_modes));
     tcase_add_loop_test(tc, close_with_flush_sends_everything, 0, NELEM(elsewhere_modes));
+    tcase_add_loop_test(tc, close_with_flush_ends_at_the_write_timeout, 0, 2);
+    tcase_add_loop_test(tc, peer_reset_is_an_error, 0, 2);
     tcase_add_loop_test(tc, eof_reaches_the_event_callback, 0, 2);
     tcase_add_loop_test(tc, eof_without_event_callback_flushes_then_closes, 0, 2);
 
@@ -913,6 +1024,7 @@ int main(void)
     tcase_add_test(tc, references_outlive_shutdown);
     tcase_add_loop_test(tc, drain_flushes_closes_and_stops, 0, 2);
     tcase_add_test(tc, drain_ends_at_its_timeout);
+    tcase_add_loop_test(tc, drain_with_nothing_open_stops, 0, 2);
 
     tc = new_tcase(s, "connect", 60);
     tcase_add_loop_test(tc, connect_to_own_listener, 0, NELEM(elsewhere_modes));

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -285,6 +286,10 @@ int client_connect(unsigned port, int bufsize)
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* A send blocked by a stalled server fails instead of holding the
+     * helper (and the test's join) for ever. */
+    struct timeval tv = {.tv_sec = WAIT_MS / 1000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     if (bufsize && (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufsize, sizeof(bufsize)) != 0 ||
                     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsize, sizeof(bufsize)) != 0))
         note("setsockopt: %s", strerror(errno));

@@ -142,8 +142,9 @@ void assert_closed_once(unsigned n);
 
 /* ---- the clients ----------------------------------------------------------------------------- */
 
-/* A blocking TCP client of 127.0.0.1:port (TCP_NODELAY; both socket buffers
- * of bufsize bytes unless 0); -1 (noted) if it fails. */
+/* A blocking TCP client of 127.0.0.1:port (TCP_NODELAY; sends give up after
+ * WAIT_MS; both socket buffers of bufsize bytes unless 0); -1 (noted) if it
+ * fails. */
 int client_connect(unsigned port, int bufsize);
 
 /* client_connect to the server, then waits until the n-th stream is set up. */

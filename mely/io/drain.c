@@ -2,12 +2,16 @@
  * io/drain.c: mely_drain(), a graceful stop.
  *
  * A drain pauses every listener, asks every stream to close after flushing
- * (io/stream.c rings each one's bell), and counts closed callbacks down:
- * rt->streams_open is raised by every stream's registration and lowered
- * when its closed callback has run. The one that brings it to zero while a
- * drain is on stops the runtime. A timeout is a timer on worker 0's pinned
- * color that asks the streams left to close at once. Streams opened while
- * the drain is on are asked to close as they start (stream_start).
+ * (io/stream.c rings each one's bell), and counts down: rt->streams_open
+ * (raised by every stream's registration, lowered when its closed callback
+ * has run) and rt->streams_alive (lowered when it is freed, that is when
+ * the events that carried it to other colors have run and dropped their
+ * references). When both reach zero the runtime stops, so a shutdown that
+ * follows discards no event of a stream, and no memory such an event
+ * carried. A timeout is a timer on worker 0's pinned color that asks the
+ * streams left to close at once, after which closed is enough (a
+ * reference the program keeps would hold the drain forever). Streams
+ * opened while the drain is on are asked to close as they start.
  *
  * Who may call: mely_drain from any thread; the rest from io/stream.c.
  */
@@ -39,10 +43,27 @@ static void finish(struct mely__rt *rt)
     mely_stop(&m);
 }
 
+/* Done when every stream is closed and no event holds one any more (the
+ * events that carry a stream to other colors run, instead of being
+ * discarded with their memory by the shutdown that follows); after the
+ * timeout, when every stream is closed. */
+static void check(struct mely__rt *rt)
+{
+    if (mely__drain_active(rt) && atomic_load(&rt->streams_open) == 0 &&
+        (atomic_load(&rt->streams_alive) == 0 || atomic_load(&rt->drain_cut)))
+        finish(rt);
+}
+
 void mely__drain_stream_closed(struct mely__rt *rt)
 {
-    if (atomic_fetch_sub(&rt->streams_open, 1) == 1 && mely__drain_active(rt))
-        finish(rt);
+    atomic_fetch_sub(&rt->streams_open, 1);
+    check(rt);
+}
+
+void mely__drain_stream_gone(struct mely__rt *rt)
+{
+    atomic_fetch_sub(&rt->streams_alive, 1);
+    check(rt);
 }
 
 /* The drain's timeout: what is left closes without flushing. */
@@ -51,9 +72,13 @@ static void cut(void *arg)
     struct mely__rt *rt = arg;
     pthread_mutex_lock(&rt->stream_mu);
     bool on = atomic_exchange(&rt->drain_timer, 0) != 0;
-    pthread_mutex_unlock(&rt->stream_mu);
     if (on)
+        atomic_store(&rt->drain_cut, true);
+    pthread_mutex_unlock(&rt->stream_mu);
+    if (on) {
         mely__streams_ask_all(rt, false);
+        check(rt);
+    }
 }
 
 /* Marks the drain begun and sets its timer, both under stream_mu so that a
@@ -70,6 +95,7 @@ static int begin(struct mely__rt *rt, uint64_t timeout_ns)
         err = mely_timer_after(&m, timeout_ns, MELY_TO(MELY_COLOR_PINNED(0)), cut, rt, &t);
     if (!err) {
         atomic_store(&rt->drain_timer, t);
+        atomic_store(&rt->drain_cut, false);
         atomic_store(&rt->draining, true);
     }
     pthread_mutex_unlock(&rt->stream_mu);
@@ -84,8 +110,7 @@ static int drain_in(struct mely__rt *rt, uint64_t timeout_ns)
     mely__listeners_pause(rt);
     if (mely__streams_ask_all(rt, true) != 0) /* out of memory: cut short */
         mely__streams_ask_all(rt, false);
-    if (atomic_load(&rt->streams_open) == 0) /* nothing to wait for */
-        finish(rt);
+    check(rt); /* nothing to wait for? */
     return 0;
 }
 

@@ -104,8 +104,9 @@ struct mely_stream {
     _Atomic uint32_t refs;
     atomic_bool bell;            /* an on_bell is queued */
     _Atomic unsigned requests;   /* REQ_* */
-    pthread_mutex_t mu;          /* guards shut and pending */
-    bool shut;                   /* closing or closed: writes are refused */
+    pthread_mutex_t mu;          /* guards pending, and writes to shut */
+    atomic_bool shut;            /* closing or closed, or a close was asked
+                                    for: writes are refused */
     struct evbuffer *pending;    /* other colors' writes, in order */
     struct mely_stream *prev, *next; /* rt->streams, under rt->stream_mu */
 };
@@ -138,6 +139,7 @@ static void registry_add(struct mely_stream *s)
         s->next->prev = s;
     rt->streams = s;
     atomic_fetch_add(&rt->streams_open, 1);
+    atomic_fetch_add(&rt->streams_alive, 1);
     pthread_mutex_unlock(&rt->stream_mu);
 }
 
@@ -181,8 +183,10 @@ void mely_stream_unref(mely_stream_t *s)
     if (!dying)
         registry_del(s);
     pthread_mutex_unlock(&rt->stream_mu);
-    if (!dying)
-        stream_free(s);
+    if (dying)
+        return;
+    stream_free(s);
+    mely__drain_stream_gone(rt);
 }
 
 /* ---- requests from other colors ---------------------------------------------- */
@@ -286,7 +290,7 @@ static void on_closed(void *arg);
 static void set_shut(struct mely_stream *s)
 {
     pthread_mutex_lock(&s->mu);
-    s->shut = true;
+    atomic_store(&s->shut, true);
     evbuffer_add_buffer(s->out, s->pending); /* writes made before the close */
     pthread_mutex_unlock(&s->mu);
 }
@@ -718,9 +722,11 @@ static int stream_start(struct mely_stream *s, mely_stream_t **out)
         pthread_mutex_lock(&s->rt->stream_mu);
         registry_del(s);
         pthread_mutex_unlock(&s->rt->stream_mu);
-        mely__drain_stream_closed(s->rt);
+        struct mely__rt *rt = s->rt;
         close(s->fd);
         stream_free(s);
+        mely__drain_stream_closed(rt);
+        mely__drain_stream_gone(rt);
         return err;
     }
     if (out)
@@ -845,7 +851,7 @@ static int write_with(struct mely_stream *s, int (*add)(struct evbuffer *, const
                       const void *ctx)
 {
     if (own(s)) {
-        if (s->state != S_OPEN || s->failed)
+        if (s->state != S_OPEN || s->failed || atomic_load_explicit(&s->shut, memory_order_relaxed))
             return -EPIPE;
         if (add(s->out, ctx) != 0)
             return MELY_ENOMEM;
@@ -858,7 +864,7 @@ static int write_with(struct mely_stream *s, int (*add)(struct evbuffer *, const
     if (!rt || rt->streams_dead)
         return rt ? mely__handle_done(self, -EPIPE) : -EPIPE;
     pthread_mutex_lock(&s->mu);
-    int err = s->shut ? -EPIPE : add(s->pending, ctx) != 0 ? MELY_ENOMEM : 0;
+    int err = atomic_load(&s->shut) ? -EPIPE : add(s->pending, ctx) != 0 ? MELY_ENOMEM : 0;
     pthread_mutex_unlock(&s->mu);
     if (!err)
         err = ring(s, 0);
@@ -948,6 +954,10 @@ struct evbuffer *mely_stream_input(mely_stream_t *s)
     if (!s || !own(s))
         return NULL;
     drop_taken(s);
+    /* Outside the stream's callbacks, what the caller drains is seen by a
+     * settle after its event (reading may resume). */
+    if (s->depth == 0)
+        ring(s, 0);
     return s->in;
 }
 
@@ -978,9 +988,9 @@ int mely_stream_watermark(mely_stream_t *s, unsigned what, size_t low, size_t hi
 
 int mely_stream_max_line(mely_stream_t *s, size_t max)
 {
-    if (!s || !own(s) || !max)
+    if (!s || !own(s))
         return MELY_EINVAL;
-    s->ops.max_line = max;
+    s->ops.max_line = max ? max : MAX_LINE_DEFAULT;
     return 0;
 }
 
@@ -1023,8 +1033,12 @@ int mely_stream_close(mely_stream_t *s, unsigned flags)
     struct mely__rt *rt = mely__handle_enter(&m, &self);
     if (!rt)
         return 0;
-    int err = rt->streams_dead ? 0 : ring(s, flags & MELY_STREAM_FLUSH ? REQ_FLUSH : REQ_CLOSE);
-    return mely__handle_done(self, err);
+    if (rt->streams_dead)
+        return mely__handle_done(self, 0);
+    pthread_mutex_lock(&s->mu); /* writes made before this call still go */
+    atomic_store(&s->shut, true);
+    pthread_mutex_unlock(&s->mu);
+    return mely__handle_done(self, ring(s, flags & MELY_STREAM_FLUSH ? REQ_FLUSH : REQ_CLOSE));
 }
 
 int mely_stream_fd(const mely_stream_t *s)
@@ -1090,6 +1104,7 @@ void mely__streams_free(struct mely__rt *rt)
         if (s->fd >= 0)
             mely__close_fd(rt, s->fd);
         s->fd = -1;
+        atomic_store(&s->fd_seen, -1);
         s->state = S_CLOSED;
         if (!s->closed_run && s->ops.closed) {
             s->closed_run = true;

@@ -1,6 +1,6 @@
 /*
  * io/streams.h: the runtime's side of streams and of draining (internal; the
- * design is in io/stream.c and io/drain.c).
+ * design is in io/stream.c).
  */
 #ifndef MELY_IO_STREAMS_H
 #define MELY_IO_STREAMS_H
@@ -18,7 +18,7 @@ int mely__streams_ask_all(struct mely__rt *rt, bool flush);
  * go. */
 void mely__streams_free(struct mely__rt *rt);
 
-/* Whether a drain is in progress (io/drain.c). Any thread. */
+/* Whether a drain is in progress. Any thread. */
 bool mely__drain_active(struct mely__rt *rt);
 
 /* A stream's closed callback ran (or its open failed), or a stream was

@@ -1,12 +1,12 @@
 /*
  * kv_bufferevent.c: examples/kv.c's server on plain libevent bufferevents,
  * one thread, so that the two can be compared (issue 16: lines of code).
- * `kv_bufferevent [PORT]` (default 7008; 0: a free port). The same protocol,
- * replies and errors (examples/kv.c describes them), the same 8 KB line
- * limit, the same backpressure (reading stops while more than 1 MiB of
- * replies wait), and the same graceful stop: SIGINT or SIGTERM stop
- * accepting, flush and close every connection (at most 5 s), free all.
- * tests/kv-self-test.sh runs tests/kvclient against both.
+ * `kv_bufferevent [PORT]` (default 7008; 0: a free port). The same table and
+ * commands (examples/kvstore.[ch]), the same 8 KB line limit, the same
+ * backpressure (reading stops while more than 1 MiB of replies wait), and
+ * the same graceful stop: SIGINT or SIGTERM stop accepting, flush and close
+ * every connection (at most 5 s), free all. tests/kv-self-test.sh runs
+ * tests/kvclient against both.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -14,7 +14,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,14 +22,9 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
-enum { BUCKETS = 65536, MAX_KEY = 250, MAX_LINE = 8192, OUT_HIGH = 1 << 20 };
+#include "examples/kvstore.h"
 
-struct entry {
-    struct entry *next;
-    size_t klen, rlen;
-    char *reply; /* "VALUE value\n", after the key */
-    char key[];
-};
+enum { BUCKETS = 65536, MAX_LINE = 8192, OUT_HIGH = 1 << 20 };
 
 struct conn {
     struct bufferevent *bev;
@@ -43,75 +37,7 @@ static struct evconnlistener *listener;
 static struct event *sigint, *sigterm;
 static struct conn conns = {.prev = &conns, .next = &conns};
 static bool stopping;
-static struct entry *table[BUCKETS];
-
-static struct entry **find(const char *key, size_t klen)
-{
-    size_t h = 5381;
-    for (size_t i = 0; i < klen; i++)
-        h = h * 33 + (unsigned char)key[i];
-    struct entry **e = &table[h % BUCKETS];
-    while (*e && ((*e)->klen != klen || memcmp((*e)->key, key, klen) != 0))
-        e = &(*e)->next;
-    return e;
-}
-
-static struct entry *entry_new(const char *key, size_t klen, const char *val, size_t vlen)
-{
-    struct entry *e = malloc(sizeof(*e) + klen + vlen + 7);
-    if (!e)
-        return NULL;
-    e->klen = klen;
-    e->rlen = vlen + 7;
-    e->reply = e->key + klen;
-    memcpy(e->key, key, klen);
-    memcpy(e->reply, "VALUE ", 6);
-    memcpy(e->reply + 6, val, vlen);
-    e->reply[vlen + 6] = '\n';
-    return e;
-}
-
-/* "GET", "SET", "DEL" as 'G', 'S', 'D' (followed by a space or the end); 0. */
-static char op_of(const char *line, size_t len)
-{
-    if (len < 3 || (len > 3 && line[3] != ' '))
-        return 0;
-    return !memcmp(line, "GET", 3) ? 'G' : !memcmp(line, "SET", 3) ? 'S'
-           : !memcmp(line, "DEL", 3) ? 'D' : 0;
-}
-
-/* Runs one command line, appending its reply to out. */
-static void command(struct evbuffer *out, const char *line, size_t len)
-{
-    char op = op_of(line, len);
-    const char *key = line + (len > 3 ? 4 : len), *end = line + len;
-    const char *sp = memchr(key, ' ', (size_t)(end - key));
-    size_t klen = (size_t)((sp ? sp : end) - key), vlen = sp ? (size_t)(end - sp - 1) : 0;
-    const char *why = !op ? "unknown command (GET, SET or DEL)" : klen == 0 ? "missing key"
-                      : klen > MAX_KEY ? "key too long" : op == 'S' && !sp ? "missing value"
-                      : op != 'S' && sp ? "too many arguments" : NULL;
-    if (why) {
-        evbuffer_add_printf(out, "ERROR %s\n", why);
-        return;
-    }
-    struct entry **e = find(key, klen), *old = *e, *new;
-    if (op == 'G' && old)
-        evbuffer_add(out, old->reply, old->rlen);
-    else if (op == 'S' && (new = entry_new(key, klen, sp + 1, vlen))) {
-        new->next = old ? old->next : NULL;
-        *e = new;
-        free(old);
-        evbuffer_add(out, "OK\n", 3);
-    } else if (op == 'S') {
-        evbuffer_add(out, "ERROR out of memory\n", 20);
-    } else if (op == 'D' && old) {
-        *e = old->next;
-        free(old);
-        evbuffer_add(out, "OK\n", 3);
-    } else {
-        evbuffer_add(out, "NOT_FOUND\n", 10);
-    }
-}
+static struct kv_entry *table[BUCKETS];
 
 static void conn_free(struct conn *c)
 {
@@ -139,7 +65,10 @@ static void on_read(struct bufferevent *bev, void *arg)
     size_t len;
     char *line;
     while ((line = evbuffer_readln(in, &len, EVBUFFER_EOL_CRLF)) && len <= MAX_LINE) {
-        command(out, line, len);
+        const char *reply;
+        size_t rlen;
+        kv_command(table, BUCKETS, line, len, &reply, &rlen);
+        evbuffer_add(out, reply, rlen);
         free(line);
     }
     if (line || evbuffer_get_length(in) > MAX_LINE + 1) { /* + 1: a CR may wait for its LF */
@@ -245,11 +174,7 @@ int main(int argc, char **argv)
         event_free(sigint);
     if (sigterm)
         event_free(sigterm);
-    for (size_t i = 0; i < BUCKETS; i++)
-        for (struct entry *e = table[i], *next; e; e = next) {
-            next = e->next;
-            free(e);
-        }
+    kv_free(table, BUCKETS);
     if (base)
         event_base_free(base);
     return rc;

@@ -59,9 +59,11 @@ static void execute(void *arg)
     const char *reply;
     size_t rlen;
     kv_command(&table[part * BUCKETS], BUCKETS, r->line, r->len, &reply, &rlen);
-    mely_stream_write(r->s, reply, rlen);
-    if (mely_post(&rt, mely_stream_color(r->s), resume, r) != 0) {
-        mely_stream_unref(r->s); /* only when shutting down: the connection ends too */
+    int err = mely_stream_write(r->s, reply, rlen);
+    if (err && err != -EPIPE)
+        mely_stream_close(r->s, 0); /* a reply lost: the client would be out of step */
+    if (err || mely_post(&rt, mely_stream_color(r->s), resume, r) != 0) {
+        mely_stream_unref(r->s); /* closed, or shutting down: nothing more to serve */
         free(r);
     }
 }

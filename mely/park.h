@@ -47,6 +47,14 @@ void mely__wake_thief(struct mely__rt *rt, struct mely__worker *victim, struct m
 /* Wakes every parked worker (mely_stop). Any thread. */
 void mely__wake_all(struct mely__rt *rt);
 
+/* What mely_stop() does, for the runtime's own stops (a drain's end):
+ * workers finish their handler and mely_run() returns. Any thread. */
+static inline void mely__request_stop(struct mely__rt *rt)
+{
+    atomic_store(&rt->stopping, true);
+    mely__wake_all(rt);
+}
+
 /* Step 2 of the protocol, under w->lock, its inbox drained and nothing
  * pending: sets `parked` and takes a last look. True if w must sleep. Own
  * thread only. */

@@ -232,8 +232,7 @@ int mely_stop(mely_t *m)
 
     if (!rt)
         return MELY_ESHUTDOWN;
-    atomic_store(&rt->stopping, true);
-    mely__wake_all(rt);
+    mely__request_stop(rt);
     mely__handle_leave(self);
     return 0;
 }

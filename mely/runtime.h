@@ -137,6 +137,8 @@ struct mely__rt {
     struct mely_stream *streams;  /* every stream not yet freed */
     bool streams_dead;            /* shutdown frees them: nothing else may */
     _Atomic uint32_t streams_open; /* streams whose closed callback has not run */
+    _Atomic uint32_t streams_alive; /* streams not yet freed */
+    atomic_bool drain_cut;        /* the drain's timeout fired */
     atomic_bool draining;         /* mely_drain() in progress (io/drain.c) */
     _Atomic mely_timer_t drain_timer; /* its timeout, or 0 */
     _Atomic uint32_t range_top;   /* colors >= this are reserved (colorrange.c) */

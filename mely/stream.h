@@ -39,7 +39,10 @@
  *    callbacks' argument there.
  *  - mely_drain() stops a runtime's listeners and closes every open stream
  *    (after flushing); mely_shutdown() closes the streams left and runs
- *    their closed callbacks, so no descriptor or argument leaks.
+ *    their closed callbacks, so no descriptor or argument leaks. Shutdown
+ *    frees every stream of the runtime, whatever references remain (the
+ *    events that held them are discarded): a reference does not outlive
+ *    the runtime.
  *
  * Threads: the callbacks run on whatever worker owns the stream's color (a
  * steal moves a stream with its color).
@@ -250,9 +253,12 @@ mely_color_t mely_stream_color(const mely_stream_t *s);
 /*
  * Drains the runtime: stops accepting on every listener (as
  * mely_listener_pause: close them or let mely_shutdown free them), closes
- * every open stream after flushing its output (MELY_STREAM_FLUSH), and once
- * the last closed callback has run, or after timeout_ns (0: no limit) by
- * closing those left without flushing, stops the runtime (mely_stop).
+ * every open stream after flushing its output (MELY_STREAM_FLUSH), and
+ * stops the runtime (mely_stop) once every closed callback has run and
+ * every reference is dropped (the events that carry streams to other
+ * colors have run: a shutdown that follows discards none of them). After
+ * timeout_ns (0: no limit) the streams left are closed without flushing,
+ * and the runtime stops once their closed callbacks have run.
  * Streams opened during the drain are closed the same way. A graceful
  * shutdown: mely_drain from a signal's handler, then mely_shutdown after
  * mely_run returns.

@@ -3,17 +3,19 @@
  * to plain libevent servers, one closed-loop client for all.
  *
  *   bench/e2e/echo [options]              (--help: the options)
- *   bench/e2e/echo --server mely|libevent ...  (a server; the driver starts it)
+ *   bench/e2e/echo --server KIND ...  (a server; the driver starts it)
  *
- * For each number of connections N, four servers, each a process of its own
+ * For each number of connections N, six servers, each a process of its own
  * (this program again, with --server): mely with stealing off and with the
- * --steal policy (echo_mely.c), libevent with one thread and with one base
- * per thread on 2 pinned threads (echo_libevent.c). Server threads run on the
+ * --steal policy, and mely's echo on streams (steal off; echo_mely.c),
+ * libevent with one thread, with one base per thread on 2 pinned threads, and
+ * the latter with bufferevents (echo_libevent.c). Server threads run on the
  * first two allowed CPUs; the client (echo_client.c) runs in this process.
  * Each row runs --passes times, interleaved (pass 1 of every row, then pass
  * 2, ...; the server order rotates); the table shows each row's median pass
  * by msgs/s. Targets, per N: mely (steal off) >= the libevent
- * base-per-thread server; mely with stealing >= 0.97 x mely without.
+ * base-per-thread server; mely with stealing >= 0.97 x mely without; the
+ * stream echo >= 0.95 x mely (steal off) and >= the bufferevent server.
  * Bounds: the client's (echo.h); a server must say its port within 10 s and
  * end within 5 s of SIGTERM (else SIGKILL, noted).
  */
@@ -36,18 +38,22 @@
 #define MAX_NCONNS 8
 #define MAX_PASSES 9
 #define TARGET_STEAL_RATIO 0.97
+#define TARGET_STREAM_RATIO 0.95 /* the stream echo over the raw-watch one */
 #define PORT_LIMIT_NS 10000000000ull
 #define END_LIMIT_S 5
 
-enum kind { K_MELY_OFF, K_MELY_STEAL, K_LE1, K_LE2, NKINDS };
+enum kind { K_MELY_OFF, K_MELY_STEAL, K_STREAM, K_LE1, K_LE2, K_BEV, NKINDS };
 
 static const struct {
     const char *name, *key;
+    const char *server; /* --server */
 } kinds[NKINDS] = {
-    [K_MELY_OFF] = {"mely, steal off", "mely_off"},
-    [K_MELY_STEAL] = {"mely, steal %s", "mely_steal"},
-    [K_LE1] = {"libevent, 1 thread", "libevent_1"},
-    [K_LE2] = {"libevent, 2 bases", "libevent_2"},
+    [K_MELY_OFF] = {"mely, steal off", "mely_off", "mely"},
+    [K_MELY_STEAL] = {"mely, steal %s", "mely_steal", "mely"},
+    [K_STREAM] = {"mely stream", "mely_stream", "mely-stream"},
+    [K_LE1] = {"libevent, 1 thread", "libevent_1", "libevent"},
+    [K_LE2] = {"libevent, 2 bases", "libevent_2", "libevent"},
+    [K_BEV] = {"libevent bufferevent", "libevent_bev", "bufferevent"},
 };
 
 static struct {
@@ -60,7 +66,7 @@ static struct {
     bool quick, use[NKINDS]; /* use: --servers */
     char exe[4096];
     cpu_set_t allowed; /* the driver's affinity at start: the servers get it */
-} o = {.use = {true, true, true, true}};
+} o = {.use = {true, true, true, true, true, true}};
 
 static struct bench b = {.name = "echo"};
 
@@ -119,13 +125,17 @@ static const struct bench_opt options[] = {
      .param = true, .help = "the echo handlers' timeleft annotation, TSC cycles (0: none)"},
     {.name = "spin-us", .kind = OPT_INT, .var = &o.spin_us, .lo = 0, .hi = 1000000, .dflt = -1,
      .none = "default", .param = true, .help = "the mely servers' spin_us"},
-    {.name = "servers", .kind = OPT_CALL, .var = &o, .call = parse_servers, .sdflt = "all four",
-     .help = "only these, comma-separated: mely_off, mely_steal, libevent_1, libevent_2"},
+    {.name = "servers", .kind = OPT_CALL, .var = &o, .call = parse_servers, .sdflt = "all six",
+     .help = "only these, comma-separated: mely_off, mely_steal, mely_stream, libevent_1, "
+             "libevent_2, libevent_bev"},
+    {.name = "only", .kind = OPT_CALL, .var = &o, .call = parse_servers, .sdflt = "all six",
+     .help = "the same as --servers"},
     {.name = "quick", .kind = OPT_QUICK, .var = &o.quick, .help = "a few seconds per count"},
     {.name = "csv", .kind = OPT_STR, .var = &o.csv, .sdflt = "bench/results/echo.csv",
      .help = "the CSV file (the targets: PATH without .csv, then -targets.csv)"},
     {.name = "server", .kind = OPT_STR, .var = &o.server,
-     .help = "run as a server: mely or libevent (the driver starts them)"},
+     .help = "run as a server: mely, mely-stream, libevent or bufferevent (the driver starts "
+             "them)"},
     {.name = "threads", .kind = OPT_UINT, .var = &o.threads, .lo = 1, .hi = ECHO_MAX_THREADS,
      .dflt = 1, .help = "a libevent server's threads"},
     {.name = NULL},
@@ -180,15 +190,15 @@ static bool server_read(struct server *s, uint64_t ns)
 static bool server_start(enum kind k, struct server *s, unsigned *port, char *why, size_t size)
 {
     char timeleft[32], spin[32];
-    bool mely = k == K_MELY_OFF || k == K_MELY_STEAL;
-    char *argv[12] = {o.exe, "--server", mely ? "mely" : "libevent"};
+    bool mely = k == K_MELY_OFF || k == K_MELY_STEAL || k == K_STREAM;
+    char *argv[12] = {o.exe, "--server", (char *)kinds[k].server};
     unsigned n = 3;
 
     snprintf(timeleft, sizeof(timeleft), "%" PRIu64, o.timeleft);
     snprintf(spin, sizeof(spin), "%d", o.spin_us);
     if (mely) {
         argv[n++] = "--steal";
-        argv[n++] = k == K_MELY_OFF ? "off" : (char *)o.steal;
+        argv[n++] = k == K_MELY_STEAL ? (char *)o.steal : "off";
         argv[n++] = "--timeleft";
         argv[n++] = timeleft;
         if (o.spin_us >= 0) {
@@ -451,6 +461,41 @@ static void row_cells(struct bench_table *t, unsigned row, enum kind k, const st
 
 static struct run runs[MAX_NCONNS][NKINDS][MAX_PASSES];
 
+/* The targets, at every N: row a's Kmsg/s >= need x row b's. */
+static const struct target {
+    enum kind a, b;
+    double need;
+    const char *a_name, *b_name; /* a_name NULL: "mely (steal POLICY)" */
+} targets[] = {
+    {K_MELY_OFF, K_LE2, 1, "mely (steal off)", "libevent base per thread"},
+    {K_MELY_STEAL, K_MELY_OFF, TARGET_STEAL_RATIO, NULL, "mely (steal off)"},
+    {K_STREAM, K_MELY_OFF, TARGET_STREAM_RATIO, "mely stream", "mely (steal off)"},
+    {K_STREAM, K_BEV, 1, "mely stream", "libevent bufferevent"},
+};
+#define NTARGETS (sizeof(targets) / sizeof(targets[0]))
+
+/* Target tg at the i-th N into row `row` of t. */
+static void target_cells(struct bench_table *t, unsigned row, const struct target *tg, unsigned i)
+{
+    const struct run *a = median_run(runs[i][tg->a]), *b = median_run(runs[i][tg->b]);
+    double x = a && b && b->kmsgs > 0 ? a->kmsgs / b->kmsgs : -1;
+    char a_name[64];
+
+    snprintf(a_name, sizeof(a_name), "mely (steal %s)", o.steal);
+    if (tg->need == 1)
+        bench_cell(t, row, 0, "N=%u: %s >= %s", o.conns[i], tg->a_name ? tg->a_name : a_name,
+                   tg->b_name);
+    else
+        bench_cell(t, row, 0, "N=%u: %s >= %.2f x %s", o.conns[i],
+                   tg->a_name ? tg->a_name : a_name, tg->need, tg->b_name);
+    bench_cell(t, row, 1, ">= %.2fx", tg->need);
+    if (x > 0)
+        bench_cell(t, row, 2, "%.2fx", x);
+    else
+        bench_cell(t, row, 2, "-");
+    bench_cell(t, row, 3, "%s", x <= 0 ? "n/a" : x >= tg->need ? "PASS" : "FAIL");
+}
+
 /* The targets per N, as a table and a CSV file of their own. */
 static void print_targets(const struct bench_machine *mc, const struct bench_param *params)
 {
@@ -464,27 +509,10 @@ static void print_targets(const struct bench_machine *mc, const struct bench_par
     struct bench_table t;
     char path[4096];
 
-    bench_table_init(&t, tcols, 4, o.nconns * 2);
-    for (unsigned i = 0; i < o.nconns; i++) {
-        const struct run *off = median_run(runs[i][K_MELY_OFF]);
-        const struct run *st = median_run(runs[i][K_MELY_STEAL]);
-        const struct run *le = median_run(runs[i][K_LE2]);
-        double x[2] = {off && le ? off->kmsgs / le->kmsgs : -1,
-                       off && st ? st->kmsgs / off->kmsgs : -1}, need[2] = {1, TARGET_STEAL_RATIO};
-        bench_cell(&t, 2 * i, 0, "N=%u: mely (steal off) >= libevent base per thread", o.conns[i]);
-        bench_cell(&t, 2 * i + 1, 0, "N=%u: mely (steal %s) >= %.2f x mely (steal off)",
-                   o.conns[i], o.steal, TARGET_STEAL_RATIO);
-        for (unsigned j = 0; j < 2; j++) {
-            bench_cell(&t, 2 * i + j, 1, ">= %.2fx", need[j]);
-            if (x[j] > 0) {
-                bench_cell(&t, 2 * i + j, 2, "%.2fx", x[j]);
-                bench_cell(&t, 2 * i + j, 3, "%s", x[j] >= need[j] ? "PASS" : "FAIL");
-            } else {
-                bench_cell(&t, 2 * i + j, 2, "-");
-                bench_cell(&t, 2 * i + j, 3, "n/a");
-            }
-        }
-    }
+    bench_table_init(&t, tcols, 4, o.nconns * NTARGETS);
+    for (unsigned i = 0; i < o.nconns; i++)
+        for (unsigned j = 0; j < NTARGETS; j++)
+            target_cells(&t, i * NTARGETS + j, &targets[j], i);
     printf("\n");
     bench_table_print(stdout, &t);
     size_t l = strlen(o.csv);
@@ -565,15 +593,29 @@ static void print_setup(void)
         snprintf(spin, sizeof(spin), "spin_us %d, batch at its default", o.spin_us);
     if (o.client_cpu >= 0)
         snprintf(client, sizeof(client), "pinned to CPU %d", o.client_cpu);
-    printf("setup: server threads on CPUs %d and %d (mely: 2 pinned workers, %s; libevent, "
-           "2 bases: 2 pinned threads; libevent, 1 thread: not pinned); client: 1 thread, %s; "
+    printf("setup: server threads on CPUs %d and %d (mely, mely stream: 2 pinned workers, %s, "
+           "the stream's colors from a range; libevent, 2 bases, and bufferevent: 2 pinned "
+           "threads; libevent, 1 thread: not pinned); client: 1 thread, %s; "
            "%u-byte messages, one in flight per connection; %.1f s warm-up + %.1f s measured "
            "per row and pass, %u interleaved pass(es); echo handlers annotated timeleft "
            "%" PRIu64 " cycles\n",
            cpu[0], cpu[1], spin, client, o.msg_bytes, o.warmup, o.seconds, o.passes, o.timeleft);
     bench_print_mely_env(stdout);
     if (getenv("MELY_STEAL"))
-        printf("note: MELY_STEAL overrides both mely rows' policy\n");
+        printf("note: MELY_STEAL overrides the mely rows' policy\n");
+}
+
+/* As a server (--server KIND): its exit status. */
+static int run_server(void)
+{
+    bool stream = strcmp(o.server, "mely-stream") == 0, bev = strcmp(o.server, "bufferevent") == 0;
+    if (stream || strcmp(o.server, "mely") == 0)
+        return echo_server_mely(o.steal, o.timeleft, o.spin_us, stream);
+    if (bev || strcmp(o.server, "libevent") == 0)
+        return echo_server_libevent(o.threads, bev);
+    fprintf(stderr, "echo: --server %s: not mely, mely-stream, libevent or bufferevent\n",
+            o.server);
+    return 2;
 }
 
 int main(int argc, char **argv)
@@ -586,10 +628,8 @@ int main(int argc, char **argv)
     int rc = bench_options("echo [options]", options, 0, 0, argc, argv);
     if (rc <= 0)
         return rc ? 2 : 0;
-    if (o.server && strcmp(o.server, "mely") == 0)
-        return echo_server_mely(o.steal, o.timeleft, o.spin_us);
     if (o.server)
-        return strcmp(o.server, "libevent") == 0 ? echo_server_libevent(o.threads) : 2;
+        return run_server();
     if (o.nconns == 0) {
         static const unsigned full[] = {1, 10, 100, 1000}, quick[] = {1, 100};
         o.nconns = o.quick ? 2 : 4;

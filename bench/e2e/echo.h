@@ -12,9 +12,12 @@
  *   "stat <key> <value>" any number, when the server ends (after SIGTERM),
  *                        e.g. "stat msgs_w0 123" (messages echoed by worker or
  *                        thread 0), "stat steals 4".
- * SIGTERM ends a server. Every server reads once per readiness into a 16 KB
- * buffer, writes back at once, and only on a short write waits for
- * writability (write watch or event) and stops reading meanwhile.
+ * SIGTERM ends a server. The raw servers (mely's watches, libevent's events)
+ * read once per readiness into a 16 KB buffer, write back at once, and only
+ * on a short write wait for writability (write watch or event) and stop
+ * reading meanwhile. The buffered ones (a mely stream, a libevent
+ * bufferevent) move the input buffer to the output buffer, which their
+ * library sends.
  */
 #ifndef MELY_BENCH_E2E_ECHO_H
 #define MELY_BENCH_E2E_ECHO_H
@@ -52,9 +55,12 @@ enum echo_step echo_once(int fd, char *buf, size_t *off, size_t *len);
 
 /* Servers: run until SIGTERM; return the exit status. `steal` is mely's
  * policy ("off", "all", ...), `timeleft` the annotation of the echo handler in
- * TSC cycles (0: none), spin_us the workers' spin (-1: the default). */
-int echo_server_mely(const char *steal, uint64_t timeleft, int spin_us);
-int echo_server_libevent(unsigned threads);
+ * TSC cycles (0: none), spin_us the workers' spin (-1: the default); stream:
+ * the echo on streams (mely/stream.h, each connection a color of a range)
+ * instead of watches colored with their fd. bufferevents: a bufferevent per
+ * connection instead of a read and a write event. */
+int echo_server_mely(const char *steal, uint64_t timeleft, int spin_us, bool stream);
+int echo_server_libevent(unsigned threads, bool bufferevents);
 
 /* ---- The client ------------------------------------------------------------------ */
 

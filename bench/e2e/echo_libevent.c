@@ -15,6 +15,11 @@
  * only touched by its thread. SIGTERM is taken by sigwait() in the main
  * thread, which wakes each loop through an eventfd, joins them, prints the
  * stat lines and returns.
+ *
+ * With `bufferevents`, a bufferevent per connection instead (libevent's own
+ * buffered connections, the peer of mely's streams): its read callback moves
+ * the input to the output (bufferevent_write_buffer), which libevent sends
+ * when the socket is writable; EOF or an error frees it.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -35,6 +40,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 
 struct le_thread {
@@ -44,6 +51,7 @@ struct le_thread {
     int stopfd; /* eventfd: the main thread's stop request */
     struct event_base *base;
     struct event *accept_ev, *stop_ev;
+    bool bufferevents; /* a bufferevent per connection */
     _Atomic uint64_t msgs; /* reads that echoed data (written by the thread only) */
     uint64_t conns;
     pthread_t th;
@@ -80,6 +88,12 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+static void count_msg(struct le_thread *t)
+{
+    atomic_store_explicit(&t->msgs, atomic_load_explicit(&t->msgs, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
     struct le_conn *c = arg;
@@ -87,15 +101,43 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     (void)what;
 
     if (step == ECHO_SENT || step == ECHO_FULL)
-        atomic_store_explicit(&c->t->msgs,
-                              atomic_load_explicit(&c->t->msgs, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
+        count_msg(c->t);
     if (step == ECHO_CLOSE) {
         conn_close(c);
     } else if (step == ECHO_FULL) {
         event_del(c->rev);
         event_add(c->wev, NULL);
     }
+}
+
+static void bev_read(struct bufferevent *bev, void *arg)
+{
+    count_msg(arg);
+    if (bufferevent_write_buffer(bev, bufferevent_get_input(bev)) != 0)
+        bufferevent_free(bev);
+}
+
+static void bev_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)arg;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+        bufferevent_free(bev); /* closes the socket */
+}
+
+/* A bufferevent for fd; false (fd closed) if it cannot be made. */
+static bool bev_conn(struct le_thread *t, int fd)
+{
+    struct bufferevent *bev = bufferevent_socket_new(t->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (!bev) {
+        close(fd);
+        return false;
+    }
+    bufferevent_setcb(bev, bev_read, NULL, bev_event, t);
+    if (bufferevent_enable(bev, EV_READ) != 0) {
+        bufferevent_free(bev);
+        return false;
+    }
+    return true;
 }
 
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
@@ -111,6 +153,10 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
             return; /* EAGAIN, or out of descriptors: the next readiness retries */
         }
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (t->bufferevents) {
+            t->conns += bev_conn(t, fd);
+            continue;
+        }
         struct le_conn *c = malloc(sizeof(*c));
         if (!c) {
             close(fd);
@@ -151,7 +197,7 @@ static void *thread_main(void *arg)
     return NULL;
 }
 
-int echo_server_libevent(unsigned threads)
+int echo_server_libevent(unsigned threads, bool bufferevents)
 {
     struct le_thread t[ECHO_MAX_THREADS];
     int cpu[2];
@@ -169,6 +215,7 @@ int echo_server_libevent(unsigned threads)
     memset(t, 0, sizeof(t));
     for (unsigned i = 0; i < threads; i++) {
         t[i].idx = i;
+        t[i].bufferevents = bufferevents;
         t[i].cpu = threads > 1 ? cpu[i] : -1;
         t[i].lfd = echo_listen_socket(port, threads > 1, &port);
         if (t[i].lfd < 0) {

@@ -14,6 +14,14 @@
  * The read handler's descriptor carries a timeleft annotation (--timeleft, in
  * TSC cycles): the "all" policy only steals colors whose expected work exceeds
  * a steal's cost, so without one it would never steal.
+ *
+ * With `stream`, the echo on streams instead (mely/stream.h): each accepted
+ * connection a stream whose color is picked from a range of STREAM_COLORS
+ * (mely_color_pick: fd % n, spread over the workers as the fds are), with the
+ * same descriptor; its read callback moves the input to the output
+ * (mely_stream_write_buffer), which the stream sends when the callback
+ * returns; the stream's default write watermark (1 MiB) is the backpressure.
+ * Streams still open at the end are closed by mely_shutdown().
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -33,6 +41,10 @@
 #include <unistd.h>
 
 #include "mely/mely.h"
+#include "mely/stream.h"
+
+/* The stream server's colors: a few hundred per worker, as doc/colors.md advises. */
+#define STREAM_COLORS 1024u
 
 struct counter {
     alignas(64) _Atomic uint64_t v; /* written by one worker only */
@@ -41,6 +53,7 @@ struct counter {
 struct server {
     mely_t m;
     mely_handler_t read_desc, write_desc;
+    mely_color_range_t colors; /* the stream server's */
     struct counter msgs[ECHO_MAX_THREADS];
     struct counter conns;
     _Atomic int err; /* the first failure inside a handler */
@@ -65,6 +78,14 @@ static void bump(_Atomic uint64_t *v)
 {
     atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + 1,
                           memory_order_relaxed);
+}
+
+/* A message echoed, counted for the worker running this. */
+static void count_msg(void)
+{
+    int w = mely_current_worker();
+    if (w >= 0 && (unsigned)w < ECHO_MAX_THREADS)
+        bump(&S.msgs[w].v);
 }
 
 static void on_read(int fd, unsigned ready, void *arg);
@@ -106,11 +127,10 @@ static void on_read(int fd, unsigned ready, void *arg)
 {
     struct conn *c = arg;
     enum echo_step step = echo_once(fd, c->buf, &c->off, &c->len);
-    int w = mely_current_worker();
     (void)ready;
 
-    if ((step == ECHO_SENT || step == ECHO_FULL) && w >= 0 && (unsigned)w < ECHO_MAX_THREADS)
-        bump(&S.msgs[w].v);
+    if (step == ECHO_SENT || step == ECHO_FULL)
+        count_msg();
     if (step == ECHO_CLOSE) {
         conn_close(c);
     } else if (step == ECHO_FULL) {
@@ -153,6 +173,35 @@ static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, voi
     bump(&S.conns.v);
 }
 
+/* ---- The echo on streams ---- */
+
+static void stream_read(mely_stream_t *s, void *arg)
+{
+    (void)arg;
+    count_msg();
+    int err = mely_stream_write_buffer(s, mely_stream_input(s));
+    if (err) {
+        note_err(err);
+        mely_stream_close(s, 0);
+    }
+}
+
+static void stream_accept(int fd, const struct sockaddr *peer, unsigned peerlen, void *arg)
+{
+    static const mely_stream_ops_t ops = {.read = stream_read}; /* EOF, errors: close */
+    mely_to_t to = {mely_color_pick(&S.colors, (uint64_t)fd), MELY_PRIO_DEFAULT, &S.read_desc};
+    int one = 1;
+    (void)peer;
+    (void)peerlen;
+    (void)arg;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    int err = mely_stream_open(&S.m, fd, to, &ops, NULL, NULL);
+    if (err)
+        note_err(err);
+    else
+        bump(&S.conns.v);
+}
+
 static void on_term(int signo, unsigned ready, void *arg)
 {
     (void)signo;
@@ -161,12 +210,12 @@ static void on_term(int signo, unsigned ready, void *arg)
     mely_stop(&S.m);
 }
 
-int echo_server_mely(const char *steal, uint64_t timeleft, int spin_us)
+/* The runtime, its SIGTERM watch and its listener; false (said on stderr) if
+ * they cannot be set up. */
+static bool start(const char *steal, uint64_t timeleft, int spin_us, bool stream,
+                  mely_listener_t **l, mely_watch_t **term)
 {
     mely_config_t cfg;
-    mely_listener_t *l;
-    mely_watch_t *term;
-
     mely_config_init(&cfg);
     cfg.workers = ECHO_MAX_THREADS;
     cfg.pin = 1;
@@ -178,25 +227,26 @@ int echo_server_mely(const char *steal, uint64_t timeleft, int spin_us)
     int err = mely_init(&S.m, &cfg);
     if (err) {
         fprintf(stderr, "echo server: mely_init: %s\n", mely_strerror(err));
-        return 1;
+        return false;
     }
-    err = mely_signal(&S.m, SIGTERM, MELY_TO(MELY_COLOR_PINNED(0)), on_term, NULL, &term);
+    err = mely_signal(&S.m, SIGTERM, MELY_TO(MELY_COLOR_PINNED(0)), on_term, NULL, term);
+    if (!err && stream)
+        err = mely_color_range(&S.m, STREAM_COLORS, &S.colors);
     if (!err)
-        err = mely_listen(&S.m, "127.0.0.1", 0, 0, 0, MELY_TO(0), on_accept, NULL, &l);
+        err = mely_listen(&S.m, "127.0.0.1", 0, 0, 0, MELY_TO(0),
+                          stream ? stream_accept : on_accept, NULL, l);
     if (err) {
-        fprintf(stderr, "echo server: mely_signal/mely_listen: %s\n", mely_strerror(err));
+        fprintf(stderr, "echo server: mely_signal/mely_color_range/mely_listen: %s\n",
+                mely_strerror(err));
         mely_shutdown(&S.m);
-        return 1;
+        return false;
     }
-    printf("port %u\n", mely_listener_port(l));
-    fflush(stdout);
+    return true;
+}
 
-    err = mely_run(&S.m);
-    if (err)
-        fprintf(stderr, "echo server: mely_run: %s\n", mely_strerror(err));
-    mely_listener_close(l);
-    mely_watch_remove(term);
-
+/* The stat lines: the workers' counters summed, the messages per worker. */
+static void print_stats(void)
+{
     static const char *const keys[] = {"events_run", "polls",         "io_ready",
                                        "parks",      "wakeups",       "wakes_sent",
                                        "steal_attempts", "steals",    "stolen_events",
@@ -223,12 +273,29 @@ int echo_server_mely(const char *steal, uint64_t timeleft, int spin_us)
     uint64_t measured = mely_handler_measured(&S.m, &S.read_desc);
     if (measured)
         echo_stat("read_measured_cycles", measured);
+    fflush(stdout);
+}
+
+int echo_server_mely(const char *steal, uint64_t timeleft, int spin_us, bool stream)
+{
+    mely_listener_t *l;
+    mely_watch_t *term;
+
+    if (!start(steal, timeleft, spin_us, stream, &l, &term))
+        return 1;
+    printf("port %u\n", mely_listener_port(l));
+    fflush(stdout);
+    int err = mely_run(&S.m);
+    if (err)
+        fprintf(stderr, "echo server: mely_run: %s\n", mely_strerror(err));
+    mely_listener_close(l);
+    mely_watch_remove(term);
+    print_stats();
     int herr = atomic_load(&S.err);
     if (herr)
         fprintf(stderr, "echo server: in a handler: %s\n", mely_strerror(herr));
-    fflush(stdout);
-    /* Connections still open (the client closes them first) are not freed: the
-     * process ends. */
+    /* Raw connections still open (the client closes them first) are not
+     * freed: the process ends. Streams are closed here. */
     int left = mely_shutdown(&S.m);
     if (left < 0)
         fprintf(stderr, "echo server: mely_shutdown: %s\n", mely_strerror(left));

@@ -33,6 +33,19 @@
  * is open, runs the closed callbacks not yet run, and frees every stream of
  * the runtime, referenced or not (references end with the runtime).
  *
+ * Draining (mely_drain, at the end of the file):
+ * a drain pauses every listener, asks every stream to close after flushing
+ * (io/stream.c rings each one's bell), and counts down: rt->streams_open
+ * (raised by every stream's registration, lowered when its closed callback
+ * has run) and rt->streams_alive (lowered when it is freed, that is when
+ * the events that carried it to other colors have run and dropped their
+ * references). When both reach zero the runtime stops, so a shutdown that
+ * follows discards no event of a stream, and no memory such an event
+ * carried. A timeout is a timer on worker 0's pinned color that asks the
+ * streams left to close at once, after which closed is enough (a
+ * reference the program keeps would hold the drain forever). Streams
+ * opened while the drain is on are asked to close as they start.
+ *
  * Who may call: the functions marked "own" only on the stream's color
  * (checked: MELY_EINVAL elsewhere); the others from any thread.
  */
@@ -52,7 +65,9 @@
 
 #include "mely/colormap.h"
 #include "mely/handle.h"
+#include "mely/io/listen.h"
 #include "mely/io/streams.h"
+#include "mely/park.h"
 #include "mely/io/watch.h"
 #include "mely/runtime.h"
 #include "mely/stream.h"
@@ -104,8 +119,9 @@ struct mely_stream {
     _Atomic uint32_t refs;
     atomic_bool bell;            /* an on_bell is queued */
     _Atomic unsigned requests;   /* REQ_* */
-    pthread_mutex_t mu;          /* guards shut and pending */
-    bool shut;                   /* closing or closed: writes are refused */
+    pthread_mutex_t mu;          /* guards pending, and writes to shut */
+    atomic_bool shut;            /* closing or closed, or a close was asked
+                                    for: writes are refused */
     struct evbuffer *pending;    /* other colors' writes, in order */
     struct mely_stream *prev, *next; /* rt->streams, under rt->stream_mu */
 };
@@ -138,6 +154,7 @@ static void registry_add(struct mely_stream *s)
         s->next->prev = s;
     rt->streams = s;
     atomic_fetch_add(&rt->streams_open, 1);
+    atomic_fetch_add(&rt->streams_alive, 1);
     pthread_mutex_unlock(&rt->stream_mu);
 }
 
@@ -181,8 +198,10 @@ void mely_stream_unref(mely_stream_t *s)
     if (!dying)
         registry_del(s);
     pthread_mutex_unlock(&rt->stream_mu);
-    if (!dying)
-        stream_free(s);
+    if (dying)
+        return;
+    stream_free(s);
+    mely__drain_stream_gone(rt);
 }
 
 /* ---- requests from other colors ---------------------------------------------- */
@@ -286,7 +305,7 @@ static void on_closed(void *arg);
 static void set_shut(struct mely_stream *s)
 {
     pthread_mutex_lock(&s->mu);
-    s->shut = true;
+    atomic_store(&s->shut, true);
     evbuffer_add_buffer(s->out, s->pending); /* writes made before the close */
     pthread_mutex_unlock(&s->mu);
 }
@@ -718,9 +737,11 @@ static int stream_start(struct mely_stream *s, mely_stream_t **out)
         pthread_mutex_lock(&s->rt->stream_mu);
         registry_del(s);
         pthread_mutex_unlock(&s->rt->stream_mu);
-        mely__drain_stream_closed(s->rt);
+        struct mely__rt *rt = s->rt;
         close(s->fd);
         stream_free(s);
+        mely__drain_stream_closed(rt);
+        mely__drain_stream_gone(rt);
         return err;
     }
     if (out)
@@ -845,7 +866,7 @@ static int write_with(struct mely_stream *s, int (*add)(struct evbuffer *, const
                       const void *ctx)
 {
     if (own(s)) {
-        if (s->state != S_OPEN || s->failed)
+        if (s->state != S_OPEN || s->failed || atomic_load_explicit(&s->shut, memory_order_relaxed))
             return -EPIPE;
         if (add(s->out, ctx) != 0)
             return MELY_ENOMEM;
@@ -858,7 +879,7 @@ static int write_with(struct mely_stream *s, int (*add)(struct evbuffer *, const
     if (!rt || rt->streams_dead)
         return rt ? mely__handle_done(self, -EPIPE) : -EPIPE;
     pthread_mutex_lock(&s->mu);
-    int err = s->shut ? -EPIPE : add(s->pending, ctx) != 0 ? MELY_ENOMEM : 0;
+    int err = atomic_load(&s->shut) ? -EPIPE : add(s->pending, ctx) != 0 ? MELY_ENOMEM : 0;
     pthread_mutex_unlock(&s->mu);
     if (!err)
         err = ring(s, 0);
@@ -948,6 +969,10 @@ struct evbuffer *mely_stream_input(mely_stream_t *s)
     if (!s || !own(s))
         return NULL;
     drop_taken(s);
+    /* Outside the stream's callbacks, what the caller drains is seen by a
+     * settle after its event (reading may resume). */
+    if (s->depth == 0)
+        ring(s, 0);
     return s->in;
 }
 
@@ -978,9 +1003,9 @@ int mely_stream_watermark(mely_stream_t *s, unsigned what, size_t low, size_t hi
 
 int mely_stream_max_line(mely_stream_t *s, size_t max)
 {
-    if (!s || !own(s) || !max)
+    if (!s || !own(s))
         return MELY_EINVAL;
-    s->ops.max_line = max;
+    s->ops.max_line = max ? max : MAX_LINE_DEFAULT;
     return 0;
 }
 
@@ -1023,8 +1048,12 @@ int mely_stream_close(mely_stream_t *s, unsigned flags)
     struct mely__rt *rt = mely__handle_enter(&m, &self);
     if (!rt)
         return 0;
-    int err = rt->streams_dead ? 0 : ring(s, flags & MELY_STREAM_FLUSH ? REQ_FLUSH : REQ_CLOSE);
-    return mely__handle_done(self, err);
+    if (rt->streams_dead)
+        return mely__handle_done(self, 0);
+    pthread_mutex_lock(&s->mu); /* writes made before this call still go */
+    atomic_store(&s->shut, true);
+    pthread_mutex_unlock(&s->mu);
+    return mely__handle_done(self, ring(s, flags & MELY_STREAM_FLUSH ? REQ_FLUSH : REQ_CLOSE));
 }
 
 int mely_stream_fd(const mely_stream_t *s)
@@ -1090,6 +1119,7 @@ void mely__streams_free(struct mely__rt *rt)
         if (s->fd >= 0)
             mely__close_fd(rt, s->fd);
         s->fd = -1;
+        atomic_store(&s->fd_seen, -1);
         s->state = S_CLOSED;
         if (!s->closed_run && s->ops.closed) {
             s->closed_run = true;
@@ -1097,4 +1127,104 @@ void mely__streams_free(struct mely__rt *rt)
         }
         stream_free(s);
     }
+}
+
+/* ---- draining ----------------------------------------------------------------- */
+
+bool mely__drain_active(struct mely__rt *rt)
+{
+    return atomic_load(&rt->draining);
+}
+
+/* Ends the drain: its timer goes, and the runtime stops. */
+static void finish(struct mely__rt *rt)
+{
+    pthread_mutex_lock(&rt->stream_mu);
+    bool was = atomic_exchange(&rt->draining, false);
+    mely_timer_t t = atomic_exchange(&rt->drain_timer, 0);
+    pthread_mutex_unlock(&rt->stream_mu);
+    if (!was)
+        return; /* another thread finished it */
+    mely_t m = { .rt = rt };
+    if (t)
+        mely_timer_cancel(&m, t);
+    mely__request_stop(rt);
+}
+
+/* Done when every stream is closed and no event holds one any more (the
+ * events that carry a stream to other colors run, instead of being
+ * discarded with their memory by the shutdown that follows); after the
+ * timeout, when every stream is closed. */
+static void check(struct mely__rt *rt)
+{
+    if (mely__drain_active(rt) && atomic_load(&rt->streams_open) == 0 &&
+        (atomic_load(&rt->streams_alive) == 0 || atomic_load(&rt->drain_cut)))
+        finish(rt);
+}
+
+void mely__drain_stream_closed(struct mely__rt *rt)
+{
+    atomic_fetch_sub(&rt->streams_open, 1);
+    check(rt);
+}
+
+void mely__drain_stream_gone(struct mely__rt *rt)
+{
+    atomic_fetch_sub(&rt->streams_alive, 1);
+    check(rt);
+}
+
+/* The drain's timeout: what is left closes without flushing. */
+static void cut(void *arg)
+{
+    struct mely__rt *rt = arg;
+    pthread_mutex_lock(&rt->stream_mu);
+    bool on = atomic_exchange(&rt->drain_timer, 0) != 0;
+    if (on)
+        atomic_store(&rt->drain_cut, true);
+    pthread_mutex_unlock(&rt->stream_mu);
+    if (on) {
+        mely__streams_ask_all(rt, false);
+        check(rt);
+    }
+}
+
+/* Marks the drain begun and sets its timer, both under stream_mu so that a
+ * drain finishing at once (finish) finds the timer to cancel. */
+static int begin(struct mely__rt *rt, uint64_t timeout_ns)
+{
+    int err = 0;
+    mely_t m = { .rt = rt };
+    mely_timer_t t = 0;
+    pthread_mutex_lock(&rt->stream_mu);
+    if (atomic_load(&rt->draining))
+        err = MELY_EBUSY;
+    else if (timeout_ns)
+        err = mely_timer_after(&m, timeout_ns, MELY_TO(MELY_COLOR_PINNED(0)), cut, rt, &t);
+    if (!err) {
+        atomic_store(&rt->drain_timer, t);
+        atomic_store(&rt->drain_cut, false);
+        atomic_store(&rt->draining, true);
+    }
+    pthread_mutex_unlock(&rt->stream_mu);
+    return err;
+}
+
+static int drain_in(struct mely__rt *rt, uint64_t timeout_ns)
+{
+    int err = begin(rt, timeout_ns);
+    if (err)
+        return err;
+    mely__listeners_pause(rt);
+    if (mely__streams_ask_all(rt, true) != 0) /* out of memory: cut short */
+        mely__streams_ask_all(rt, false);
+    check(rt); /* nothing to wait for? */
+    return 0;
+}
+
+int mely_drain(mely_t *m, uint64_t timeout_ns)
+{
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
+    return rt ? mely__handle_done(self, drain_in(rt, timeout_ns)) : MELY_ESHUTDOWN;
 }

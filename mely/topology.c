@@ -22,6 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mely/log.h"
+
 /* Ranks refine the distances of topology.h so that, within distance 1,
  * workers sharing an L3 come before those that only share the package (on a
  * package with several L3s, such as amd16's four groups of four). */
@@ -85,7 +87,7 @@ __attribute__((format(printf, 1, 2))) static void warn(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "mely: cache map: %s; steals use the flat order\n", msg);
+    mely__log(MELY_LOG_WARN, "cache map: %s; steals use the flat order", msg);
 }
 
 /* ---- sysfs ------------------------------------------------------------------------ */

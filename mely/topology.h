@@ -36,8 +36,9 @@
  * A file that cannot be read, content that does not parse (a level that is not
  * a small number, an unknown cache type, a shared_cpu_list that is not a
  * cpulist such as "0-3,8-11" or does not contain its own CPU), a CPU missing
- * from the tree or an hwloc failure prints one line on stderr naming the file
- * (or the CPU), and the build returns the flat map.
+ * from the tree or an hwloc failure prints one warning naming the file (or
+ * the CPU) through mely__log (log.h: stderr by default), and the build
+ * returns the flat map.
  *
  * Cost: the sysfs build reads a handful of small files per distinct pinned
  * CPU and is O(nworkers^2 x caches per CPU); the hwloc build costs an hwloc
@@ -66,8 +67,8 @@ struct mely__topo;
 
 /* Builds the map for nworkers workers, worker i pinned to cpu[i] (-1 when
  * unpinned; cpu may be NULL when nworkers is 0). Returns NULL only when out of
- * memory; a source that cannot be read gives the flat map and one warning on
- * stderr (see above). */
+ * memory; a source that cannot be read gives the flat map and one warning
+ * (see above). */
 struct mely__topo *mely__topo_build(const int *cpu, unsigned nworkers,
                                     enum mely__topo_source src);
 

@@ -78,8 +78,9 @@ test)
     status=0
     make -C build -j"$(nproc)" check || status=$?
     for f in build/tests/*.log; do
-        # Check's own lines, and any failure detail, for the reader of the CI log.
-        grep -E '^[0-9]+%: Checks:|:[FE]:' "$f" | sed "s|^|$(basename "$f" .log): |"
+        # Check's own lines, and any failure detail (scripts say "FAIL: why"),
+        # for the reader of the CI log.
+        grep -E '^[0-9]+%: Checks:|:[FE]:|^FAIL: ' "$f" | sed "s|^|$(basename "$f" .log): |"
     done
     summarize build
     exit $status

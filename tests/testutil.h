@@ -68,6 +68,15 @@ bool wait_count(atomic_uint *v, unsigned n, unsigned ms);
 /* Descriptors open in this process now (from /proc/self/fd). */
 unsigned open_fds(void);
 
+/* ---- stderr capture ------------------------------------------------------------- */
+
+/* Sends stderr (the descriptor and the stream) to a temporary file until
+ * end_capture(), which returns what was written meanwhile (at most 4 KB; a
+ * static buffer, valid until the next end_capture()). Not nested; the test
+ * thread only. The runtime's default log printer (mely_set_log) writes there. */
+void begin_capture(void);
+const char *end_capture(void);
+
 /* ---- the workers' counters ------------------------------------------------------ */
 
 /* Worker w's counters in runtime m; a failure is noted, and reads as zeros. */

@@ -21,7 +21,7 @@ await_end() {
 serve_and_check() {
     out=$(mktemp) || return 1
     case $1 in /*) server=$1 ;; *) server=./$1 ;; esac
-    $SERVER_RUNNER "$server" 0 >"$out" &
+    ${SERVER_RUNNER:-} "$server" 0 >"$out" &
     pid=$!
     port=
     n=0

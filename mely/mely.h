@@ -143,7 +143,8 @@ typedef struct mely {
  * watches and timers can be set before mely_run(). No thread starts until mely_run().
  * @return 0; MELY_EINVAL for a bad value in cfg or in the environment, an
  *         unknown steal policy or engine, or a policy the engine cannot run
- *         (a line naming it and the accepted values goes to stderr);
+ *         (a line naming it and the accepted values goes to the log hook,
+ *         mely_set_log: stderr by default);
  *         MELY_EBUSY if *m holds a live runtime (also from its own handlers);
  *         MELY_ENOMEM.
  * Threads: any thread, but not concurrently with another call on the same *m.

@@ -6,11 +6,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <sched.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mely/config.h"
+#include "mely/log.h"
 #include "mely/steal.h"
 #include "mely/topology.h"
 
@@ -27,7 +27,7 @@ void mely_config_init(mely_config_t *cfg)
 }
 
 /* Parses env var `name` as an integer in [lo, hi] into *out if it is set.
- * Returns false (after a message on stderr) if it is set to anything else. */
+ * Returns false (after a message through mely__log) if it is set to anything else. */
 static bool env_uint(const char *name, unsigned long lo, unsigned long hi, unsigned *out)
 {
     const char *s = getenv(name);
@@ -37,7 +37,7 @@ static bool env_uint(const char *name, unsigned long lo, unsigned long hi, unsig
     errno = 0;
     unsigned long v = strtoul(s, &end, 10);
     if (errno || end == s || *end != '\0' || *s == '-' || v < lo || v > hi) {
-        fprintf(stderr, "mely: %s=\"%s\": expected an integer in %lu..%lu\n", name, s, lo, hi);
+        mely__log(MELY_LOG_ERROR, "%s=\"%s\": expected an integer in %lu..%lu", name, s, lo, hi);
         return false;
     }
     *out = (unsigned)v;
@@ -48,7 +48,7 @@ static bool check_range(const char *what, unsigned long v, unsigned long lo, uns
 {
     if (v >= lo && v <= hi)
         return true;
-    fprintf(stderr, "mely: configuration %s=%lu: expected %lu..%lu\n", what, v, lo, hi);
+    mely__log(MELY_LOG_ERROR, "configuration %s=%lu: expected %lu..%lu", what, v, lo, hi);
     return false;
 }
 
@@ -69,7 +69,7 @@ static bool resolve_engine(const mely_config_t *cfg, struct mely__settings *out)
     out->legacy = engine && strcmp(engine, "legacy") == 0;
     if (!engine || out->legacy || strcmp(engine, "mely") == 0)
         return true;
-    fprintf(stderr, "mely: %s engine \"%s\": expected mely or legacy\n", where, engine);
+    mely__log(MELY_LOG_ERROR, "%s engine \"%s\": expected mely or legacy", where, engine);
     return false;
 }
 
@@ -80,15 +80,15 @@ static bool resolve_steal(const mely_config_t *cfg, struct mely__settings *out)
     int r = mely__steal_compose(steal, &out->steal, out->steal_name, sizeof(out->steal_name));
 
     if (r < 0) {
-        fprintf(stderr, "mely: %s steal policy \"%s\": expected %s\n", where, steal,
-                mely__steal_names);
+        mely__log(MELY_LOG_ERROR, "%s steal policy \"%s\": expected %s", where, steal,
+                  mely__steal_names);
         return false;
     }
     out->stealing = r > 0;
     if (out->legacy && (out->steal.stealq || out->steal.measure)) {
-        fprintf(stderr,
-                "mely: %s steal policy \"%s\": the legacy engine takes off, base and locality\n",
-                where, steal);
+        mely__log(MELY_LOG_ERROR,
+                  "%s steal policy \"%s\": the legacy engine takes off, base and locality",
+                  where, steal);
         return false;
     }
     return true;
@@ -99,7 +99,7 @@ static bool check_flag(const char *what, int v)
 {
     if (v == 0 || v == 1)
         return true;
-    fprintf(stderr, "mely: configuration %s=%d: expected 0 or 1\n", what, v);
+    mely__log(MELY_LOG_ERROR, "configuration %s=%d: expected 0 or 1", what, v);
     return false;
 }
 
@@ -138,7 +138,7 @@ static bool resolve_topology(struct mely__settings *out)
     } else if (strcmp(topo, "hwloc") == 0) {
         out->topo_source = MELY__TOPO_HWLOC;
     } else {
-        fprintf(stderr, "mely: MELY_TOPOLOGY=\"%s\": expected sysfs or hwloc\n", topo);
+        mely__log(MELY_LOG_ERROR, "MELY_TOPOLOGY=\"%s\": expected sysfs or hwloc", topo);
         return false;
     }
     return true;

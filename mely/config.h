@@ -25,7 +25,7 @@ struct mely__settings {
 };
 
 /* Applies defaults and MELY_* overrides to `in` (NULL: defaults) and checks
- * them. Returns 0 or MELY_EINVAL (after a message on stderr). */
+ * them. Returns 0 or MELY_EINVAL (after a message through mely__log, log.h). */
 int mely__config_resolve(const mely_config_t *in, struct mely__settings *out);
 
 /* The CPU worker `worker` is pinned to (the allowed CPUs in order, wrapping), or

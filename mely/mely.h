@@ -143,7 +143,8 @@ typedef struct mely {
  * watches and timers can be set before mely_run(). No thread starts until mely_run().
  * @return 0; MELY_EINVAL for a bad value in cfg or in the environment, an
  *         unknown steal policy or engine, or a policy the engine cannot run
- *         (a line naming it and the accepted values goes to stderr);
+ *         (a line naming it and the accepted values goes to the log hook,
+ *         mely_set_log: stderr by default);
  *         MELY_EBUSY if *m holds a live runtime (also from its own handlers);
  *         MELY_ENOMEM.
  * Threads: any thread, but not concurrently with another call on the same *m.
@@ -598,6 +599,42 @@ int mely_listener_close(mely_listener_t *l);
  * Threads: any thread, while the runtime does not run.
  */
 int mely_on_idle(mely_t *m, mely_fn_t fn, void *arg);
+
+/* ---- Log hook ------------------------------------------------------------------- */
+
+/* Message levels, as libevent's severities (EVENT_LOG_DEBUG .. EVENT_LOG_ERR). */
+#define MELY_LOG_DEBUG 0
+#define MELY_LOG_INFO 1
+#define MELY_LOG_WARN 2
+#define MELY_LOG_ERROR 3
+
+/* A log hook: level is a MELY_LOG_*, msg one line without its newline (valid
+ * during the call only), arg the argument given to mely_set_log(). */
+typedef void (*mely_log_fn_t)(int level, const char *msg, void *arg);
+
+/*
+ * Sends the runtime's messages to fn(level, msg, arg); fn NULL restores the
+ * default, which prints "mely: <msg>" on stderr for MELY_LOG_WARN and
+ * MELY_LOG_ERROR and drops the rest. The messages: mely_init()'s refusals of
+ * a configuration or environment value (MELY_LOG_ERROR), a cache map that
+ * falls back to the flat order (MELY_LOG_WARN), and libevent's own log as
+ * "libevent: <its message>" at its severity (e.g. "libevent: Epoll ADD(1) on
+ * fd 7 failed. ..." at MELY_LOG_WARN). MELY_STATS's table is not a message:
+ * it still goes to stderr. The hook is process-wide, for every runtime.
+ * libevent's log is routed here from the first mely_init() on (libevent's
+ * event_set_log_callback, once per process): a program that uses libevent
+ * itself and wants its messages elsewhere sets its own callback after that.
+ * @return 0; MELY_EBUSY when called from inside a hook.
+ * Threads: mely_set_log() from any thread. fn may be called from any thread:
+ * the one calling mely_init(), any worker (libevent's messages while it
+ * polls), any thread that adds or removes a watch; calls may be concurrent,
+ * so fn must be thread-safe. fn must not call the runtime or libevent (a
+ * libevent message is delivered from inside libevent, which holds its
+ * locks); a message the hook's own thread raises meanwhile goes to the
+ * default printer. Once mely_set_log() returns, the previous hook is not
+ * running and will not be called again: its arg may be freed.
+ */
+int mely_set_log(mely_log_fn_t fn, void *arg);
 
 /* ---- Statistics ---------------------------------------------------------------- */
 

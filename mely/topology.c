@@ -1,6 +1,6 @@
 /*
- * topology.c: the cache map, from sysfs or from hwloc (see topology.h for the
- * distances, the order and the fallback rules).
+ * topology.c: the cache map, from sysfs or from hwloc (topology_hwloc.c); see
+ * topology.h for the distances, the order and the fallback rules.
  *
  * Both sources fill the same distance matrix (one byte per pair of workers);
  * the orders are then derived from it by one stable bucket pass per worker,
@@ -13,7 +13,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <hwloc.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -22,14 +21,18 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Ranks refine the distances of topology.h so that, within distance 1,
- * workers sharing an L3 come before those that only share the package (on a
- * package with several L3s, such as amd16's four groups of four). */
+#include "mely/log.h"
+#include "mely/topology_hwloc.h"
+
+/* Ranks (topology_hwloc.h) refine the distances of topology.h so that,
+ * within distance 1, workers sharing an L3 come before those that only share
+ * the package (on a package with several L3s, such as amd16's four groups of
+ * four). */
 enum {
-    RANK_L2 = 0,  /* distance 0 */
-    RANK_L3 = 1,  /* distance 1: a shared level >= 3 cache */
-    RANK_PKG = 2, /* distance 1: the same package only */
-    RANK_FAR = 3, /* distance 2 */
+    RANK_L2 = MELY__RANK_L2,   /* distance 0 */
+    RANK_L3 = MELY__RANK_L3,   /* distance 1: a shared level >= 3 cache */
+    RANK_PKG = MELY__RANK_PKG, /* distance 1: the same package only */
+    RANK_FAR = MELY__RANK_FAR, /* distance 2 */
     NRANKS
 };
 
@@ -85,7 +88,7 @@ __attribute__((format(printf, 1, 2))) static void warn(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "mely: cache map: %s; steals use the flat order\n", msg);
+    mely__log(MELY_LOG_WARN, "cache map: %s; steals use the flat order", msg);
 }
 
 /* ---- sysfs ------------------------------------------------------------------------ */
@@ -436,79 +439,14 @@ static bool build_sysfs(struct mely__topo *t, const int *cpu)
 
 /* ---- hwloc ---------------------------------------------------------------------- */
 
-/* The rank of two PUs: from their deepest common ancestor upwards, the
- * first data/unified cache (level <= 2: RANK_L2, else RANK_L3) or package
- * (RANK_PKG) decides; reaching the root without one gives RANK_FAR. Cores, dies and groups are passed
- * through (SMT siblings share a Core, and their L1 above it decides). */
-static unsigned hwloc_distance(hwloc_topology_t topo, hwloc_obj_t a, hwloc_obj_t b)
-{
-    if (a == b)
-        return RANK_L2;
-    for (hwloc_obj_t o = hwloc_get_common_ancestor_obj(topo, a, b); o; o = o->parent) {
-        if (hwloc_obj_type_is_dcache(o->type))
-            return o->attr->cache.depth <= 2 ? RANK_L2 : RANK_L3;
-        if (o->type == HWLOC_OBJ_PACKAGE)
-            return RANK_PKG;
-    }
-    return RANK_FAR;
-}
-
 static bool build_hwloc(struct mely__topo *t, const int *cpu)
 {
-    unsigned n = t->n;
-    hwloc_topology_t topo;
-    hwloc_obj_t *pu = calloc(n ? n : 1, sizeof(*pu));
-    bool ok = false;
+    char why[PATH_MAX + 128];
 
-    if (!pu) {
-        warn("out of memory");
-        return false;
-    }
-    if (hwloc_topology_init(&topo) < 0) {
-        warn("hwloc_topology_init failed (%s)", strerror(errno));
-        free(pu);
-        return false;
-    }
-    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_NONE);
-    hwloc_topology_set_flags(topo, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
-    const char *fsroot = getenv("HWLOC_FSROOT");
-    bool fake = fsroot && *fsroot && strcmp(fsroot, "/") != 0;
-#if HWLOC_API_VERSION >= 0x00020100
-    /* cpuid describes this machine, not a fake root: keep it out. */
-    if (fake)
-        hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
-#endif
-    if (hwloc_topology_load(topo) < 0) {
-        warn("hwloc_topology_load failed (%s)", strerror(errno));
-        goto out;
-    }
-    /* A fake root hwloc's Linux backend cannot read leaves a topology made up
-     * from sysconf(): as wrong as no answer. */
-    const char *backend = hwloc_obj_get_info_by_name(hwloc_get_root_obj(topo), "Backend");
-    if (fake && (!backend || strcmp(backend, "Linux") != 0)) {
-        warn("hwloc could not read HWLOC_FSROOT=%s", fsroot);
-        goto out;
-    }
-    for (unsigned w = 0; w < n; w++) {
-        if (cpu[w] < 0)
-            continue;
-        pu[w] = hwloc_get_pu_obj_by_os_index(topo, (unsigned)cpu[w]);
-        if (!pu[w]) {
-            warn("hwloc knows no PU for cpu %d", cpu[w]);
-            goto out;
-        }
-    }
-    for (unsigned a = 0; a < n; a++)
-        for (unsigned b = 0; b < n; b++)
-            t->dist[(size_t)a * n + b] = a == b ? RANK_L2
-                                         : pu[a] && pu[b]
-                                             ? (uint8_t)hwloc_distance(topo, pu[a], pu[b])
-                                             : RANK_FAR;
-    ok = true;
-out:
-    hwloc_topology_destroy(topo);
-    free(pu);
-    return ok;
+    if (mely__hwloc_ranks(cpu, t->n, t->dist, why, sizeof(why)))
+        return true;
+    warn("%s", why);
+    return false;
 }
 
 /* ---- API ---------------------------------------------------------------------------- */

@@ -28,16 +28,18 @@
  *    means unknown). The environment variable MELY_SYSFS_ROOT, when set and
  *    not empty, is a directory that replaces "/" in those paths (tests point
  *    it at the trees under tests/fixtures/sysfs/).
- *  - MELY__TOPO_HWLOC asks hwloc (its Linux backend reads the same sysfs, and
- *    honours its own HWLOC_FSROOT for a fake root; with HWLOC_FSROOT set, the
+ *  - MELY__TOPO_HWLOC asks hwloc, opened at run time (libhwloc.so.15, through
+ *    dlopen: topology_hwloc.c says why). Its Linux backend reads the same sysfs, and
+ *    honours its own HWLOC_FSROOT for a fake root (with HWLOC_FSROOT set, the
  *    x86 backend is turned off, since cpuid describes the real machine, not
  *    the fake root). Distances come from the nearest data/unified cache or
  *    package above both PUs.
  * A file that cannot be read, content that does not parse (a level that is not
  * a small number, an unknown cache type, a shared_cpu_list that is not a
  * cpulist such as "0-3,8-11" or does not contain its own CPU), a CPU missing
- * from the tree or an hwloc failure prints one line on stderr naming the file
- * (or the CPU), and the build returns the flat map.
+ * from the tree or an hwloc failure (hwloc missing included) prints one
+ * warning naming the file (or the CPU) through mely__log (log.h: stderr by
+ * default), and the build returns the flat map.
  *
  * Cost: the sysfs build reads a handful of small files per distinct pinned
  * CPU and is O(nworkers^2 x caches per CPU); the hwloc build costs an hwloc
@@ -66,8 +68,8 @@ struct mely__topo;
 
 /* Builds the map for nworkers workers, worker i pinned to cpu[i] (-1 when
  * unpinned; cpu may be NULL when nworkers is 0). Returns NULL only when out of
- * memory; a source that cannot be read gives the flat map and one warning on
- * stderr (see above). */
+ * memory; a source that cannot be read gives the flat map and one warning
+ * (see above). */
 struct mely__topo *mely__topo_build(const int *cpu, unsigned nworkers,
                                     enum mely__topo_source src);
 

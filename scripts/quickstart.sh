@@ -15,13 +15,13 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 # Debian packages: the toolchain, the libraries the runtime builds on (libevent,
-# hwloc, Check, tcmalloc), PCRE2 (compat's rxx), OpenSSL's libcrypto (SFS's crypto;
+# hwloc's headers, Check), PCRE2 (compat's rxx), OpenSSL's libcrypto (SFS's crypto;
 # libsodium beside it for bench/aead's comparison), Boost (headers only, for the benchmark's peer) and
 # clang with its libFuzzer runtime (make check fuzzes SWS's request parser),
 # curl (make check drives SWS with it: tests/sws-curl.sh) and spin (make check
 # model-checks the move protocol: tests/model/check-move.sh).
 PACKAGES="build-essential autoconf automake libtool pkg-config libevent-dev libhwloc-dev
-check libsubunit-dev libpcre2-dev libssl-dev libsodium-dev libgoogle-perftools-dev libboost-dev clang libclang-rt-14-dev curl spin"
+check libsubunit-dev libpcre2-dev libssl-dev libsodium-dev libboost-dev clang libclang-rt-14-dev curl spin"
 
 install_missing() {
     missing=
@@ -78,8 +78,9 @@ test)
     status=0
     make -C build -j"$(nproc)" check || status=$?
     for f in build/tests/*.log; do
-        # Check's own lines, and any failure detail, for the reader of the CI log.
-        grep -E '^[0-9]+%: Checks:|:[FE]:' "$f" | sed "s|^|$(basename "$f" .log): |"
+        # Check's own lines, and any failure detail (scripts say "FAIL: why"),
+        # for the reader of the CI log.
+        grep -E '^[0-9]+%: Checks:|:[FE]:|^FAIL: ' "$f" | sed "s|^|$(basename "$f" .log): |"
     done
     summarize build
     exit $status

@@ -29,35 +29,7 @@
 #include "mely/mely.h"
 #include "tests/testutil.h"
 
-/* ---- helpers: stderr capture, CPUs ---------------------------------------------- */
-
-static FILE *capture;
-static int saved_stderr = -1;
-
-/* Sends stderr to a temporary file until end_capture(), which returns what was
- * written (the library reports bad configuration values there). */
-static void begin_capture(void)
-{
-    fflush(stderr);
-    capture = tmpfile();
-    ck_assert_ptr_nonnull(capture);
-    saved_stderr = dup(STDERR_FILENO);
-    ck_assert_int_ge(saved_stderr, 0);
-    ck_assert_int_ge(dup2(fileno(capture), STDERR_FILENO), 0);
-}
-
-static const char *end_capture(void)
-{
-    static char text[4096];
-    fflush(stderr);
-    dup2(saved_stderr, STDERR_FILENO);
-    close(saved_stderr);
-    rewind(capture);
-    size_t n = fread(text, 1, sizeof(text) - 1, capture);
-    text[n] = '\0';
-    fclose(capture);
-    return text;
-}
+/* ---- helpers: the environment, CPUs ---------------------------------------------- */
 
 /* mely_init(m, cfg) with up to two MELY_* variables set (env[k][0] names
  * one, env[k][1] its value: NULL leaves it unset; a NULL name ends the list)

@@ -1,7 +1,7 @@
 # serve-lib.sh: sourced by the example servers' tests (echo-self-test.sh,
 # kv-self-test.sh), from the build directory.
 #
-# serve_and_check SERVER CLIENT: starts ./SERVER on a free port (port 0; the
+# serve_and_check SERVER CLIENT: starts ./SERVER (or SERVER, an absolute path) on a free port (port 0; the
 # server prints "... serving 127.0.0.1:PORT"), with $SERVER_RUNNER before it
 # if set (CI's valgrind: "./libtool --mode=execute valgrind ..."), runs
 # ./CLIENT PORT PID, which ends the server with SIGTERM, and checks that both
@@ -20,7 +20,8 @@ await_end() {
 
 serve_and_check() {
     out=$(mktemp) || return 1
-    $SERVER_RUNNER ./"$1" 0 >"$out" &
+    case $1 in /*) server=$1 ;; *) server=./$1 ;; esac
+    ${SERVER_RUNNER:-} "$server" 0 >"$out" &
     pid=$!
     port=
     n=0

@@ -106,6 +106,34 @@ unsigned free_port(void)
     return ntohs(a.sin_port);
 }
 
+/* ---- stderr capture ------------------------------------------------------------- */
+
+static FILE *capture;
+static int saved_stderr = -1;
+
+void begin_capture(void)
+{
+    fflush(stderr);
+    capture = tmpfile();
+    ck_assert_ptr_nonnull(capture);
+    saved_stderr = dup(STDERR_FILENO);
+    ck_assert_int_ge(saved_stderr, 0);
+    ck_assert_int_ge(dup2(fileno(capture), STDERR_FILENO), 0);
+}
+
+const char *end_capture(void)
+{
+    static char text[4096];
+    fflush(stderr);
+    dup2(saved_stderr, STDERR_FILENO);
+    close(saved_stderr);
+    rewind(capture);
+    size_t n = fread(text, 1, sizeof(text) - 1, capture);
+    text[n] = '\0';
+    fclose(capture);
+    return text;
+}
+
 /* ---- the workers' counters ------------------------------------------------------ */
 
 mely_stats_t stats_of(const mely_t *m, unsigned w)

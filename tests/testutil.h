@@ -72,6 +72,15 @@ unsigned open_fds(void);
  * socket, then released). For the test thread: fails the test if it cannot. */
 unsigned free_port(void);
 
+/* ---- stderr capture ------------------------------------------------------------- */
+
+/* Sends stderr (the descriptor and the stream) to a temporary file until
+ * end_capture(), which returns what was written meanwhile (at most 4 KB; a
+ * static buffer, valid until the next end_capture()). Not nested; the test
+ * thread only. The runtime's default log printer (mely_set_log) writes there. */
+void begin_capture(void);
+const char *end_capture(void);
+
 /* ---- the workers' counters ------------------------------------------------------ */
 
 /* Worker w's counters in runtime m; a failure is noted, and reads as zeros. */

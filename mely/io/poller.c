@@ -53,6 +53,7 @@
 #include "mely/cycles.h"
 #include "mely/io/poller.h"
 #include "mely/io/timer.h"
+#include "mely/log.h"
 #include "mely/outbox.h"
 #include "mely/runtime.h"
 
@@ -62,8 +63,11 @@
 static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
 static int threads_err;
 
+/* Once per process, before the first event_base: libevent's locks, and its
+ * log routed through mely's hook (log.h) instead of its own stderr lines. */
 static void use_threads(void)
 {
+    mely__log_capture_libevent();
     threads_err = evthread_use_pthreads();
 }
 

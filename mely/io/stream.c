@@ -664,7 +664,7 @@ static void on_timer(void *arg)
     if (s->state != S_CLOSED && s->wr_armed && s->ops.write_timeout_ns &&
         now >= s->last_write + s->ops.write_timeout_ns) {
         s->last_write = now;
-        if (s->state == S_FLUSHING && !s->ops.event)
+        if (s->state == S_FLUSHING) /* the close's own limit */
             close_now(s);
         else
             report(s, MELY_STREAM_TIMEOUT | MELY_WRITE, 0);

@@ -130,7 +130,11 @@ typedef struct mely_stream_ops {
  * callbacks run as events of `to`. Reading starts with the stream's first
  * event, on its color. The stream owns fd from now on, also on failure (fd
  * is then closed): close the stream, never fd. ops is copied. out may be
- * NULL (the callbacks receive the stream).
+ * NULL (the callbacks receive the stream). *out is the stream without a
+ * reference: the caller may use it on the stream's color, or elsewhere
+ * while it knows the stream is open; to keep it on another thread, take a
+ * reference in one of the stream's callbacks (the stream may close, and be
+ * freed, as soon as it starts).
  * @return 0 and *out; MELY_ESHUTDOWN (fd closed); MELY_EINVAL (ops NULL, with
  *         both read and line, read_low > read_high or write_low >
  *         write_high with the high mark set; fd < 0); MELY_ECOLOR;

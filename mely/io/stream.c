@@ -254,9 +254,13 @@ static ssize_t fill(struct mely_stream *s)
     int nv = evbuffer_reserve_space(s->in, (ev_ssize_t)want, v, 2);
     if (nv <= 0)
         return -ENOMEM;
-    struct iovec iov[2];
-    for (int i = 0; i < nv; i++)
-        iov[i] = (struct iovec){ v[i].iov_base, v[i].iov_len };
+    struct iovec iov[2]; /* the reservation may be larger than asked */
+    size_t room = want;
+    for (int i = 0; i < nv; i++) {
+        size_t n = v[i].iov_len < room ? v[i].iov_len : room;
+        iov[i] = (struct iovec){ v[i].iov_base, n };
+        room -= n;
+    }
     ssize_t n;
     do
         n = nv == 1 ? read(s->fd, iov[0].iov_base, iov[0].iov_len) : readv(s->fd, iov, nv);

@@ -91,6 +91,14 @@ static inline int mely__handle_done(const struct mely__worker *self, int ret)
     return ret;
 }
 
+/* A handle on rt for the runtime's own calls of its public API (listeners,
+ * streams, drains): it bypasses nothing, the calls still take the grace
+ * period. */
+static inline mely_t mely__handle_of(struct mely__rt *rt)
+{
+    return (mely_t){ .rt = rt };
+}
+
 /* Publishes rt in *m and the registry: 0, or MELY_EBUSY (and nothing done)
  * when *m already holds a live runtime. */
 int mely__handle_publish(mely_t *m, struct mely__rt *rt);

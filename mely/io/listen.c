@@ -81,7 +81,7 @@ static void unref(void *arg)
 
 static mely_t handle(struct mely_listener *l)
 {
-    return (mely_t){ .rt = l->rt };
+    return mely__handle_of(l->rt);
 }
 
 /* ---- accepting (on the socket's color) ------------------------------------------ */
@@ -191,7 +191,7 @@ static void on_acceptable(int fd, unsigned ready, void *arg)
 
 /* ---- creating ------------------------------------------------------------------------ */
 
-static int parse_addr(const char *host, unsigned port, struct sockaddr_storage *ss, socklen_t *len)
+int mely__parse_addr(const char *host, unsigned port, struct sockaddr_storage *ss, socklen_t *len)
 {
     struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
     struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
@@ -293,7 +293,7 @@ static int listen_in(struct mely__rt *rt, const char *host, unsigned port, int b
     struct sockaddr_storage ss;
     socklen_t len;
     if (!fn || !out || (flags & ~MELY_LISTEN_REUSEPORT) || port > 65535 || backlog < 0 ||
-        parse_addr(host, port, &ss, &len) != 0)
+        mely__parse_addr(host, port, &ss, &len) != 0)
         return MELY_EINVAL;
     int err = mely__to_check(rt, &to);
     if (err)

@@ -51,8 +51,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,7 +126,7 @@ struct mely_stream {
 
 static mely_t handle(const struct mely_stream *s)
 {
-    return (mely_t){ .rt = s->rt };
+    return mely__handle_of(s->rt);
 }
 
 /* Whether the caller runs on the stream's color (of its runtime). */
@@ -473,6 +471,18 @@ static void set_timer(struct mely_stream *s)
         s->timer_at = at;
 }
 
+/* The drained callback, if the output is down to its low mark: whether it
+ * ran. */
+static bool run_drained(struct mely_stream *s)
+{
+    if (s->state == S_CLOSED || !s->ops.drained || evbuffer_get_length(s->out) > s->ops.write_low)
+        return false;
+    s->depth++;
+    s->ops.drained(s, s->arg);
+    s->depth--;
+    return true;
+}
+
 /* The end of every callback of the stream (see the top of the file). */
 static void settle(struct mely_stream *s)
 {
@@ -483,10 +493,7 @@ static void settle(struct mely_stream *s)
         close_now(s);
     if (s->state == S_CLOSED)
         return;
-    if (sent && s->ops.drained && evbuffer_get_length(s->out) <= s->ops.write_low) {
-        s->depth++;
-        s->ops.drained(s, s->arg);
-        s->depth--;
+    if (sent && run_drained(s)) {
         /* More written and sent at once: drained is due again, as a later
          * event, so that a producer cannot hold the color. */
         if (s->state != S_CLOSED && evbuffer_get_length(s->out) > 0 && flush(s) &&
@@ -642,12 +649,8 @@ static void on_bell(void *arg)
             close_flush(s);
         if (req & REQ_DELIVER)
             deliver(s);
-        if (req & REQ_DRAINED && s->state != S_CLOSED && s->ops.drained &&
-            evbuffer_get_length(s->out) <= s->ops.write_low) {
-            s->depth++;
-            s->ops.drained(s, s->arg);
-            s->depth--;
-        }
+        if (req & REQ_DRAINED)
+            run_drained(s);
         leave(s);
     }
     mely_stream_unref(s);
@@ -753,15 +756,6 @@ static int stream_start(struct mely_stream *s, mely_stream_t **out)
     return 0;
 }
 
-static int check_to(struct mely__rt *rt, mely_to_t to)
-{
-    if (!mely__color_valid(rt, to.color))
-        return MELY_ECOLOR;
-    if (to.prio < 0 || to.prio > MELY_PRIO_MAX)
-        return MELY_EPRIO;
-    return 0;
-}
-
 /* What mely_watch would refuse, said at once (the watch itself is set
  * later, on the stream's color); and non-blocking. */
 static int pollable(int fd)
@@ -781,7 +775,7 @@ static int open_in(struct mely__rt *rt, int fd, bool connecting, mely_to_t to,
     mely_stream_ops_t o;
     int err = resolve_ops(&o, ops);
     if (!err)
-        err = check_to(rt, to);
+        err = mely__to_check(rt, &to);
     if (!err)
         err = pollable(fd);
     struct mely_stream *s = err ? NULL : stream_new(rt, fd, to, &o, arg);
@@ -807,33 +801,12 @@ int mely_stream_open(mely_t *m, int fd, mely_to_t to, const mely_stream_ops_t *o
     return mely__handle_done(self, open_in(rt, fd, false, to, ops, arg, out));
 }
 
-/* A numeric address: its length, or 0 if host is not one. */
-static socklen_t numeric_addr(const char *host, unsigned port, struct sockaddr_storage *ss)
-{
-    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-    memset(ss, 0, sizeof(*ss));
-    if (port > 65535 || !host)
-        return 0;
-    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        return sizeof(*a4);
-    }
-    if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        return sizeof(*a6);
-    }
-    return 0;
-}
-
 static int connect_in(struct mely__rt *rt, const char *host, unsigned port, mely_to_t to,
                       const mely_stream_ops_t *ops, void *arg, mely_stream_t **out)
 {
     struct sockaddr_storage ss;
-    socklen_t len = numeric_addr(host, port, &ss);
-    if (!len)
+    socklen_t len;
+    if (!host || port > 65535 || mely__parse_addr(host, port, &ss, &len) != 0)
         return MELY_EINVAL;
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -1149,7 +1122,7 @@ static void finish(struct mely__rt *rt)
     pthread_mutex_unlock(&rt->stream_mu);
     if (!was)
         return; /* another thread finished it */
-    mely_t m = { .rt = rt };
+    mely_t m = mely__handle_of(rt);
     if (t)
         mely_timer_cancel(&m, t);
     mely__request_stop(rt);
@@ -1198,7 +1171,7 @@ static void cut(void *arg)
 static int begin(struct mely__rt *rt, uint64_t timeout_ns)
 {
     int err = 0;
-    mely_t m = { .rt = rt };
+    mely_t m = mely__handle_of(rt);
     mely_timer_t t = 0;
     pthread_mutex_lock(&rt->stream_mu);
     if (atomic_load(&rt->draining))

@@ -1012,7 +1012,7 @@ int mely_stream_close(mely_stream_t *s, unsigned flags)
     if (!s || (flags & ~MELY_STREAM_FLUSH))
         return MELY_EINVAL;
     if (own(s)) {
-        s->depth++;
+        enter(s);
         if (flags & MELY_STREAM_FLUSH)
             close_flush(s);
         else

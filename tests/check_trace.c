@@ -130,15 +130,18 @@ static void trace_path(char *buf, size_t size, const char *what)
     snprintf(buf, size, "/tmp/check_trace.%d.%s.json", (int)getpid(), what);
 }
 
-static const unsigned trace_workers[] = {1, 2};
-
-START_TEST(trace_has_the_programs_runs)
+/* Runs the program on `workers` workers traced into a ring of `records`
+ * (NULL: the default), checks that it ran in order, and reads the trace into
+ * *s; returns what mely_trace_stop() returned. */
+static int traced_program(unsigned workers, const char *records, struct summary *s)
 {
     char path[128];
-    struct summary s;
-    trace_path(path, sizeof(path), "runs");
-    init_runtime(&rt, trace_workers[_i], 0, 10, 0);
+    trace_path(path, sizeof(path), "program");
+    init_runtime(&rt, workers, 0, 10, 0);
+    if (records)
+        setenv("MELY_TRACE_RECORDS", records, 1);
     ck_assert_int_eq(mely_trace_start(&rt, path), 0);
+    unsetenv("MELY_TRACE_RECORDS");
     post_program();
     run_bounded(&rt, 30, "the traced program");
     for (unsigned c = 0; c < NCOLORS; c++) {
@@ -146,10 +149,19 @@ START_TEST(trace_has_the_programs_runs)
         for (unsigned i = 0; i < PER_COLOR; i++)
             ck_assert_uint_eq(made[c][i], i); /* per-color FIFO: the program's own order */
     }
-    ck_assert_int_eq(mely_trace_stop(&rt), 0);
+    int ret = mely_trace_stop(&rt);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
-    summarize(path, &s);
+    summarize(path, s);
     unlink(path);
+    return ret;
+}
+
+static const unsigned trace_workers[] = {1, 2};
+
+START_TEST(trace_has_the_programs_runs)
+{
+    struct summary s;
+    ck_assert_int_eq(traced_program(trace_workers[_i], NULL, &s), 0);
     ck_assert_int_eq(s.dropped, 0);
     ck_assert_uint_eq(s.workers, trace_workers[_i]);
     ck_assert_uint_eq(s.nruns, NRUNS);
@@ -160,19 +172,8 @@ END_TEST
 
 START_TEST(small_ring_drops_the_oldest)
 {
-    char path[128];
     struct summary s;
-    trace_path(path, sizeof(path), "small");
-    init_runtime(&rt, 1, 0, 10, 0);
-    setenv("MELY_TRACE_RECORDS", "60", 1); /* 64, the next power of two */
-    ck_assert_int_eq(mely_trace_start(&rt, path), 0);
-    unsetenv("MELY_TRACE_RECORDS");
-    post_program();
-    run_bounded(&rt, 30, "the traced program");
-    int dropped = mely_trace_stop(&rt);
-    ck_assert_int_eq(mely_shutdown(&rt), 0);
-    summarize(path, &s);
-    unlink(path);
+    int dropped = traced_program(1, "60", &s); /* 64 records, the next power of two */
     ck_assert_int_eq(dropped, s.dropped);
     /* At least the runs that did not fit; the ring holds 64 records, some of
      * them maybe polls or parks. */

@@ -18,6 +18,7 @@
 #include "mely/outbox.h"
 #include "mely/park.h"
 #include "mely/steal.h"
+#include "mely/trace.h"
 
 /* Pauses between two reads of the clock while spinning. */
 enum { SPIN_CLOCK_EVERY = 32 };
@@ -85,10 +86,14 @@ static void park(struct mely__worker *w)
         return;
 
     mely__count(&w->ctr.parks, 1);
+    uint64_t start = w->trace ? mely__cycles() : 0;
     mely__poller_block(w);
     mely__park_clear(w);
-    if (atomic_load_explicit(&w->wake_seq, memory_order_relaxed) != seen)
+    bool woken = atomic_load_explicit(&w->wake_seq, memory_order_relaxed) != seen;
+    if (woken)
         mely__count(&w->ctr.wakeups, 1);
+    if (w->trace)
+        mely__trace_note(w->trace, MELY__TR_PARK, start, mely__cycles() - start, 0, woken);
 }
 
 static bool poll_now(struct mely__worker *w)

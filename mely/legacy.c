@@ -31,6 +31,7 @@
 #include "mely/idle.h"
 #include "mely/io/poller.h"
 #include "mely/park.h"
+#include "mely/trace.h"
 
 #define NOT_RUNNING UINT32_MAX
 
@@ -97,7 +98,10 @@ static void legacy_loop(struct mely__worker *w)
         struct mely__event *ev = pop(w);
         mely__spin_unlock(&w->lock);
         mely__current_color = (int)ev->color;
-        ev->fn(ev->arg);
+        if (w->trace)
+            (void)mely__trace_run(w->trace, ev, ev->color);
+        else
+            ev->fn(ev->arg);
         mely__current_color = -1;
         if (mely__outbox_pending(&w->outbox))
             mely__outbox_flush(w);
@@ -179,6 +183,8 @@ static bool legacy_steal(struct mely__worker *thief, struct mely__worker *victim
     thief->legacy.ncolors++;
     mely__add_pending(thief, (int)n);
     mely__count(&thief->ctr.stolen_events, n);
+    if (thief->trace)
+        mely__trace_note(thief->trace, MELY__TR_STEAL, mely__cycles(), n, color, victim->index);
     mely__count(&thief->ctr.stolen_cycles, mely__units_to_cycles(units));
     return true;
 }

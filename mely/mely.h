@@ -600,6 +600,47 @@ int mely_listener_close(mely_listener_t *l);
  */
 int mely_on_idle(mely_t *m, mely_fn_t fn, void *arg);
 
+/* ---- Tracing -------------------------------------------------------------------- */
+
+/*
+ * Starts recording what every worker does into a trace written to `path`
+ * (created or truncated now, written when tracing stops): each handler run
+ * (its color, its name, its start and duration), steals (the victim, the
+ * color, its events), parks (how long the worker slept, whether another
+ * thread woke it), polls (duration, watch events they queued) and expired
+ * timers. MELY_TRACE=path in the environment does the same from mely_init()
+ * on (an unusable path makes mely_init() fail with its error).
+ * Each worker records into a ring of its own, allocated now, without a lock
+ * or an allocation; a full ring overwrites its oldest records.
+ * MELY_TRACE_RECORDS sets the ring's size in records (32 bytes each; default
+ * 65536, rounded up to a power of two). Tracing off costs a worker one load
+ * and branch per handler batch, steal, park and poll.
+ * The file is Chrome/Perfetto Trace Event JSON (ui.perfetto.dev,
+ * chrome://tracing opens it): one track per worker ("worker N"), one slice
+ * per handler run named after the handler (its descriptor's name, else its
+ * symbol as dladdr() finds it, else its address) with args {color, cycles};
+ * otherData.dropped_records counts the overwritten records
+ * (doc/observability.md).
+ * @return 0; MELY_ESHUTDOWN; MELY_EINVAL (path NULL); MELY_EBUSY while
+ *         mely_run() is in progress or if already tracing; MELY_ENOMEM;
+ *         a negative errno if the file cannot be created.
+ * Threads: any thread, while the runtime does not run (before mely_run() or
+ * after it returned).
+ */
+int mely_trace_start(mely_t *m, const char *path);
+
+/*
+ * Stops tracing and writes the trace file. mely_shutdown() does it for a trace
+ * still on. Waits until 20 ms have passed since tracing started, to measure
+ * the time-stamp counter's rate against the monotonic clock.
+ * @return the number of records dropped by full rings (>= 0, capped at
+ *         INT32_MAX); MELY_ESHUTDOWN; MELY_EINVAL if not tracing;
+ *         MELY_EBUSY while mely_run() is in progress; a negative errno if
+ *         the file could not be written (tracing is stopped anyway).
+ * Threads: any thread, while the runtime does not run.
+ */
+int mely_trace_stop(mely_t *m);
+
 /* ---- Log hook ------------------------------------------------------------------- */
 
 /* Message levels, as libevent's severities (EVENT_LOG_DEBUG .. EVENT_LOG_ERR). */

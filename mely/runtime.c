@@ -25,6 +25,8 @@
 #include "mely/runtime.h"
 #include "mely/steal.h"
 #include "mely/topology.h"
+#include "mely/trace.h"
+#include "mely/log.h"
 
 static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned index, int cpu)
 {
@@ -47,6 +49,10 @@ static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned in
 /* Frees whatever part of rt exists: every init step below may fail. */
 static void rt_free(struct mely__rt *rt)
 {
+    /* A trace still on is written, as by mely_trace_stop(). */
+    int64_t traced = rt->tracer ? mely__trace_stop(rt) : 0;
+    if (traced < 0)
+        mely__log(MELY_LOG_ERROR, "the trace could not be written: %s", mely_strerror((int)traced));
     /* Streams and listeners hold watches, watches hold libevent events of
      * the bases. */
     mely__streams_free(rt);
@@ -132,6 +138,18 @@ static int rt_topology(struct mely__rt *rt, const struct mely__settings *s)
     return rt->topo ? 0 : MELY_ENOMEM;
 }
 
+/* MELY_TRACE=path: trace from now on (trace.h); an unusable path fails init. */
+static int rt_trace_env(struct mely__rt *rt)
+{
+    const char *path = getenv("MELY_TRACE");
+    if (!path || !*path)
+        return 0;
+    int err = mely__trace_start(rt, path);
+    if (err)
+        mely__log(MELY_LOG_ERROR, "MELY_TRACE=\"%s\": %s", path, mely_strerror(err));
+    return err;
+}
+
 /* Everything a runtime holds, in dependency order: 0 or the first error. */
 static int rt_build(struct mely__rt *rt, const struct mely__settings *s)
 {
@@ -143,7 +161,7 @@ static int rt_build(struct mely__rt *rt, const struct mely__settings *s)
         (err = mely__pollers_init(rt)) != 0 || (err = mely__watchtab_init(rt)) != 0)
         return err;
     mely__colormap_init(rt);
-    return 0;
+    return rt_trace_env(rt);
 }
 
 int mely_init(mely_t *m, const mely_config_t *cfg)

@@ -52,6 +52,8 @@
 struct mely__rt;
 struct mely__topo;
 struct mely__costtab;
+struct mely__trace;
+struct mely__tracer;
 
 /* The successful steals whose cycles a worker keeps for the median. */
 #define MELY__STEAL_LOG 1024u
@@ -110,6 +112,8 @@ struct mely__worker {
     pthread_t thread;
     uint64_t sample_rng;          /* which runs measured costs time (cost.h) */
     struct mely__counters ctr;    /* single writer (see counters.h) */
+    struct mely__trace *trace;    /* this worker's ring, NULL when not tracing
+                                     (trace.h); set while no worker runs */
     _Atomic uint32_t steal_log[MELY__STEAL_LOG]; /* cycles of the last steals,
                                      a ring; single writer, read by stats */
 };
@@ -147,6 +151,7 @@ struct mely__rt {
                                      engine->enqueue (enqueue.h) */
     struct mely__topo *topo;      /* the cache map (topology.h) */
     bool oversubscribed;          /* more workers than allowed CPUs, or no pinning */
+    struct mely__tracer *tracer;  /* the trace being recorded, or NULL (trace.c) */
 
     struct mely__worker *workers; /* nworkers, cache-line aligned */
 

@@ -55,6 +55,7 @@
 #include "mely/enqueue.h"
 #include "mely/park.h"
 #include "mely/steal.h"
+#include "mely/trace.h"
 
 enum { STEAL_COST_INIT = 1500 };
 
@@ -136,6 +137,9 @@ static bool migrate(struct mely__worker *thief, struct mely__worker *victim,
         return false;
     mely__count(&thief->ctr.stolen_events, (uint64_t)n);
     mely__count(&thief->ctr.stolen_cycles, mely__units_to_cycles(cq->units));
+    if (thief->trace)
+        mely__trace_note(thief->trace, MELY__TR_STEAL, mely__cycles(), (uint64_t)n, cq->color,
+                         victim->index);
     return true;
 }
 

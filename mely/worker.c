@@ -39,6 +39,7 @@
 #include "mely/park.h"
 #include "mely/runtime.h"
 #include "mely/steal.h"
+#include "mely/trace.h"
 
 /* Under w->lock: detaches cq's events into w->run. */
 static void take_batch(struct mely__worker *w, struct mely__colorq *cq)
@@ -74,6 +75,7 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
 {
     struct mely__rt *rt = w->rt;
     const bool measure = rt->cost.measure;
+    struct mely__trace *trace = w->trace;
     unsigned ran = 0;
 
     mely__current_color = (int)cq->color;
@@ -84,7 +86,11 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
          * while this one runs. */
         if (w->run.head)
             __builtin_prefetch(w->run.head->arg);
-        if (measure && mely__cost_measures(rt, ev->desc, &w->sample_rng)) {
+        if (trace) {
+            uint64_t took = mely__trace_run(trace, ev, cq->color);
+            if (measure && mely__cost_measures(rt, ev->desc, &w->sample_rng))
+                mely__cost_record(rt, mely__cost_key(ev->desc, ev->fn), took);
+        } else if (measure && mely__cost_measures(rt, ev->desc, &w->sample_rng)) {
             /* Unfenced: the fences would cost more than most handlers
              * (~80 cycles here); a few cycles of skew do not matter to an
              * average compared with the cost of a steal. */

@@ -56,6 +56,7 @@
 #include "mely/log.h"
 #include "mely/outbox.h"
 #include "mely/runtime.h"
+#include "mely/trace.h"
 
 /* The longest a busy worker with watches goes without polling. */
 #define POLL_MAX_US 1000u
@@ -164,6 +165,16 @@ void mely__pollers_free(struct mely__rt *rt)
     }
 }
 
+/* Runs the base once and records it: its time and the watch events it queued. */
+static void trace_poll(struct mely__worker *w, int flags)
+{
+    uint64_t ready = mely__counter_read(&w->ctr.io_ready);
+    uint64_t start = mely__cycles();
+    event_base_loop(w->io.base, flags | EVLOOP_ONCE);
+    mely__trace_note(w->trace, MELY__TR_POLL, start, mely__cycles() - start, 0,
+                     (unsigned)(mely__counter_read(&w->ctr.io_ready) - ready));
+}
+
 /* Runs the base once (readiness callbacks stage their posts to other workers
  * in the outbox: expire() flushes it). EVLOOP_ONCE always: with EVLOOP_NONBLOCK
  * alone, libevent polls again as long as a poll finds something, and a
@@ -171,7 +182,10 @@ void mely__pollers_free(struct mely__rt *rt)
 static void loop_base(struct mely__worker *w, int flags)
 {
     mely__count(&w->ctr.polls, 1);
-    event_base_loop(w->io.base, flags | EVLOOP_ONCE);
+    if (w->trace)
+        trace_poll(w, flags);
+    else
+        event_base_loop(w->io.base, flags | EVLOOP_ONCE);
     /* When the events queued now will have run (the busy rule above). */
     w->io.poll_target = mely__counter_read(&w->ctr.events_run) +
                         atomic_load_explicit(&w->nevents, memory_order_relaxed);
@@ -185,8 +199,11 @@ static void expire(struct mely__worker *w, uint64_t now)
 {
     /* Once stopping, due timers stay in their heap: their events would only
      * be discarded, uncounted as timers (a later mely_run fires them). */
-    if (mely__timers_next(&w->timers) <= now && !mely__stopping(w->rt))
-        mely__timers_expire(w, now);
+    if (mely__timers_next(&w->timers) <= now && !mely__stopping(w->rt)) {
+        unsigned fired = mely__timers_expire(w, now);
+        if (w->trace && fired)
+            mely__trace_note(w->trace, MELY__TR_TIMERS, mely__cycles(), 0, 0, fired);
+    }
     if (mely__outbox_pending(&w->outbox))
         mely__outbox_flush(w);
 }

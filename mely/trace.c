@@ -1,0 +1,279 @@
+/*
+ * trace.c: starting, stopping and writing traces (trace.h has the rings).
+ *
+ * The file is the Chrome/Perfetto Trace Event JSON format: one object
+ * {"traceEvents": [...], "otherData": {...}}. Each worker is a thread (tid =
+ * its index, named "worker N"); a handler run is a complete event ("X")
+ * named by the handler (its descriptor's name, else its symbol from dladdr,
+ * else its address) with args {color, cycles}; a park and a poll are
+ * complete events too; a steal and expired timers are instant events ("i").
+ * Timestamps are microseconds since tracing started, converted from the TSC
+ * with a rate measured against CLOCK_MONOTONIC between start and stop.
+ * otherData.dropped_records counts the records the full rings overwrote.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mely/handle.h"
+#include "mely/runtime.h"
+#include "mely/trace.h"
+
+/* Records per worker unless MELY_TRACE_RECORDS says otherwise: 2 MB each. */
+#define TRACE_RECORDS_DEFAULT (1u << 16)
+#define TRACE_RECORDS_MAX (1u << 26)
+
+/* The TSC rate needs this much monotonic time between its two readings to be
+ * good to about 0.01%: a shorter trace waits out the rest at stop. */
+#define CALIBRATE_NS 20000000ull
+
+struct mely__tracer {
+    FILE *f;
+    uint64_t tsc0, ns0;       /* when tracing started */
+    struct mely__trace *ring; /* one per worker */
+};
+
+/* MELY_TRACE_RECORDS, rounded up to a power of two (the ring's index is a mask). */
+static uint64_t ring_records(void)
+{
+    const char *s = getenv("MELY_TRACE_RECORDS");
+    char *end;
+    unsigned long v = s ? strtoul(s, &end, 10) : 0;
+    if (!s || *end || v < 2 || v > TRACE_RECORDS_MAX)
+        v = TRACE_RECORDS_DEFAULT;
+    uint64_t n = 1;
+    while (n < v)
+        n <<= 1;
+    return n;
+}
+
+static void tracer_free(struct mely__tracer *tr, unsigned nworkers)
+{
+    for (unsigned i = 0; tr->ring && i < nworkers; i++)
+        free(tr->ring[i].rec);
+    free(tr->ring);
+    if (tr->f)
+        fclose(tr->f);
+    free(tr);
+}
+
+int mely__trace_start(struct mely__rt *rt, const char *path)
+{
+    if (rt->tracer)
+        return MELY_EBUSY;
+    struct mely__tracer *tr = calloc(1, sizeof(*tr));
+    if (!tr)
+        return MELY_ENOMEM;
+    tr->ring = calloc(rt->nworkers, sizeof(*tr->ring));
+    uint64_t n = ring_records();
+    for (unsigned i = 0; tr->ring && i < rt->nworkers; i++) {
+        tr->ring[i].rec = malloc(n * sizeof(struct mely__trec));
+        if (!tr->ring[i].rec)
+            break;
+        tr->ring[i].mask = n - 1;
+    }
+    if (!tr->ring || !tr->ring[rt->nworkers - 1].rec) {
+        tracer_free(tr, rt->nworkers);
+        return MELY_ENOMEM;
+    }
+    tr->f = fopen(path, "w");
+    if (!tr->f) {
+        int err = -errno;
+        tracer_free(tr, rt->nworkers);
+        return err;
+    }
+    tr->ns0 = mely__now_ns();
+    tr->tsc0 = mely__cycles();
+    rt->tracer = tr;
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        rt->workers[i].trace = &tr->ring[i];
+    return 0;
+}
+
+/* ---- writing ---------------------------------------------------------------------- */
+
+struct writer {
+    FILE *f;
+    uint64_t tsc0;
+    double us_per_cycle;
+    bool first; /* no event written yet: no comma before the next */
+};
+
+/* TSC cycles per microsecond's inverse, measured from the start of tracing. */
+static double us_per_cycle(const struct mely__tracer *tr)
+{
+    uint64_t ns = mely__now_ns() - tr->ns0;
+    if (ns < CALIBRATE_NS) {
+        uint64_t left = CALIBRATE_NS - ns;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)left};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) /* bounded: the rest of 20 ms */
+            ;
+    }
+    ns = mely__now_ns() - tr->ns0;
+    uint64_t cycles = mely__cycles() - tr->tsc0;
+    return cycles ? (double)ns / 1000.0 / (double)cycles : 0.001;
+}
+
+/* s as the body of a JSON string. */
+static void put_string(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+}
+
+/* The name of a run's handler: its descriptor's, its symbol's, or its address. */
+static void put_name(FILE *f, const struct mely__trec *r)
+{
+    const void *fn = r->who;
+    if (r->desc) {
+        const mely_handler_t *h = r->who;
+        if (h->name) {
+            put_string(f, h->name);
+            return;
+        }
+        fprintf(f, "handler %p", r->who);
+        return;
+    }
+    Dl_info info;
+    /* A function pointer to void *: dladdr's interface, POSIX allows it. */
+    if (dladdr(fn, &info) && info.dli_sname && info.dli_saddr == fn)
+        put_string(f, info.dli_sname);
+    else
+        fprintf(f, "%p", fn);
+}
+
+static void begin_event(struct writer *wr, const char *ph, unsigned tid, uint64_t tsc)
+{
+    double ts = tsc > wr->tsc0 ? (double)(tsc - wr->tsc0) * wr->us_per_cycle : 0.0;
+    fprintf(wr->f, "%s\n{\"ph\":\"%s\",\"pid\":1,\"tid\":%u,\"ts\":%.3f", wr->first ? "" : ",", ph,
+            tid, ts);
+    wr->first = false;
+}
+
+static void put_dur(struct writer *wr, uint64_t cycles)
+{
+    fprintf(wr->f, ",\"dur\":%.3f", (double)cycles * wr->us_per_cycle);
+}
+
+static void put_record(struct writer *wr, unsigned tid, const struct mely__trec *r)
+{
+    FILE *f = wr->f;
+    switch ((enum mely__trace_kind)r->kind) {
+    case MELY__TR_RUN:
+        begin_event(wr, "X", tid, r->tsc);
+        put_dur(wr, r->val);
+        fputs(",\"cat\":\"run\",\"name\":\"", f);
+        put_name(f, r);
+        fprintf(f, "\",\"args\":{\"color\":%" PRIu32 ",\"cycles\":%" PRIu64 "}}", r->color, r->val);
+        break;
+    case MELY__TR_STEAL:
+        begin_event(wr, "i", tid, r->tsc);
+        fprintf(f,
+                ",\"s\":\"t\",\"cat\":\"steal\",\"name\":\"steal\",\"args\":{\"victim\":%u,"
+                "\"color\":%" PRIu32 ",\"events\":%" PRIu64 "}}",
+                r->arg, r->color, r->val);
+        break;
+    case MELY__TR_PARK:
+        begin_event(wr, "X", tid, r->tsc);
+        put_dur(wr, r->val);
+        fprintf(f, ",\"cat\":\"park\",\"name\":\"park\",\"args\":{\"woken\":%u}}", r->arg);
+        break;
+    case MELY__TR_POLL:
+        begin_event(wr, "X", tid, r->tsc);
+        put_dur(wr, r->val);
+        fprintf(f, ",\"cat\":\"poll\",\"name\":\"poll\",\"args\":{\"ready\":%u}}", r->arg);
+        break;
+    case MELY__TR_TIMERS:
+        begin_event(wr, "i", tid, r->tsc);
+        fprintf(f, ",\"s\":\"t\",\"cat\":\"timer\",\"name\":\"timers\",\"args\":{\"fired\":%u}}",
+                r->arg);
+        break;
+    }
+}
+
+/* Worker `tid`'s metadata and its ring's records, oldest first; returns the
+ * number of records its ring dropped. */
+static uint64_t put_worker(struct writer *wr, unsigned tid, const struct mely__trace *t)
+{
+    uint64_t size = t->mask + 1;
+    uint64_t first = t->head > size ? t->head - size : 0;
+
+    begin_event(wr, "M", tid, wr->tsc0);
+    fprintf(wr->f, ",\"name\":\"thread_name\",\"args\":{\"name\":\"worker %u\"}}", tid);
+    for (uint64_t i = first; i < t->head; i++)
+        put_record(wr, tid, &t->rec[i & t->mask]);
+    return first;
+}
+
+static int write_trace(const struct mely__rt *rt, const struct mely__tracer *tr, uint64_t *dropped)
+{
+    struct writer wr = {.f = tr->f, .tsc0 = tr->tsc0, .us_per_cycle = us_per_cycle(tr), .first = true};
+
+    *dropped = 0;
+    fputs("{\"traceEvents\":[", tr->f);
+    begin_event(&wr, "M", 0, tr->tsc0);
+    fputs(",\"name\":\"process_name\",\"args\":{\"name\":\"mely\"}}", tr->f);
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        *dropped += put_worker(&wr, i, &tr->ring[i]);
+    fprintf(tr->f,
+            "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped_records\":%" PRIu64
+            ",\"ring_records\":%" PRIu64 ",\"cycles_per_us\":%.3f}}\n",
+            *dropped, tr->ring[0].mask + 1, 1.0 / wr.us_per_cycle);
+    return ferror(tr->f) ? -EIO : 0;
+}
+
+int64_t mely__trace_stop(struct mely__rt *rt)
+{
+    struct mely__tracer *tr = rt->tracer;
+    if (!tr)
+        return MELY_EINVAL;
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        rt->workers[i].trace = NULL;
+    rt->tracer = NULL;
+    uint64_t dropped;
+    int err = write_trace(rt, tr, &dropped);
+    if (fclose(tr->f) != 0 && !err)
+        err = -errno;
+    tr->f = NULL;
+    tracer_free(tr, rt->nworkers);
+    return err ? err : (int64_t)dropped;
+}
+
+/* ---- the API --------------------------------------------------------------------- */
+
+int mely_trace_start(mely_t *m, const char *path)
+{
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
+
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    int err = !path ? MELY_EINVAL : atomic_load(&rt->running) ? MELY_EBUSY : 0;
+    if (!err)
+        err = mely__trace_start(rt, path);
+    mely__handle_leave(self);
+    return err;
+}
+
+int mely_trace_stop(mely_t *m)
+{
+    struct mely__worker *self;
+    struct mely__rt *rt = mely__handle_enter(m, &self);
+
+    if (!rt)
+        return MELY_ESHUTDOWN;
+    int64_t ret = atomic_load(&rt->running) ? MELY_EBUSY : mely__trace_stop(rt);
+    mely__handle_leave(self);
+    return ret > INT32_MAX ? INT32_MAX : (int)ret;
+}

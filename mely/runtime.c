@@ -79,6 +79,7 @@ static void rt_configure(struct mely__rt *rt, const struct mely__settings *s)
     rt->nworkers = s->workers;
     rt->batch = s->batch;
     rt->spin_us = s->spin_us;
+    rt->stall_ms = s->stall_ms;
     rt->engine = s->legacy ? &mely__engine_legacy : &mely__engine_mely;
     if (s->stealing) {
         rt->steal_ops = s->steal;
@@ -202,7 +203,12 @@ int mely_run(mely_t *m)
     if (busy)
         return MELY_EBUSY;
 
-    int err = mely__stopping(rt) ? 0 : mely__workers_run(rt);
+    int err = 0;
+    if (!mely__stopping(rt)) {
+        mely__stall_start(rt);
+        err = mely__workers_run(rt);
+        mely__stall_stop(rt);
+    }
 
     atomic_store(&rt->stopping, false);
     atomic_store(&rt->running, false);

@@ -44,6 +44,7 @@
 #include "mely/io/timer.h"
 #include "mely/outbox.h"
 #include "mely/spinlock.h"
+#include "mely/stall.h"
 #include "mely/stealops.h"
 #include "mely/stealq.h"
 
@@ -112,6 +113,14 @@ struct mely__worker {
     struct mely__counters ctr;    /* single writer (see counters.h) */
     _Atomic uint32_t steal_log[MELY__STEAL_LOG]; /* cycles of the last steals,
                                      a ring; single writer, read by stats */
+
+    /* the stall watch (stall.h): written by the worker around each handler,
+     * read by the monitor thread; a line of its own, so that the monitor's
+     * reads never take a line the worker writes for anything else */
+    alignas(MELY__CACHELINE) struct mely__stall_word stall;
+
+    /* the monitor's own: only the monitor writes them */
+    alignas(MELY__CACHELINE) _Atomic uint64_t stalls; /* stalls seen (stats) */
 };
 
 struct mely__rt {
@@ -176,6 +185,10 @@ struct mely__rt {
     atomic_bool running;                          /* inside mely_run() */
     atomic_bool closing;                          /* inside mely_shutdown() */
     struct mely__rt *live_next;                   /* the registry (handle.c) */
+
+    /* the stall monitor (stall.c): one thread per mely_run() */
+    unsigned stall_ms;            /* MELY_STALL_MS; 0: no monitor */
+    struct mely__stall_monitor *stall_mon; /* while mely_run() runs, or NULL */
 };
 
 /* The claim at the top of struct mely__worker: what a post touches under the

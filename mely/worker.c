@@ -77,6 +77,8 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
     unsigned ran = 0;
 
     mely__current_color = (int)cq->color;
+    mely__stall_color(&w->stall, (int)cq->color);
+    uint64_t seq = mely__stall_seq(&w->stall);
     while (ran < rt->batch && !mely__colorq_empty(&w->run) && !mely__stopping(rt)) {
         struct mely__event *ev = mely__colorq_pop(&w->run);
         /* The next handler's argument was most often written on another
@@ -84,6 +86,7 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
          * while this one runs. */
         if (w->run.head)
             __builtin_prefetch(w->run.head->arg);
+        mely__stall_begin(&w->stall, ev, &seq);
         if (measure && mely__cost_measures(rt, ev->desc, &w->sample_rng)) {
             /* Unfenced: the fences would cost more than most handlers
              * (~80 cycles here); a few cycles of skew do not matter to an
@@ -94,6 +97,7 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
         } else {
             ev->fn(ev->arg);
         }
+        mely__stall_end(&w->stall, &seq);
         if (mely__outbox_pending(&w->outbox))
             mely__outbox_flush(w);
         mely__evcache_free(rt, &w->evcache, ev);

@@ -265,6 +265,7 @@ void clear_mely_env(void)
     unsetenv("MELY_STEAL");
     unsetenv("MELY_ENGINE");
     unsetenv("MELY_KEEP_SIGPIPE");
+    unsetenv("MELY_STALL_MS");
 }
 
 /*

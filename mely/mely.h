@@ -184,7 +184,9 @@ int mely_stop(mely_t *m);
  * running (their arguments are not touched). Timers that have not run, due or
  * not, are dropped too, but they are not events and are not counted. With
  * MELY_STATS=1 in the environment, every worker's statistics are printed to
- * stderr first.
+ * stderr first. (A program that ends with exit() instead, as legacy programs
+ * do, gets the tables of its runtimes still live then, printed by an exit
+ * handler that mely_init() installs; each table is printed once.)
  * @return the number of events discarded (>= 0): posts and I/O events queued
  *         but not run; MELY_ESHUTDOWN; MELY_EBUSY if mely_run() is in progress
  *         (also when it starts while the shutdown waits, below), if called

@@ -182,6 +182,7 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
         rt_free(rt);
         return err;
     }
+    mely__stats_watch_exit();
     /* A write to a closed socket must return EPIPE to the server, not kill
      * it; a program that wants the signal says so (keep_sigpipe). */
     if (!s.keep_sigpipe)
@@ -279,9 +280,7 @@ int mely_shutdown(mely_t *m)
     int err = retire(m, rt, self); /* also ends the call's own entry */
     if (err)
         return err;
-    const char *print = getenv("MELY_STATS");
-    if (print && strcmp(print, "1") == 0)
-        mely__stats_print(rt, stderr);
+    mely__stats_at_end(rt);
     int discarded = count_pending(rt);
     mely__handle_forget(rt);
     rt_free(rt);

@@ -185,6 +185,7 @@ struct mely__rt {
     atomic_bool running;                          /* inside mely_run() */
     atomic_bool closing;                          /* inside mely_shutdown() */
     struct mely__rt *live_next;                   /* the registry (handle.c) */
+    atomic_bool stats_printed;    /* MELY_STATS's table is out (stats.c) */
 
     /* the stall monitor (stall.c): one thread per mely_run() */
     unsigned stall_ms;            /* MELY_STALL_MS; 0: no monitor */
@@ -227,6 +228,15 @@ static inline bool mely__stopping(const struct mely__rt *rt)
 
 /* stats.c: one line per worker, for MELY_STATS=1 at shutdown. */
 void mely__stats_print(const struct mely__rt *rt, FILE *f);
+
+/* stats.c: with MELY_STATS=1, prints rt's table on stderr unless it was
+ * already (at shutdown, or by the exit handler). Any thread. */
+void mely__stats_at_end(struct mely__rt *rt);
+
+/* stats.c: installs, once per process, the exit handler that prints the
+ * tables of the runtimes still live when the program calls exit() (every
+ * legacy program does: amain() never returns). mely_init() calls it. */
+void mely__stats_watch_exit(void);
 
 /* worker.c */
 int mely__workers_run(struct mely__rt *rt);

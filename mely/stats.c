@@ -1,5 +1,6 @@
 /* stats.c: introspection and statistics (any thread). */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include "mely/colormap.h"
 #include "mely/cost.h"
 #include "mely/handle.h"
+#include "mely/log.h"
 #include "mely/runtime.h"
 
 int mely_current_color(void)
@@ -140,6 +142,37 @@ static const struct {
 _Static_assert(sizeof(stat_columns) / sizeof(stat_columns[0]) * sizeof(uint64_t) ==
                    sizeof(mely_stats_t),
                "MELY_STATS prints every field of mely_stats_t");
+
+void mely__stats_at_end(struct mely__rt *rt)
+{
+    const char *print = getenv("MELY_STATS");
+    if (!print || strcmp(print, "1") != 0 || atomic_exchange(&rt->stats_printed, true))
+        return;
+    mely__stats_print(rt, stderr);
+    fflush(stderr);
+}
+
+/* Workers may still run (exit() from a handler): the counters are read as
+ * any thread reads them, and a runtime's table printed by a concurrent
+ * shutdown is not printed again. */
+static void stats_at_exit(void)
+{
+    mely__handle_each_live(mely__stats_at_end);
+}
+
+static void install_exit_handler(void)
+{
+    /* Without it, MELY_STATS only misses programs that end with exit():
+     * never worth failing an init for. */
+    if (atexit(stats_at_exit) != 0)
+        mely__log(MELY_LOG_WARN, "MELY_STATS: no exit handler; tables print at shutdown only");
+}
+
+void mely__stats_watch_exit(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, install_exit_handler);
+}
 
 void mely__stats_print(const struct mely__rt *rt, FILE *f)
 {

@@ -11,6 +11,7 @@
 #include "mely/handle.h"
 #include "mely/log.h"
 #include "mely/runtime.h"
+#include "mely/topology.h"
 
 int mely_current_color(void)
 {
@@ -149,6 +150,8 @@ void mely__stats_at_end(struct mely__rt *rt)
     if (!print || strcmp(print, "1") != 0 || atomic_exchange(&rt->stats_printed, true))
         return;
     mely__stats_print(rt, stderr);
+    if (rt->topo)
+        mely__topo_describe(rt->topo, stderr);
     fflush(stderr);
 }
 

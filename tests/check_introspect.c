@@ -558,19 +558,30 @@ static void check_stats_header(const char *line)
 }
 
 /* What a MELY_STATS table in f says: its lines, its worker rows (numbered
- * from 0, in order) and their events_run total. Checks the header line. */
+ * from 0, in order) and their events_run total, and whether the cache map
+ * follows it (its lines are not counted). Checks the header line. */
 struct stats_table {
     unsigned lines, workers;
     uint64_t events;
+    bool map;
+    char text[4096]; /* the lines read, for failure messages */
 };
 
-static struct stats_table read_stats_table(FILE *f)
+static const struct stats_table *read_stats_table(FILE *f)
 {
-    struct stats_table t = {0};
+    static struct stats_table t;
+
+    memset(&t, 0, sizeof(t));
     char line[1024];
 
     rewind(f);
     while (fgets(line, sizeof(line), f)) {
+        size_t used = strlen(t.text);
+        snprintf(t.text + used, sizeof(t.text) - used, "%s", line);
+        if (strncmp(line, "mely cache map (", 16) == 0) {
+            t.map = true;
+            break;
+        }
         unsigned w;
         uint64_t events;
         if (++t.lines == 2)
@@ -581,7 +592,7 @@ static struct stats_table read_stats_table(FILE *f)
             t.events += events;
         }
     }
-    return t;
+    return &t;
 }
 
 /* MELY_STATS=1: shutdown prints a header and one line per worker, whose
@@ -610,11 +621,12 @@ START_TEST(stats_printed_at_shutdown)
     unsetenv("MELY_STATS");
     ck_assert_int_eq(discarded, 0);
 
-    struct stats_table t = read_stats_table(out);
+    const struct stats_table *t = read_stats_table(out);
     fclose(out);
-    ck_assert_uint_eq(t.lines, 2 + 2);
-    ck_assert_uint_eq(t.workers, 2);
-    ck_assert_uint_eq(t.events, N);
+    ck_assert_msg(t->lines == 2 + 2, "%u lines:\n%s", t->lines, t->text);
+    ck_assert_uint_eq(t->workers, 2);
+    ck_assert_uint_eq(t->events, N);
+    ck_assert_msg(t->map, "no cache map after the table");
 }
 END_TEST
 
@@ -676,12 +688,13 @@ START_TEST(stats_printed_at_exit)
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child ended with status %#x",
                   status);
-    struct stats_table t = read_stats_table(out);
+    const struct stats_table *t = read_stats_table(out);
     fclose(out);
-    ck_assert_uint_eq(t.lines, 2 + 2);
-    ck_assert_uint_eq(t.workers, 2);
-    ck_assert_uint_le(t.events, EXIT_EVENTS);
-    ck_assert_uint_ge(t.events, from_handler ? EXIT_EVENTS - 2 * MELY_BATCH_DEFAULT : EXIT_EVENTS);
+    ck_assert_msg(t->lines == 2 + 2, "%u lines:\n%s", t->lines, t->text);
+    ck_assert_uint_eq(t->workers, 2);
+    ck_assert_uint_le(t->events, EXIT_EVENTS);
+    ck_assert_uint_ge(t->events, from_handler ? EXIT_EVENTS - 2 * MELY_BATCH_DEFAULT : EXIT_EVENTS);
+    ck_assert_msg(t->map, "no cache map after the table");
 }
 END_TEST
 

@@ -184,7 +184,8 @@ int mely_stop(mely_t *m);
  * running (their arguments are not touched). Timers that have not run, due or
  * not, are dropped too, but they are not events and are not counted. With
  * MELY_STATS=1 in the environment, every worker's statistics are printed to
- * stderr first. (A program that ends with exit() instead, as legacy programs
+ * stderr first, followed by the cache map (its source, which workers share
+ * which cache, the steal orders). (A program that ends with exit() instead, as legacy programs
  * do, gets the tables of its runtimes still live then, printed by an exit
  * handler that mely_init() installs; each table is printed once.)
  * @return the number of events discarded (>= 0): posts and I/O events queued
@@ -626,7 +627,8 @@ typedef void (*mely_log_fn_t)(int level, const char *msg, void *arg);
  * default, which prints "mely: <msg>" on stderr for MELY_LOG_WARN and
  * MELY_LOG_ERROR and drops the rest. The messages: mely_init()'s refusals of
  * a configuration or environment value (MELY_LOG_ERROR), a cache map that
- * falls back to the flat order (MELY_LOG_WARN), stall warnings
+ * falls back to the flat order, or to hwloc when sysfs has no cache
+ * information (MELY_LOG_WARN), stall warnings
  * (MELY_LOG_WARN, from the stall monitor's thread: see mely_init()), and libevent's own log as
  * "libevent: <its message>" at its severity (e.g. "libevent: Epoll ADD(1) on
  * fd 7 failed. ..." at MELY_LOG_WARN). MELY_STATS's table is not a message:

@@ -559,7 +559,9 @@ static void check_stats_header(const char *line)
 
 /* What a MELY_STATS table in f says: its lines, its worker rows (numbered
  * from 0, in order) and their events_run total, and whether the cache map
- * follows it (its lines are not counted). Checks the header line. */
+ * follows it (its lines are not counted). Checks the header line. Lines
+ * before the table's title are passed over: on a loaded machine a worker
+ * preempted in a handler for MELY_STALL_MS may have been warned about. */
 struct stats_table {
     unsigned lines, workers;
     uint64_t events;
@@ -578,6 +580,8 @@ static const struct stats_table *read_stats_table(FILE *f)
     while (fgets(line, sizeof(line), f)) {
         size_t used = strlen(t.text);
         snprintf(t.text + used, sizeof(t.text) - used, "%s", line);
+        if (t.lines == 0 && strncmp(line, "mely statistics (", 17) != 0)
+            continue;
         if (strncmp(line, "mely cache map (", 16) == 0) {
             t.map = true;
             break;

@@ -72,22 +72,24 @@ static bool may_say(struct mely__stall_monitor *mon, uint64_t ns)
 static void warn(struct mely__stall_monitor *mon, const struct mely__worker *w, uintptr_t h,
                  int color, uint64_t ms, uint64_t ns)
 {
-    char buf[64];
+    char buf[64], unsaid[64] = "";
 
     if (!may_say(mon, ns)) {
         mon->unsaid++;
         return;
     }
     mon->lines++;
+    if (mon->unsaid)
+        snprintf(unsaid, sizeof(unsaid), "; %u earlier stalls unsaid (rate limit)", mon->unsaid);
     mely__log(MELY_LOG_WARN,
               "stall: worker %u, color %d: handler %s has run for %" PRIu64
               " ms so far (MELY_STALL_MS=%u)%s",
               w->index, color, handler_name(h, buf, sizeof(buf)), ms, mon->rt->stall_ms,
-              mon->unsaid ? "; earlier stalls went unsaid (rate limit)" : "");
+              unsaid);
     mon->unsaid = 0;
 }
 
-/* Checks worker w (index i) once, at time ns. */
+/* Checks worker w, whose memory is wa, once, at time ns. */
 static void check_worker(struct mely__stall_monitor *mon, struct mely__worker *w,
                          struct watch *wa, uint64_t ns)
 {

@@ -9,8 +9,8 @@
  * cache line only it writes, which the monitor reads every MELY_STALL_MS/4
  * (bounded). No clock is read on the worker: the monitor times a handler
  * from the first tick that sees its sequence number, so a warning comes
- * between MELY_STALL_MS and 1.25 x MELY_STALL_MS into the run, and never
- * early. (A TSC read around each handler cost local post+run 45%: 14.5 to
+ * between MELY_STALL_MS and 1.5 x MELY_STALL_MS into the run (two periods
+ * late at most), and never early. (A TSC read around each handler cost local post+run 45%: 14.5 to
  * 21.1 ns an event.) Nothing else changes when no handler is slow.
  */
 #ifndef MELY_STALL_H

@@ -3,7 +3,8 @@
  * that runs 300 ms yields exactly one warning through the log hook while it
  * runs, naming it (by its descriptor's name, or by its symbol), and the
  * `stalls` counter says 1; 2,000 handlers of 1 ms yield none; MELY_STALL_MS=0
- * yields none; a malformed MELY_STALL_MS is refused.
+ * yields none; at most 10 lines a second are said, every stall counted; a
+ * malformed MELY_STALL_MS is refused.
  *
  * The program is linked with -export-dynamic so that dladdr() can name its
  * handlers, as it names those of a shared library.
@@ -179,6 +180,42 @@ START_TEST(stall_ms_sets_the_threshold)
 }
 END_TEST
 
+/* Sleeps 20 ms; the last of stop_at stops the runtime. */
+static void sleep_20ms(void *arg)
+{
+    (void)arg;
+    sleep_us(20000);
+    if (atomic_fetch_add(&ran, 1) + 1 >= stop_at)
+        mely_stop(&rt);
+}
+
+/* 15 stalls in about 300 ms: each is counted, but 10 lines a second are
+ * said at most (the monitor's first second holds the whole run unless the
+ * machine stalls the test itself for longer). */
+START_TEST(warnings_are_rate_limited)
+{
+    enum { N = 15 };
+    ck_assert_int_eq(setenv("MELY_STALL_MS", "2", 1), 0);
+    init_runtime(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    start_recording();
+    atomic_store(&ran, 0);
+    stop_at = N;
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(mely_post(&rt, 5, sleep_20ms, NULL), 0);
+    uint64_t t0 = now_ns();
+    run_bounded(&rt, 30, "15 handlers of 20 ms");
+    uint64_t wall_ms = (now_ns() - t0) / 1000000u;
+    uint64_t stalls = total_stalls(&rt, 2);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+    mely_set_log(NULL, NULL);
+    ck_assert_uint_eq(stalls, N);
+    if (wall_ms < 1000)
+        ck_assert_uint_eq(warnings(), 10);
+    else
+        ck_assert_uint_le(warnings(), 10 * (wall_ms / 1000 + 1));
+}
+END_TEST
+
 static const char *const bad_values[] = {"abc", "-1", "3600001", ""};
 
 START_TEST(malformed_stall_ms_is_refused)
@@ -203,6 +240,7 @@ int main(void)
     tcase_add_test(tc, short_handlers_never_warn);
     tcase_add_test(tc, stall_ms_zero_turns_warnings_off);
     tcase_add_test(tc, stall_ms_sets_the_threshold);
+    tcase_add_test(tc, warnings_are_rate_limited);
     tcase_add_loop_test(tc, malformed_stall_ms_is_refused, 0, NELEM(bad_values));
     return mely_test_main(s);
 }

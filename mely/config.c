@@ -11,6 +11,7 @@
 
 #include "mely/config.h"
 #include "mely/log.h"
+#include "mely/stall.h"
 #include "mely/steal.h"
 #include "mely/topology.h"
 
@@ -120,6 +121,14 @@ static bool resolve_numbers(mely_config_t *cfg, unsigned *pin, unsigned *keep_si
     return env_uint("MELY_KEEP_SIGPIPE", 0, 1, keep_sigpipe);
 }
 
+/* MELY_STALL_MS (stall.h): the environment alone sets it, since it is a
+ * matter of watching a deployed program rather than of the program. */
+static bool resolve_stall(struct mely__settings *out)
+{
+    out->stall_ms = MELY__STALL_MS_DEFAULT;
+    return env_uint("MELY_STALL_MS", 0, MELY__STALL_MS_MAX, &out->stall_ms);
+}
+
 /* The configuration's own numbers, which no environment variable has
  * checked when it left them alone. */
 static bool check_ranges(const mely_config_t *cfg)
@@ -167,7 +176,7 @@ int mely__config_resolve(const mely_config_t *in, struct mely__settings *out)
     else
         mely_config_init(&cfg);
     if (!resolve_numbers(&cfg, &pin, &keep_sigpipe) || !resolve_engine(&cfg, out) ||
-        !resolve_steal(&cfg, out) || !resolve_topology(out) || !check_ranges(&cfg))
+        !resolve_steal(&cfg, out) || !resolve_topology(out) || !resolve_stall(out) || !check_ranges(&cfg))
         return MELY_EINVAL;
     resolve_cpus(out);
     out->workers = cfg.workers ? cfg.workers

@@ -72,6 +72,14 @@ void mely__handle_forget(struct mely__rt *rt)
     pthread_mutex_unlock(&live_mu);
 }
 
+void mely__handle_each_live(void (*fn)(struct mely__rt *rt))
+{
+    pthread_mutex_lock(&live_mu);
+    for (struct mely__rt *r = live_head; r; r = r->live_next)
+        fn(r);
+    pthread_mutex_unlock(&live_mu);
+}
+
 void mely__handle_retire(mely_t *m)
 {
     __atomic_store_n(&m->rt, NULL, __ATOMIC_SEQ_CST);

@@ -117,4 +117,8 @@ void mely__handle_restore(mely_t *m, struct mely__rt *rt);
 /* Takes rt out of the registry, just before it is freed. */
 void mely__handle_forget(struct mely__rt *rt);
 
+/* Calls fn(rt) for each live runtime, under the registry's lock (fn must not
+ * init or shut down a runtime). For MELY_STATS's exit handler (stats.c). */
+void mely__handle_each_live(void (*fn)(struct mely__rt *rt));
+
 #endif

@@ -138,7 +138,14 @@ typedef struct mely {
  * nothing; mely_shutdown() it first. Environment variables
  * override cfg: MELY_WORKERS (1..256), MELY_PIN (0/1), MELY_BATCH (1..MELY_BATCH_MAX),
  * MELY_SPIN_US (0..1000000), MELY_STEAL (a policy, as cfg->steal),
- * MELY_ENGINE (as cfg->engine), MELY_KEEP_SIGPIPE (0/1).
+ * MELY_ENGINE (as cfg->engine), MELY_KEEP_SIGPIPE (0/1). One more has no
+ * cfg field: MELY_STALL_MS (0..3600000, default 100; 0: off), the time after
+ * which a handler still running gets one MELY_LOG_WARN line through the log
+ * hook while it runs ("stall: worker W, color C: handler NAME has run for
+ * N ms so far ..."; NAME is the descriptor's name, else the function's
+ * symbol as dladdr() finds it, else its address), at most 10 lines a second,
+ * each stall counted in mely_stats_t.stalls. A monitor thread per
+ * mely_run() watches for them (doc/runtime.md, "Stall warnings").
  * Each worker's poller (a libevent event_base) is created here, so that
  * watches and timers can be set before mely_run(). No thread starts until mely_run().
  * @return 0; MELY_EINVAL for a bad value in cfg or in the environment, an
@@ -177,7 +184,10 @@ int mely_stop(mely_t *m);
  * running (their arguments are not touched). Timers that have not run, due or
  * not, are dropped too, but they are not events and are not counted. With
  * MELY_STATS=1 in the environment, every worker's statistics are printed to
- * stderr first.
+ * stderr first, followed by the cache map (its source, which workers share
+ * which cache, the steal orders). (A program that ends with exit() instead, as legacy programs
+ * do, gets the tables of its runtimes still live then, printed by an exit
+ * handler that mely_init() installs; each table is printed once.)
  * @return the number of events discarded (>= 0): posts and I/O events queued
  *         but not run; MELY_ESHUTDOWN; MELY_EBUSY if mely_run() is in progress
  *         (also when it starts while the shutdown waits, below), if called
@@ -658,7 +668,9 @@ typedef void (*mely_log_fn_t)(int level, const char *msg, void *arg);
  * default, which prints "mely: <msg>" on stderr for MELY_LOG_WARN and
  * MELY_LOG_ERROR and drops the rest. The messages: mely_init()'s refusals of
  * a configuration or environment value (MELY_LOG_ERROR), a cache map that
- * falls back to the flat order (MELY_LOG_WARN), and libevent's own log as
+ * falls back to the flat order, or to hwloc when sysfs has no cache
+ * information (MELY_LOG_WARN), stall warnings
+ * (MELY_LOG_WARN, from the stall monitor's thread: see mely_init()), and libevent's own log as
  * "libevent: <its message>" at its severity (e.g. "libevent: Epoll ADD(1) on
  * fd 7 failed. ..." at MELY_LOG_WARN). MELY_STATS's table is not a message:
  * it still goes to stderr. The hook is process-wide, for every runtime.
@@ -705,6 +717,9 @@ typedef struct mely_stats {
     uint64_t io_ready;       /* watch events its poller queued (readiness) */
     uint64_t timers_fired;   /* timers of this worker that expired */
     uint64_t watch_moves;    /* watches moved to this worker's poller */
+    uint64_t stalls;         /* handlers of this worker that ran longer than
+                                MELY_STALL_MS (each counted once, whether or
+                                not the rate limit let its warning through) */
 } mely_stats_t;
 
 /*

@@ -85,6 +85,7 @@ static void rt_configure(struct mely__rt *rt, const struct mely__settings *s)
     rt->nworkers = s->workers;
     rt->batch = s->batch;
     rt->spin_us = s->spin_us;
+    rt->stall_ms = s->stall_ms;
     rt->engine = s->legacy ? &mely__engine_legacy : &mely__engine_mely;
     if (s->stealing) {
         rt->steal_ops = s->steal;
@@ -199,6 +200,7 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
         rt_free(rt);
         return err;
     }
+    mely__stats_watch_exit();
     /* A write to a closed socket must return EPIPE to the server, not kill
      * it; a program that wants the signal says so (keep_sigpipe). */
     if (!s.keep_sigpipe)
@@ -220,7 +222,12 @@ int mely_run(mely_t *m)
     if (busy)
         return MELY_EBUSY;
 
-    int err = mely__stopping(rt) ? 0 : mely__workers_run(rt);
+    int err = 0;
+    if (!mely__stopping(rt)) {
+        mely__stall_start(rt);
+        err = mely__workers_run(rt);
+        mely__stall_stop(rt);
+    }
 
     atomic_store(&rt->stopping, false);
     atomic_store(&rt->running, false);
@@ -291,9 +298,7 @@ int mely_shutdown(mely_t *m)
     int err = retire(m, rt, self); /* also ends the call's own entry */
     if (err)
         return err;
-    const char *print = getenv("MELY_STATS");
-    if (print && strcmp(print, "1") == 0)
-        mely__stats_print(rt, stderr);
+    mely__stats_at_end(rt);
     int discarded = count_pending(rt);
     mely__handle_forget(rt);
     rt_free(rt);

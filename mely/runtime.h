@@ -44,6 +44,7 @@
 #include "mely/io/timer.h"
 #include "mely/outbox.h"
 #include "mely/spinlock.h"
+#include "mely/stall.h"
 #include "mely/stealops.h"
 #include "mely/stealq.h"
 
@@ -116,6 +117,14 @@ struct mely__worker {
                                      (trace.h); set while no worker runs */
     _Atomic uint32_t steal_log[MELY__STEAL_LOG]; /* cycles of the last steals,
                                      a ring; single writer, read by stats */
+
+    /* the stall watch (stall.h): written by the worker around each handler,
+     * read by the monitor thread; a line of its own, so that the monitor's
+     * reads never take a line the worker writes for anything else */
+    alignas(MELY__CACHELINE) struct mely__stall_word stall;
+
+    /* the monitor's own: only the monitor writes them */
+    alignas(MELY__CACHELINE) _Atomic uint64_t stalls; /* stalls seen (stats) */
 };
 
 struct mely__rt {
@@ -181,6 +190,11 @@ struct mely__rt {
     atomic_bool running;                          /* inside mely_run() */
     atomic_bool closing;                          /* inside mely_shutdown() */
     struct mely__rt *live_next;                   /* the registry (handle.c) */
+    atomic_bool stats_printed;    /* MELY_STATS's table is out (stats.c) */
+
+    /* the stall monitor (stall.c): one thread per mely_run() */
+    unsigned stall_ms;            /* MELY_STALL_MS; 0: no monitor */
+    struct mely__stall_monitor *stall_mon; /* while mely_run() runs, or NULL */
 };
 
 /* The claim at the top of struct mely__worker: what a post touches under the
@@ -219,6 +233,15 @@ static inline bool mely__stopping(const struct mely__rt *rt)
 
 /* stats.c: one line per worker, for MELY_STATS=1 at shutdown. */
 void mely__stats_print(const struct mely__rt *rt, FILE *f);
+
+/* stats.c: with MELY_STATS=1, prints rt's table on stderr unless it was
+ * already (at shutdown, or by the exit handler). Any thread. */
+void mely__stats_at_end(struct mely__rt *rt);
+
+/* stats.c: installs, once per process, the exit handler that prints the
+ * tables of the runtimes still live when the program calls exit() (every
+ * legacy program does: amain() never returns). mely_init() calls it. */
+void mely__stats_watch_exit(void);
 
 /* worker.c */
 int mely__workers_run(struct mely__rt *rt);

@@ -1,5 +1,6 @@
 /* stats.c: introspection and statistics (any thread). */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,9 @@
 #include "mely/colormap.h"
 #include "mely/cost.h"
 #include "mely/handle.h"
+#include "mely/log.h"
 #include "mely/runtime.h"
+#include "mely/topology.h"
 
 int mely_current_color(void)
 {
@@ -108,6 +111,7 @@ static int worker_stats(const struct mely__rt *rt, unsigned worker, mely_stats_t
         .io_ready = mely__counter_read(&c->io_ready),
         .timers_fired = mely__counter_read(&c->timers_fired),
         .watch_moves = mely__counter_read(&c->watch_moves),
+        .stalls = atomic_load_explicit(&rt->workers[worker].stalls, memory_order_relaxed),
     };
     out->steal_cycles_median = steal_median(&rt->workers[worker], out->steals);
     return 0;
@@ -133,12 +137,45 @@ static const struct {
     STAT(steal_attempts), STAT(steals),        STAT(steal_cycles),
     STAT(steal_cycles_median), STAT(stolen_events), STAT(stolen_cycles),
     STAT(polls),          STAT(io_ready),      STAT(timers_fired),
-    STAT(watch_moves),
+    STAT(watch_moves),    STAT(stalls),
 };
 #undef STAT
 _Static_assert(sizeof(stat_columns) / sizeof(stat_columns[0]) * sizeof(uint64_t) ==
                    sizeof(mely_stats_t),
                "MELY_STATS prints every field of mely_stats_t");
+
+void mely__stats_at_end(struct mely__rt *rt)
+{
+    const char *print = getenv("MELY_STATS");
+    if (!print || strcmp(print, "1") != 0 || atomic_exchange(&rt->stats_printed, true))
+        return;
+    mely__stats_print(rt, stderr);
+    if (rt->topo)
+        mely__topo_describe(rt->topo, stderr);
+    fflush(stderr);
+}
+
+/* Workers may still run (exit() from a handler): the counters are read as
+ * any thread reads them, and a runtime's table printed by a concurrent
+ * shutdown is not printed again. */
+static void stats_at_exit(void)
+{
+    mely__handle_each_live(mely__stats_at_end);
+}
+
+static void install_exit_handler(void)
+{
+    /* Without it, MELY_STATS only misses programs that end with exit():
+     * never worth failing an init for. */
+    if (atexit(stats_at_exit) != 0)
+        mely__log(MELY_LOG_WARN, "MELY_STATS: no exit handler; tables print at shutdown only");
+}
+
+void mely__stats_watch_exit(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, install_exit_handler);
+}
 
 void mely__stats_print(const struct mely__rt *rt, FILE *f)
 {

@@ -39,6 +39,7 @@ enum {
 struct mely__topo {
     unsigned n;
     bool fell_back;
+    char source[320];  /* where the map came from (mely__topo_describe) */
     unsigned *order; /* n rows of n - 1 */
     uint8_t *dist;   /* n x n ranks */
 };
@@ -80,6 +81,10 @@ static void fill_orders(struct mely__topo *t)
 
 /* ---- warnings ------------------------------------------------------------------ */
 
+/* The last warning's reason, for the map's source (a build runs on one
+ * thread, start to end). */
+static _Thread_local char last_reason[256];
+
 __attribute__((format(printf, 1, 2))) static void warn(const char *fmt, ...)
 {
     char msg[PATH_MAX + 256];
@@ -88,6 +93,7 @@ __attribute__((format(printf, 1, 2))) static void warn(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    snprintf(last_reason, sizeof(last_reason), "%.*s", (int)sizeof(last_reason) - 1, msg);
     mely__log(MELY_LOG_WARN, "cache map: %s; steals use the flat order", msg);
 }
 
@@ -191,6 +197,7 @@ struct sysfs {
     char root[PATH_MAX]; /* "" or a directory without the trailing '/' */
     char path[PATH_MAX]; /* the file being read, for the warning */
     char buf[TOPO_FILE_MAX];
+    bool nocache;        /* a CPU has no cache directory: path names it */
 };
 
 /* Reads root + the printf-formatted path into s->buf; warns on failure. */
@@ -221,8 +228,9 @@ static bool odd(const struct sysfs *s)
     return false;
 }
 
-/* Opens CPU c's cache directory; NULL after a warning. */
-static DIR *open_cache_dir(const struct sysfs *s, unsigned c)
+/* Opens CPU c's cache directory; NULL after a warning, or, when there is
+ * none, with s->nocache set and its path in s->path. */
+static DIR *open_cache_dir(struct sysfs *s, unsigned c)
 {
     char dir[PATH_MAX];
 
@@ -232,8 +240,12 @@ static DIR *open_cache_dir(const struct sysfs *s, unsigned c)
         return NULL;
     }
     DIR *d = opendir(dir);
-    if (!d)
+    if (!d && errno == ENOENT) { /* no cache information: hwloc may know */
+        s->nocache = true;
+        snprintf(s->path, sizeof(s->path), "%s", dir);
+    } else if (!d) {
         warn("cannot read %s (%s)", dir, strerror(errno));
+    }
     return d;
 }
 
@@ -420,17 +432,26 @@ static void symmetrize(struct mely__topo *t)
         }
 }
 
-static bool build_sysfs(struct mely__topo *t, const int *cpu)
+/* Returns true, or false after a warning, or false with the cache
+ * directory sysfs lacks in `missing` (and no warning: the caller tries hwloc). */
+static bool build_sysfs(struct mely__topo *t, const int *cpu, char *missing, size_t len)
 {
     struct sysfs *s = malloc(sizeof(*s));
     long *pkg = calloc(t->n ? t->n : 1, sizeof(*pkg));
     bool ok = s && pkg;
 
-    if (!ok)
+    missing[0] = '\0';
+    if (!ok) {
         warn("out of memory");
-    else if ((ok = sysfs_root(s) && sysfs_cpus(s, t, cpu, pkg))) {
-        rank_by_cpu_and_package(t, cpu, pkg);
-        symmetrize(t);
+    } else {
+        s->nocache = false;
+        ok = sysfs_root(s) && sysfs_cpus(s, t, cpu, pkg);
+        if (ok) {
+            rank_by_cpu_and_package(t, cpu, pkg);
+            symmetrize(t);
+        } else if (s->nocache) {
+            snprintf(missing, len, "%s", s->path);
+        }
     }
     free(pkg);
     free(s);
@@ -447,6 +468,42 @@ static bool build_hwloc(struct mely__topo *t, const int *cpu)
         return true;
     warn("%s", why);
     return false;
+}
+
+/* sysfs has no cache directory (`missing`): hwloc, which also reads CPUID,
+ * before the flat map; one warning either way, saying which. */
+static bool build_without_sysfs_caches(struct mely__topo *t, const int *cpu, const char *missing)
+{
+    char why[PATH_MAX + 128];
+
+    set_flat(t);
+    if (mely__hwloc_ranks(cpu, t->n, t->dist, why, sizeof(why))) {
+        mely__log(MELY_LOG_WARN, "cache map: sysfs has no cache information (no %s); built from hwloc",
+                  missing);
+        snprintf(t->source, sizeof(t->source), "hwloc (sysfs has no cache information)");
+        return true;
+    }
+    warn("sysfs has no cache information (no %s) and hwloc failed (%s)", missing, why);
+    return false;
+}
+
+static bool build_from(struct mely__topo *t, const int *cpu, enum mely__topo_source src)
+{
+    char missing[PATH_MAX];
+
+    switch (src) {
+    case MELY__TOPO_SYSFS:
+        snprintf(t->source, sizeof(t->source), "sysfs");
+        if (build_sysfs(t, cpu, missing, sizeof(missing)))
+            return true;
+        return missing[0] && build_without_sysfs_caches(t, cpu, missing);
+    case MELY__TOPO_HWLOC:
+        snprintf(t->source, sizeof(t->source), "hwloc (MELY_TOPOLOGY=hwloc)");
+        return build_hwloc(t, cpu);
+    default:
+        warn("unknown source %d", (int)src);
+        return false;
+    }
 }
 
 /* ---- API ---------------------------------------------------------------------------- */
@@ -469,23 +526,11 @@ struct mely__topo *mely__topo_build(const int *cpu, unsigned nworkers,
     }
     set_flat(t);
 
-    bool ok = true;
-    if (nworkers > 0) {
-        switch (src) {
-        case MELY__TOPO_SYSFS:
-            ok = build_sysfs(t, cpu);
-            break;
-        case MELY__TOPO_HWLOC:
-            ok = build_hwloc(t, cpu);
-            break;
-        default:
-            warn("unknown source %d", (int)src);
-            ok = false;
-        }
-    }
-    if (!ok) {
+    snprintf(t->source, sizeof(t->source), "no workers");
+    if (nworkers > 0 && !build_from(t, cpu, src)) {
         set_flat(t);
         t->fell_back = true;
+        snprintf(t->source, sizeof(t->source), "flat, as a fallback: %s", last_reason);
     }
     fill_orders(t);
     return t;
@@ -510,6 +555,52 @@ unsigned mely__topo_distance(const struct mely__topo *t, unsigned a, unsigned b)
 bool mely__topo_fell_back(const struct mely__topo *t)
 {
     return t->fell_back;
+}
+
+/* Prints the groups of workers at rank `rank` or nearer with two members or
+ * more, after `label`; "none" when there are none. */
+static void describe_groups(const struct mely__topo *t, unsigned rank, const char *label, FILE *f)
+{
+    unsigned n = t->n, groups = 0;
+    bool *seen = calloc(n ? n : 1, sizeof(*seen));
+
+    fprintf(f, "  %s:", label);
+    for (unsigned a = 0; seen && a < n; a++) {
+        if (seen[a])
+            continue;
+        unsigned members = 0;
+        for (unsigned b = a; b < n; b++)
+            members += t->dist[(size_t)a * n + b] <= rank;
+        if (members < 2)
+            continue;
+        groups++;
+        fputs(" {", f);
+        const char *sep = "";
+        for (unsigned b = a; b < n; b++)
+            if (t->dist[(size_t)a * n + b] <= rank) {
+                seen[b] = true;
+                fprintf(f, "%s%u", sep, b);
+                sep = " ";
+            }
+        fputc('}', f);
+    }
+    fprintf(f, "%s\n", groups ? "" : " none");
+    free(seen);
+}
+
+void mely__topo_describe(const struct mely__topo *t, FILE *f)
+{
+    fprintf(f, "mely cache map (%u workers; source: %s)\n", t->n, t->source);
+    describe_groups(t, RANK_L2, "workers sharing an L1/L2 cache or a CPU", f);
+    describe_groups(t, RANK_L3, "sharing an L3 cache (or nearer)", f);
+    describe_groups(t, RANK_PKG, "sharing a package (or nearer)", f);
+    for (unsigned w = 0; w < t->n && t->n > 1; w++) {
+        fprintf(f, "  worker %u steals from:", w);
+        const unsigned *o = mely__topo_order(t, w);
+        for (unsigned i = 0; i + 1 < t->n; i++)
+            fprintf(f, " %u", o[i]);
+        fputc('\n', f);
+    }
 }
 
 void mely__topo_free(struct mely__topo *t)

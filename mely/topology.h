@@ -39,7 +39,10 @@
  * cpulist such as "0-3,8-11" or does not contain its own CPU), a CPU missing
  * from the tree or an hwloc failure (hwloc missing included) prints one
  * warning naming the file (or the CPU) through mely__log (log.h: stderr by
- * default), and the build returns the flat map.
+ * default), and the build returns the flat map. One exception: when a CPU
+ * has no cache directory at all (sysfs knows no caches, as on some
+ * hypervisors' guests), the sysfs source asks hwloc (which can also read
+ * CPUID) before it falls back, and its one warning says which map it built.
  *
  * Cost: the sysfs build reads a handful of small files per distinct pinned
  * CPU and is O(nworkers^2 x caches per CPU); the hwloc build costs an hwloc
@@ -52,6 +55,7 @@
 #define MELY_TOPOLOGY_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 enum mely__topo_source {
     MELY__TOPO_SYSFS,
@@ -84,6 +88,13 @@ unsigned mely__topo_distance(const struct mely__topo *t, unsigned a, unsigned b)
 /* Whether the build fell back to the flat map because its source could not be
  * read (a map that is flat because pinning is off returns false). */
 bool mely__topo_fell_back(const struct mely__topo *t);
+
+/* Prints the map on f: where it came from ("sysfs"; "hwloc (MELY_TOPOLOGY=
+ * hwloc)"; "hwloc (sysfs has no cache information)"; "flat, as a fallback:
+ * <the warning's reason>"), the groups of workers that share an L1/L2 (or a
+ * CPU), an L3 and a package, and each worker's steal order. MELY_STATS=1
+ * prints it with the statistics. Any thread. */
+void mely__topo_describe(const struct mely__topo *t, FILE *f);
 
 /* Frees the map; NULL is allowed. */
 void mely__topo_free(struct mely__topo *t);

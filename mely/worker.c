@@ -79,6 +79,8 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
     unsigned ran = 0;
 
     mely__current_color = (int)cq->color;
+    mely__stall_color(&w->stall, (int)cq->color);
+    uint64_t seq = mely__stall_seq(&w->stall);
     while (ran < rt->batch && !mely__colorq_empty(&w->run) && !mely__stopping(rt)) {
         struct mely__event *ev = mely__colorq_pop(&w->run);
         /* The next handler's argument was most often written on another
@@ -86,6 +88,7 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
          * while this one runs. */
         if (w->run.head)
             __builtin_prefetch(w->run.head->arg);
+        mely__stall_begin(&w->stall, ev, &seq);
         if (trace) {
             uint64_t took = mely__trace_run(trace, ev, cq->color);
             if (measure && mely__cost_measures(rt, ev->desc, &w->sample_rng))
@@ -100,6 +103,7 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
         } else {
             ev->fn(ev->arg);
         }
+        mely__stall_end(&w->stall, &seq);
         if (mely__outbox_pending(&w->outbox))
             mely__outbox_flush(w);
         mely__evcache_free(rt, &w->evcache, ev);

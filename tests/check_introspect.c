@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mely/mely.h"
@@ -542,6 +543,7 @@ static void check_stats_header(const char *line)
         "lock_contended", "lock_cycles",    "steal_attempts",      "steals",
         "steal_cycles",   "steal_cycles_median", "stolen_events",  "stolen_cycles",
         "polls",          "io_ready",       "timers_fired",        "watch_moves",
+        "stalls",
     };
     _Static_assert(sizeof(fields) / sizeof(fields[0]) - 1 ==
                        sizeof(mely_stats_t) / sizeof(uint64_t),
@@ -553,6 +555,48 @@ static void check_stats_header(const char *line)
         ck_assert_msg(n < sizeof(fields) / sizeof(fields[0]) && strcmp(tok, fields[n]) == 0,
                       "MELY_STATS column %u is \"%s\"", n, tok);
     ck_assert_uint_eq(n, sizeof(fields) / sizeof(fields[0]));
+}
+
+/* What a MELY_STATS table in f says: its lines, its worker rows (numbered
+ * from 0, in order) and their events_run total, and whether the cache map
+ * follows it (its lines are not counted). Checks the header line. Lines
+ * before the table's title are passed over: on a loaded machine a worker
+ * preempted in a handler for MELY_STALL_MS may have been warned about. */
+struct stats_table {
+    unsigned lines, workers;
+    uint64_t events;
+    bool map;
+    char text[4096]; /* the lines read, for failure messages */
+};
+
+static const struct stats_table *read_stats_table(FILE *f)
+{
+    static struct stats_table t;
+
+    memset(&t, 0, sizeof(t));
+    char line[1024];
+
+    rewind(f);
+    while (fgets(line, sizeof(line), f)) {
+        size_t used = strlen(t.text);
+        snprintf(t.text + used, sizeof(t.text) - used, "%s", line);
+        if (t.lines == 0 && strncmp(line, "mely statistics (", 17) != 0)
+            continue;
+        if (strncmp(line, "mely cache map (", 16) == 0) {
+            t.map = true;
+            break;
+        }
+        unsigned w;
+        uint64_t events;
+        if (++t.lines == 2)
+            check_stats_header(line);
+        if (sscanf(line, "%u %" SCNu64, &w, &events) == 2) {
+            ck_assert_uint_eq(w, t.workers);
+            t.workers++;
+            t.events += events;
+        }
+    }
+    return &t;
 }
 
 /* MELY_STATS=1: shutdown prints a header and one line per worker, whose
@@ -581,25 +625,80 @@ START_TEST(stats_printed_at_shutdown)
     unsetenv("MELY_STATS");
     ck_assert_int_eq(discarded, 0);
 
-    char line[1024];
-    unsigned lines = 0, workers_seen = 0;
-    uint64_t total = 0;
-    rewind(out);
-    while (fgets(line, sizeof(line), out)) {
-        unsigned w;
-        uint64_t events;
-        if (++lines == 2)
-            check_stats_header(line);
-        if (sscanf(line, "%u %" SCNu64, &w, &events) == 2) {
-            ck_assert_uint_eq(w, workers_seen);
-            workers_seen++;
-            total += events;
-        }
-    }
+    const struct stats_table *t = read_stats_table(out);
     fclose(out);
-    ck_assert_uint_eq(lines, 2 + 2);
-    ck_assert_uint_eq(workers_seen, 2);
-    ck_assert_uint_eq(total, N);
+    ck_assert_msg(t->lines == 2 + 2, "%u lines:\n%s", t->lines, t->text);
+    ck_assert_uint_eq(t->workers, 2);
+    ck_assert_uint_eq(t->events, N);
+    ck_assert_msg(t->map, "no cache map after the table");
+}
+END_TEST
+
+/* ---- MELY_STATS=1 at exit() --------------------------------------------------------- */
+
+enum { EXIT_EVENTS = 300, CHILD_FAILED = 99 };
+static atomic_uint exit_ran;
+
+/* Counts; the last one calls exit() from the handler, as legacy programs do. */
+static void count_then_exit(void *arg)
+{
+    (void)arg;
+    if (atomic_fetch_add(&exit_ran, 1) + 1 == EXIT_EVENTS)
+        exit(0);
+}
+
+/* The child: EXIT_EVENTS events on 2 workers with MELY_STATS=1 and stderr in
+ * `out`; then exit(0) without mely_shutdown(), from the last handler or after
+ * mely_run() (which count_and_stop makes return). No ck_assert here: a
+ * failure is the exit status CHILD_FAILED. */
+static void exit_child(FILE *out, bool from_handler)
+{
+    mely_t m = {0};
+    mely_config_t cfg;
+
+    if (dup2(fileno(out), 2) != 2 || setenv("MELY_STATS", "1", 1) != 0)
+        _exit(CHILD_FAILED);
+    mely_config_init(&cfg);
+    cfg.workers = 2;
+    if (mely_init(&m, &cfg) != 0)
+        _exit(CHILD_FAILED);
+    rt = m;
+    atomic_store(&ran, 0);
+    stop_at = EXIT_EVENTS;
+    for (mely_color_t c = 0; c < EXIT_EVENTS; c++)
+        if (mely_post(&m, c, from_handler ? count_then_exit : count_and_stop, NULL) != 0)
+            _exit(CHILD_FAILED);
+    mely_run(&m);
+    if (from_handler)
+        _exit(CHILD_FAILED); /* the last handler should have exited */
+    exit(0);
+}
+
+/* MELY_STATS=1 prints the tables of the runtimes still live at exit(): from
+ * main() after mely_run() (every event counted), and from inside a handler
+ * while the workers still run (the batches running then are not counted
+ * yet: each worker's is at most the batch threshold). */
+START_TEST(stats_printed_at_exit)
+{
+    bool from_handler = _i;
+    FILE *out = tmpfile();
+    ck_assert_ptr_nonnull(out);
+    fflush(stderr);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        exit_child(out, from_handler);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child ended with status %#x",
+                  status);
+    const struct stats_table *t = read_stats_table(out);
+    fclose(out);
+    ck_assert_msg(t->lines == 2 + 2, "%u lines:\n%s", t->lines, t->text);
+    ck_assert_uint_eq(t->workers, 2);
+    ck_assert_uint_le(t->events, EXIT_EVENTS);
+    ck_assert_uint_ge(t->events, from_handler ? EXIT_EVENTS - 2 * MELY_BATCH_DEFAULT : EXIT_EVENTS);
+    ck_assert_msg(t->map, "no cache map after the table");
 }
 END_TEST
 
@@ -639,6 +738,7 @@ int main(void)
     tcase_add_loop_test(tc, stats_count_posts_and_runs, 0, MAXW);
     tcase_add_test(tc, stats_count_parks_and_wakeups);
     tcase_add_test(tc, stats_printed_at_shutdown);
+    tcase_add_loop_test(tc, stats_printed_at_exit, 0, 2);
 
     tc = new_tcase(s, "idle", 60);
     tcase_add_loop_test(tc, idle_runtime_uses_no_cpu, 0, NSHAPES);

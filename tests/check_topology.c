@@ -348,9 +348,12 @@ static void put(const char *rel, const char *content)
     fclose(f);
 }
 
-/* Builds from sysfs for workers on CPUs 0 and 1 with stderr captured; asserts
- * the flat map and exactly one warning line containing `names`. */
-static void assert_flat_with_warning(const char *names, const char *what)
+/* A warning may hold a path of PATH_MAX bytes. */
+static char warned[8192];
+
+/* Builds from sysfs for workers on CPUs 0 and 1 with stderr captured into
+ * `warned`; returns the map and the length of what was written. */
+static struct mely__topo *build_captured(ssize_t *len)
 {
     char log[] = "/tmp/mely-topo-log-XXXXXX";
     int fd = mkstemp(log);
@@ -365,14 +368,23 @@ static void assert_flat_with_warning(const char *names, const char *what)
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
-    char buf[8192] = ""; /* a warning may hold a path of PATH_MAX bytes */
-    ssize_t len = pread(fd, buf, sizeof(buf) - 1, 0);
+    *len = pread(fd, warned, sizeof(warned) - 1, 0);
     close(fd);
     unlink(log);
-    ck_assert_int_gt(len, 0);
-    buf[len] = '\0';
-
+    warned[*len > 0 ? *len : 0] = '\0';
     ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+/* Builds from sysfs for workers on CPUs 0 and 1 with stderr captured; asserts
+ * the flat map and exactly one warning line containing `names`. */
+static void assert_flat_with_warning(const char *names, const char *what)
+{
+    ssize_t len;
+    struct mely__topo *t = build_captured(&len);
+    const char *buf = warned;
+    ck_assert_int_gt(len, 0);
+
     ck_assert_msg(mely__topo_fell_back(t), "%s: no fallback", what);
     assert_flat(t, 2);
     mely__topo_free(t);
@@ -433,8 +445,10 @@ START_TEST(missing_files)
     ck_assert_int_eq(system(cmd), 0);
     assert_flat_with_warning("cpu1/cache/index3/shared_cpu_list", "missing shared_cpu_list");
 
+    /* No cache directory: hwloc is asked first (no_cache_information). */
     snprintf(cmd, sizeof(cmd), "rm -r '%s/sys/devices/system/cpu/cpu1/cache'", tmp_root);
     ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(setenv("HWLOC_FSROOT", "/nonexistent/mely", 1), 0);
     assert_flat_with_warning("cpu1/cache", "missing cache directory");
     remove_copy();
 }
@@ -443,6 +457,7 @@ END_TEST
 START_TEST(unreadable_root)
 {
     ck_assert_int_eq(setenv("MELY_SYSFS_ROOT", "/nonexistent/mely", 1), 0);
+    ck_assert_int_eq(setenv("HWLOC_FSROOT", "/nonexistent/mely", 1), 0);
     assert_flat_with_warning("/nonexistent/mely/sys/devices/system/cpu/cpu0/cache", "no root");
 
     /* hwloc on the same root: its own message, then ours, and the flat map. */
@@ -451,6 +466,77 @@ START_TEST(unreadable_root)
     struct mely__topo *t = mely__topo_build(cpu, 2, MELY__TOPO_HWLOC);
     ck_assert(mely__topo_fell_back(t));
     assert_flat(t, 2);
+    mely__topo_free(t);
+}
+END_TEST
+
+/* What mely__topo_describe() prints for t. */
+static const char *described(const struct mely__topo *t)
+{
+    static char out[4096];
+    FILE *f = fmemopen(out, sizeof(out), "w");
+    ck_assert_ptr_nonnull(f);
+    mely__topo_describe(t, f);
+    fclose(f);
+    return out;
+}
+
+/* Fixture nocache has no cpuN/cache directory: the sysfs source asks hwloc
+ * (on the fixture: one package, no caches; on e5410: CPUs 0 and 1 share an
+ * L2, which proves hwloc's answer is the one used), and only when hwloc
+ * fails too gives the flat map; one warning each time, saying which. */
+START_TEST(no_cache_information_asks_hwloc)
+{
+    ssize_t len;
+    char root[4200];
+
+    use_machine("nocache");
+    struct mely__topo *t = build_captured(&len);
+    ck_assert_msg(!mely__topo_fell_back(t), "fell back: %s", warned);
+    ck_assert_uint_eq(mely__topo_distance(t, 0, 1), MELY__TOPO_L3); /* the package */
+    ck_assert_msg(strstr(warned, "nocache/sys/devices/system/cpu/cpu0/cache") &&
+                      strstr(warned, "built from hwloc") && strchr(warned, '\n') == warned + len - 1,
+                  "the warning is \"%s\"", warned);
+    ck_assert_msg(strstr(described(t), "source: hwloc (sysfs has no cache information)") &&
+                      strstr(described(t), "sharing a package (or nearer): {0 1}") &&
+                      strstr(described(t), "sharing an L1/L2 cache or a CPU: none"),
+                  "described as \"%s\"", described(t));
+    mely__topo_free(t);
+
+    snprintf(root, sizeof(root), "%s/e5410", fixtures());
+    ck_assert_int_eq(setenv("HWLOC_FSROOT", root, 1), 0);
+    t = build_captured(&len);
+    ck_assert_uint_eq(mely__topo_distance(t, 0, 1), MELY__TOPO_L2);
+    ck_assert_msg(strstr(described(t), "sharing an L1/L2 cache or a CPU: {0 1}"), "described as \"%s\"",
+                  described(t));
+    mely__topo_free(t);
+
+    ck_assert_int_eq(setenv("HWLOC_FSROOT", "/nonexistent/mely", 1), 0);
+    t = build_captured(&len);
+    ck_assert(mely__topo_fell_back(t));
+    assert_flat(t, 2);
+    ck_assert_msg(strstr(warned, "no cache information") && strstr(warned, "hwloc failed") &&
+                      strchr(warned, '\n') == warned + len - 1,
+                  "the warning is \"%s\"", warned);
+    ck_assert_msg(strstr(described(t), "source: flat, as a fallback: sysfs has no cache"),
+                  "described as \"%s\"", described(t));
+    mely__topo_free(t);
+}
+END_TEST
+
+/* A map read in full says so, with its groups and orders. */
+START_TEST(describe_names_groups_and_source)
+{
+    int cpu[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    use_machine("e5410");
+    struct mely__topo *t = mely__topo_build(cpu, 8, MELY__TOPO_SYSFS);
+    const char *d = described(t);
+    ck_assert_msg(strstr(d, "(8 workers; source: sysfs)") &&
+                      strstr(d, "sharing an L1/L2 cache or a CPU: {0 1} {2 3} {4 5} {6 7}") &&
+                      strstr(d, "sharing an L3 cache (or nearer): {0 1} {2 3} {4 5} {6 7}") &&
+                      strstr(d, "sharing a package (or nearer): {0 1 2 3} {4 5 6 7}") &&
+                      strstr(d, "worker 0 steals from: 1 2 3 4 5 6 7"),
+                  "described as \"%s\"", d);
     mely__topo_free(t);
 }
 END_TEST
@@ -543,6 +629,8 @@ int main(void)
     tcase_add_loop_test(tc, garbage_shared_cpu_list, 0, NELEM(garbage_lists));
     tcase_add_test(tc, odd_level_and_type);
     tcase_add_test(tc, missing_files);
+    tcase_add_test(tc, no_cache_information_asks_hwloc);
+    tcase_add_test(tc, describe_names_groups_and_source);
     tcase_add_test(tc, unreadable_root);
     tcase_add_test(tc, sysfs_root_forms);
     tcase_add_test(tc, ranked_by_package);

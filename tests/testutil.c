@@ -267,6 +267,7 @@ void clear_mely_env(void)
     unsetenv("MELY_KEEP_SIGPIPE");
     unsetenv("MELY_TRACE");
     unsetenv("MELY_TRACE_RECORDS");
+    unsetenv("MELY_STALL_MS");
 }
 
 /*

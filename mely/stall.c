@@ -1,0 +1,208 @@
+/*
+ * stall.c: the stall monitor (stall.h). One thread per mely_run(): it wakes
+ * every MELY_STALL_MS/4 (1..50 ms), reads each worker's stall word, and warns
+ * once about a handler that has run longer than MELY_STALL_MS.
+ *
+ * The worker reads no clock (stall.h): the monitor dates a run by the first
+ * tick that sees its sequence number, so it only ever underestimates how
+ * long a handler has run, and a warning is never early.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "mely/cycles.h"
+#include "mely/log.h"
+#include "mely/runtime.h"
+
+/* Lines per second at most; stalls beyond are counted, and the next line
+ * says how many went unsaid. */
+#define STALL_LINES_PER_S 10
+
+/* What the monitor remembers of one worker. */
+struct watch {
+    uint64_t seq;                 /* the run seen last (odd), or 0 */
+    uint64_t seen_ns;             /* the tick that first saw it */
+    uint64_t warned;              /* the run last warned about, or 0 */
+};
+
+struct mely__stall_monitor {
+    struct mely__rt *rt;
+    struct watch *watch;          /* per worker */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;            /* signalled by mely__stall_stop() */
+    bool stop;                    /* under mu */
+    uint64_t window_ns;           /* start of the current rate-limit second */
+    unsigned lines;               /* lines said in that second */
+    unsigned unsaid;              /* stalls not said since the last line */
+};
+
+/* The handler's name into buf: its descriptor's, else its symbol's, else
+ * its address. */
+static const char *handler_name(uintptr_t h, char *buf, size_t len)
+{
+    if (h & 1) {
+        const mely_handler_t *desc = (const mely_handler_t *)(h & ~(uintptr_t)1);
+        if (desc->name)
+            return desc->name;
+        snprintf(buf, len, "descriptor %p", (const void *)desc);
+        return buf;
+    }
+    Dl_info info;
+    if (dladdr((void *)h, &info) && info.dli_sname)
+        return info.dli_sname;
+    snprintf(buf, len, "%p", (void *)h);
+    return buf;
+}
+
+/* Whether a line may be said now (STALL_LINES_PER_S). */
+static bool may_say(struct mely__stall_monitor *mon, uint64_t ns)
+{
+    if (ns - mon->window_ns >= 1000000000u) {
+        mon->window_ns = ns;
+        mon->lines = 0;
+    }
+    return mon->lines < STALL_LINES_PER_S;
+}
+
+static void warn(struct mely__stall_monitor *mon, const struct mely__worker *w, uintptr_t h,
+                 int color, uint64_t ms, uint64_t ns)
+{
+    char buf[64], unsaid[64] = "";
+
+    if (!may_say(mon, ns)) {
+        mon->unsaid++;
+        return;
+    }
+    mon->lines++;
+    if (mon->unsaid)
+        snprintf(unsaid, sizeof(unsaid), "; %u earlier stalls unsaid (rate limit)", mon->unsaid);
+    mely__log(MELY_LOG_WARN,
+              "stall: worker %u, color %d: handler %s has run for %" PRIu64
+              " ms so far (MELY_STALL_MS=%u)%s",
+              w->index, color, handler_name(h, buf, sizeof(buf)), ms, mon->rt->stall_ms,
+              unsaid);
+    mon->unsaid = 0;
+}
+
+/* Checks worker w, whose memory is wa, once, at time ns. */
+static void check_worker(struct mely__stall_monitor *mon, struct mely__worker *w,
+                         struct watch *wa, uint64_t ns)
+{
+    uint64_t seq = atomic_load_explicit(&w->stall.seq, memory_order_acquire);
+    if (!(seq & 1) || seq == wa->warned)
+        return; /* no handler runs, or this one was said */
+    if (seq != wa->seq) {
+        wa->seq = seq;
+        wa->seen_ns = ns;
+        return;
+    }
+    uint64_t ms = (ns - wa->seen_ns) / 1000000u;
+    if (ms < mon->rt->stall_ms)
+        return;
+    uintptr_t h = atomic_load_explicit(&w->stall.handler, memory_order_acquire);
+    int color = atomic_load_explicit(&w->stall.color, memory_order_relaxed);
+    /* The same run still: h and color are its own. */
+    if (atomic_load_explicit(&w->stall.seq, memory_order_relaxed) != seq)
+        return;
+    wa->warned = seq;
+    atomic_fetch_add_explicit(&w->stalls, 1, memory_order_relaxed);
+    warn(mon, w, h, color, ms, ns);
+}
+
+/* The monitor's period: a quarter of the threshold, 1..50 ms. */
+static uint64_t period_ns(const struct mely__rt *rt)
+{
+    uint64_t ms = rt->stall_ms / 4;
+    ms = ms < 1 ? 1 : ms > 50 ? 50 : ms;
+    return ms * 1000000u;
+}
+
+static void *monitor_main(void *arg)
+{
+    struct mely__stall_monitor *mon = arg;
+    struct mely__rt *rt = mon->rt;
+    struct timespec until;
+
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    pthread_mutex_lock(&mon->mu);
+    while (!mon->stop) {
+        uint64_t t = (uint64_t)until.tv_nsec + period_ns(rt);
+        until.tv_sec += (time_t)(t / 1000000000u);
+        until.tv_nsec = (long)(t % 1000000000u);
+        if (pthread_cond_timedwait(&mon->cv, &mon->mu, &until) != ETIMEDOUT)
+            continue; /* stop, or a spurious wake-up: the loop tells */
+        pthread_mutex_unlock(&mon->mu);
+        uint64_t ns = mely__now_ns();
+        for (unsigned i = 0; i < rt->nworkers; i++)
+            check_worker(mon, &rt->workers[i], &mon->watch[i], ns);
+        pthread_mutex_lock(&mon->mu);
+    }
+    pthread_mutex_unlock(&mon->mu);
+    return NULL;
+}
+
+static int monitor_init(struct mely__stall_monitor *mon, struct mely__rt *rt)
+{
+    pthread_condattr_t ca;
+    int err;
+
+    *mon = (struct mely__stall_monitor){.rt = rt, .window_ns = mely__now_ns()};
+    mon->watch = calloc(rt->nworkers, sizeof(*mon->watch));
+    if (!mon->watch)
+        return ENOMEM;
+    if ((err = pthread_condattr_init(&ca)) != 0)
+        return err;
+    err = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (!err)
+        err = pthread_cond_init(&mon->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (err)
+        return err;
+    pthread_mutex_init(&mon->mu, NULL);
+    err = pthread_create(&mon->thread, NULL, monitor_main, mon);
+    if (err) {
+        pthread_cond_destroy(&mon->cv);
+        pthread_mutex_destroy(&mon->mu);
+    }
+    return err;
+}
+
+void mely__stall_start(struct mely__rt *rt)
+{
+    rt->stall_mon = NULL;
+    if (rt->stall_ms == 0)
+        return;
+    struct mely__stall_monitor *mon = malloc(sizeof(*mon));
+    int err = mon ? monitor_init(mon, rt) : ENOMEM;
+    if (err) {
+        mely__log(MELY_LOG_WARN, "stall monitor not started (error %d): no stall warnings", err);
+        if (mon)
+            free(mon->watch);
+        free(mon);
+        return;
+    }
+    rt->stall_mon = mon;
+}
+
+void mely__stall_stop(struct mely__rt *rt)
+{
+    struct mely__stall_monitor *mon = rt->stall_mon;
+
+    if (!mon)
+        return;
+    pthread_mutex_lock(&mon->mu);
+    mon->stop = true;
+    pthread_cond_signal(&mon->cv);
+    pthread_mutex_unlock(&mon->mu);
+    pthread_join(mon->thread, NULL);
+    pthread_cond_destroy(&mon->cv);
+    pthread_mutex_destroy(&mon->mu);
+    free(mon->watch);
+    free(mon);
+    rt->stall_mon = NULL;
+}

@@ -795,17 +795,70 @@ START_TEST(test_status)
     ck_assert(cur != NULL);
     int ncur = atoi(cur + 21);
     ck_assert_msg(ncur >= 1 && ncur <= 3, "connections_current: %d", ncur);
+    ck_assert(strstr(r.body, "\nstalls: ") != NULL);
     ck_assert(strstr(r.body, "worker  requests  events  steals") != NULL);
+    ck_assert(strstr(r.body, "io_ready  stalls\n") != NULL);
     ck_assert(strstr(r.body, "\n1 ") != NULL); /* worker 1's line */
     resp_free(&r);
     req(&c, "GET /server-status?format=json HTTP/1.1\r\nHost: t\r\n\r\n", 200, &r);
     ck_assert_str_eq(resp_header(&r, "Content-Type"), "application/json");
     ck_assert(r.body[0] == '{' && strstr(r.body, "\"per_worker\":[{\"worker\":0,") != NULL);
     ck_assert(strstr(r.body, "\"steals\":") && strstr(r.body, "\"stolen_cycles\":"));
+    ck_assert(strstr(r.body, "\"bytes_out\":") && strstr(r.body, ",\"stalls\":"));
+    ck_assert(strstr(r.body, "\"io_ready\":") && strstr(strstr(r.body, "\"io_ready\":"), "\"stalls\":"));
     ck_assert(strcmp(r.body + r.body_len - 3, "]}\n") == 0);
     resp_free(&r);
     cl_close(&c);
     ck_assert(srv_stop(5000));
+}
+END_TEST
+
+/* --trace FILE: the trace written at exit holds the requests' handlers, by
+ * their descriptors' names, on the workers' tracks. */
+START_TEST(test_trace)
+{
+    char path[] = "/tmp/sws-trace-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    close(fd);
+    struct sws_config cfg;
+    srv_config(&cfg);
+    cfg.trace = path;
+    unsigned port = srv_start(&cfg);
+    for (int k = 0; k < 3; k++)
+        ck_assert_int_eq(get_status(port, "GET /files/1k.html HTTP/1.1\r\nHost: t\r\n\r\n"), 200);
+    ck_assert(srv_stop(5000));
+
+    FILE *f = fopen(path, "r");
+    ck_assert(f != NULL);
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    unlink(path);
+    text[n] = '\0';
+    ck_assert_msg(n > 0 && n < sizeof(text) - 1, "trace of %zu bytes", n);
+    ck_assert(strncmp(text, "{\"traceEvents\":[", 16) == 0);
+    ck_assert(strstr(text, "\"name\":\"worker 0\"") != NULL);
+    const char *names[] = { "Accept", "ReadRequest", "ParseRequest", "WriteResponse" };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "\"name\":\"%s\"", names[i]);
+        ck_assert_msg(strstr(text, want) != NULL, "no %s run in the trace", names[i]);
+    }
+}
+END_TEST
+
+/* A trace file that cannot be created fails the start with its reason. */
+START_TEST(test_trace_unwritable)
+{
+    struct sws_config cfg;
+    srv_config(&cfg);
+    cfg.trace = "/nonexistent-dir/trace.json";
+    struct sws s;
+    char err[256] = "";
+    ck_assert_int_ne(sws_start(&s, &cfg, err, sizeof(err)), 0);
+    ck_assert_msg(strstr(err, "trace /nonexistent-dir/trace.json") != NULL, "%s", err);
+    sws_free(&s);
 }
 END_TEST
 
@@ -888,6 +941,8 @@ int main(void)
     tcase_add_test(tc, test_binary_cli);
     tc = new_tcase(s, "status", 60);
     tcase_add_test(tc, test_status);
+    tcase_add_test(tc, test_trace);
+    tcase_add_test(tc, test_trace_unwritable);
     tcase_add_loop_test(tc, test_variants, 0, 5);
     return mely_test_main(s);
 }

@@ -53,6 +53,10 @@ static void usage(FILE *f)
             "  --status-public     the status page for every client (default: loopback\n"
             "                      clients only, 127.0.0.0/8 and ::1; others get the file\n"
             "                      at that path, or 404)\n"
+            "  --trace FILE        record what every worker does (handler runs, steals,\n"
+            "                      parks, polls) into FILE, a Perfetto/Chrome trace\n"
+            "                      written at exit (mely-trace summarizes it; see\n"
+            "                      doc/observability.md)\n"
             "  --help              this text\n"
             "Status: http://127.0.0.1:PORT/server-status (add ?format=json).\n"
             "Protocol: GET and HEAD; at most 4 empty lines before a request line (then\n"
@@ -82,7 +86,7 @@ int main(int argc, char **argv)
     bool print_costs = false;
     enum { O_ROOT = 1, O_HOST, O_PORT, O_WORKERS, O_NOPIN, O_MAXC, O_MAXW, O_STEAL, O_ENGINE,
            O_MEASURED, O_PRINT, O_REUSE, O_TIMEOUT, O_DRAIN, O_HELP, O_EPOLL, O_STATUS,
-           O_STATUS_PUBLIC, O_CACHE_MB, O_CACHE_FILE, O_CACHE_FDS, O_CACHE_VALID };
+           O_STATUS_PUBLIC, O_CACHE_MB, O_CACHE_FILE, O_CACHE_FDS, O_CACHE_VALID, O_TRACE };
     static const struct option opts[] = {
         { "root", required_argument, NULL, O_ROOT },
         { "host", required_argument, NULL, O_HOST },
@@ -105,6 +109,7 @@ int main(int argc, char **argv)
         { "cache-file-kb", required_argument, NULL, O_CACHE_FILE },
         { "cache-fds", required_argument, NULL, O_CACHE_FDS },
         { "cache-valid-ms", required_argument, NULL, O_CACHE_VALID },
+        { "trace", required_argument, NULL, O_TRACE },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -149,6 +154,7 @@ int main(int argc, char **argv)
             break;
         case O_CACHE_FDS: rc = number("cache-fds", optarg, 1, 1u << 20, &cfg.cache.max_fds); break;
         case O_CACHE_VALID: rc = number("cache-valid-ms", optarg, 0, 86400000, &cfg.cache.valid_ms); break;
+        case O_TRACE: cfg.trace = optarg; break;
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -358,6 +358,11 @@ int sws_start(struct sws *s, const struct sws_config *cfg, char *err, size_t err
         snprintf(err, errlen, "runtime: %s", mely_strerror(e));
         return -1;
     }
+    if (s->cfg.trace && (e = mely_trace_start(&s->rt, s->cfg.trace)) != 0) {
+        snprintf(err, errlen, "trace %s: %s", s->cfg.trace, mely_strerror(e));
+        return -1;
+    }
+    s->tracing = s->cfg.trace != NULL;
     s->workers = mely_workers(&s->rt);
     s->ws = calloc(s->workers, sizeof(*s->ws));
     if (!s->ws) {
@@ -420,6 +425,14 @@ void sws_free(struct sws *s)
         mely_watch_remove(s->sigint);
     if (s->sigterm)
         mely_watch_remove(s->sigterm);
+    if (s->tracing) {
+        int dropped = mely_trace_stop(&s->rt);
+        if (dropped < 0)
+            fprintf(stderr, "sws: trace %s: %s\n", s->cfg.trace, mely_strerror(dropped));
+        else if (dropped > 0)
+            fprintf(stderr, "sws: trace %s: the oldest %d records were overwritten "
+                    "(MELY_TRACE_RECORDS keeps more)\n", s->cfg.trace, dropped);
+    }
     mely_shutdown(&s->rt); /* frees the watches and timers left; discards events */
     if (s->epfd >= 0)
         close(s->epfd);

@@ -55,6 +55,8 @@ struct sws_config {
     bool status_public;    /* the status page for every peer (default: only
                               loopback peers, 127.0.0.0/8 and ::1) */
     struct sws_cache_config cache; /* the file cache's limits (cache.h) */
+    const char *trace;     /* trace every worker into this file (mely_trace_start;
+                              written when SWS exits); NULL: no trace */
 };
 
 /* Default values (port 8080, the sample site, ...). */
@@ -79,6 +81,7 @@ struct sws {
     struct sws_cache cache;
     const mely_handler_t *h; /* [H_COUNT] */
     mely_listener_t *listener;
+    bool tracing;            /* mely_trace_start(cfg.trace) succeeded */
     mely_watch_t *sigint, *sigterm;
     int epfd;                /* --epoll-handler's epoll set, else -1 */
     mely_watch_t *epoll_watch;

@@ -668,8 +668,8 @@ typedef void (*mely_log_fn_t)(int level, const char *msg, void *arg);
  * default, which prints "mely: <msg>" on stderr for MELY_LOG_WARN and
  * MELY_LOG_ERROR and drops the rest. The messages: mely_init()'s refusals of
  * a configuration or environment value (MELY_LOG_ERROR), a cache map that
- * falls back to the flat order, or to hwloc when sysfs has no cache
- * information (MELY_LOG_WARN), stall warnings
+ * falls back to the flat order (MELY_LOG_WARN), one built by hwloc because
+ * sysfs has no cache information (MELY_LOG_INFO), stall warnings
  * (MELY_LOG_WARN, from the stall monitor's thread: see mely_init()), and libevent's own log as
  * "libevent: <its message>" at its severity (e.g. "libevent: Epoll ADD(1) on
  * fd 7 failed. ..." at MELY_LOG_WARN). MELY_STATS's table is not a message:

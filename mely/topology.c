@@ -471,14 +471,16 @@ static bool build_hwloc(struct mely__topo *t, const int *cpu)
 }
 
 /* sysfs has no cache directory (`missing`): hwloc, which also reads CPUID,
- * before the flat map; one warning either way, saying which. */
+ * before the flat map. A map from hwloc is a good map: an info line (a log
+ * hook sees it; MELY_STATS's description names the source), not a warning
+ * on every start of every program on such machines; the flat map warns. */
 static bool build_without_sysfs_caches(struct mely__topo *t, const int *cpu, const char *missing)
 {
     char why[PATH_MAX + 128];
 
     set_flat(t);
     if (mely__hwloc_ranks(cpu, t->n, t->dist, why, sizeof(why))) {
-        mely__log(MELY_LOG_WARN, "cache map: sysfs has no cache information (no %s); built from hwloc",
+        mely__log(MELY_LOG_INFO, "cache map: sysfs has no cache information (no %s); built from hwloc",
                   missing);
         snprintf(t->source, sizeof(t->source), "hwloc (sysfs has no cache information)");
         return true;

@@ -153,7 +153,10 @@ START_TEST(cache_map_warning_reaches_hook)
     mely_t m = {0};
     reset_records();
     ck_assert_int_eq(mely_set_log(record, &rec), 0);
+    /* No sysfs and no hwloc either: the flat map, a warning (a map hwloc
+     * builds is only an info line). */
     ck_assert_int_eq(setenv("MELY_SYSFS_ROOT", "/nonexistent/mely", 1), 0);
+    ck_assert_int_eq(setenv("HWLOC_FSROOT", "/nonexistent/mely", 1), 0);
     begin_capture();
     mely_config_t cfg;
     mely_config_init(&cfg);
@@ -161,6 +164,7 @@ START_TEST(cache_map_warning_reaches_hook)
     int rc = mely_init(&m, &cfg);
     const char *err = end_capture();
     unsetenv("MELY_SYSFS_ROOT");
+    unsetenv("HWLOC_FSROOT");
     ck_assert_int_eq(rc, 0);
     ck_assert_int_ge(mely_shutdown(&m), 0);
     ck_assert_msg(err[0] == '\0', "stderr has \"%s\" while a hook is set", err);

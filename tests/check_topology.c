@@ -484,7 +484,9 @@ static const char *described(const struct mely__topo *t)
 /* Fixture nocache has no cpuN/cache directory: the sysfs source asks hwloc
  * (on the fixture: one package, no caches; on e5410: CPUs 0 and 1 share an
  * L2, which proves hwloc's answer is the one used), and only when hwloc
- * fails too gives the flat map; one warning each time, saying which. */
+ * fails too gives the flat map, with one warning; a map from hwloc is no
+ * warning (an info line, which stderr does not get), and its description
+ * names the source. */
 START_TEST(no_cache_information_asks_hwloc)
 {
     ssize_t len;
@@ -494,9 +496,7 @@ START_TEST(no_cache_information_asks_hwloc)
     struct mely__topo *t = build_captured(&len);
     ck_assert_msg(!mely__topo_fell_back(t), "fell back: %s", warned);
     ck_assert_uint_eq(mely__topo_distance(t, 0, 1), MELY__TOPO_L3); /* the package */
-    ck_assert_msg(strstr(warned, "nocache/sys/devices/system/cpu/cpu0/cache") &&
-                      strstr(warned, "built from hwloc") && strchr(warned, '\n') == warned + len - 1,
-                  "the warning is \"%s\"", warned);
+    ck_assert_msg(len <= 0, "a warning for a map hwloc built: \"%s\"", warned);
     ck_assert_msg(strstr(described(t), "source: hwloc (sysfs has no cache information)") &&
                       strstr(described(t), "sharing a package (or nearer): {0 1}") &&
                       strstr(described(t), "sharing an L1/L2 cache or a CPU: none"),

@@ -2,7 +2,7 @@
  * check_trace.c: tracing (mely_trace_start/stop, MELY_TRACE, mely.h's
  * "Tracing"). A known program (three colors, three named handlers, a known
  * sequence of posts) is traced on one and two workers; the file must be JSON
- * (tests/trace-summary.py reads it with python3's json module) and hold
+ * (tools/mely-trace --runs reads it with python3's json module) and hold
  * exactly the runs the program made: the same count, colors, handler names
  * and, per color, the same order. A small ring (MELY_TRACE_RECORDS) must drop
  * the oldest records and say how many.
@@ -62,7 +62,7 @@ static void post_program(void)
                              0);
 }
 
-/* What trace-summary.py read from a trace. */
+/* What `mely-trace --runs` read from a trace. */
 struct summary {
     long dropped;
     unsigned workers;  /* thread_name entries */
@@ -74,7 +74,7 @@ struct summary {
 static void summarize(const char *path, struct summary *s)
 {
     char cmd[512];
-    snprintf(cmd, sizeof(cmd), "python3 '%s' '%s'", TRACE_SUMMARY, path);
+    snprintf(cmd, sizeof(cmd), "python3 '%s' --runs '%s'", MELY_TRACE_TOOL, path);
     FILE *p = popen(cmd, "r");
     ck_assert_msg(p != NULL, "popen(%s)", cmd);
     memset(s, 0, sizeof(*s));

@@ -31,6 +31,7 @@
 #include "mely/idle.h"
 #include "mely/io/poller.h"
 #include "mely/park.h"
+#include "mely/steal.h"
 #include "mely/trace.h"
 
 #define NOT_RUNNING UINT32_MAX
@@ -89,6 +90,7 @@ static void legacy_loop(struct mely__worker *w)
     mely__spin_lock(&w->lock, &w->ctr); /* `running` is NOT_RUNNING here: init and every
                                            event's end set it so, under the lock */
     while (!mely__stopping(rt)) {
+        mely__trace_follow(w);
         if (!w->legacy.head) {
             mely__spin_unlock(&w->lock);
             mely__idle(w);
@@ -187,9 +189,8 @@ static bool legacy_steal(struct mely__worker *thief, struct mely__worker *victim
     thief->legacy.ncolors++;
     mely__add_pending(thief, (int)n);
     mely__count(&thief->ctr.stolen_events, n);
-    if (thief->trace)
-        mely__trace_note(thief->trace, MELY__TR_STEAL, mely__cycles(), n, color, victim->index);
     mely__count(&thief->ctr.stolen_cycles, mely__units_to_cycles(units));
+    mely__steal_took(thief, victim, color, n, units);
     return true;
 }
 

@@ -616,38 +616,48 @@ int mely_on_idle(mely_t *m, mely_fn_t fn, void *arg);
  * Starts recording what every worker does into a trace written to `path`
  * (created or truncated now, written when tracing stops): each handler run
  * (its color, its name, its start and duration), steals (the victim, the
- * color, its events), parks (how long the worker slept, whether another
- * thread woke it), polls (duration, watch events they queued) and expired
- * timers. MELY_TRACE=path in the environment does the same from mely_init()
- * on (an unusable path makes mely_init() fail with its error).
+ * color, its events and their expected cycles, how long the steal took),
+ * parks (how long the worker slept, whether another thread woke it), polls
+ * (duration, watch events they queued), expired timers and fd watches that
+ * moved to a worker after their color did. MELY_TRACE=path in the
+ * environment does the same from mely_init() on (an unusable path makes
+ * mely_init() fail with its error).
  * Each worker records into a ring of its own, allocated now, without a lock
  * or an allocation; a full ring overwrites its oldest records.
  * MELY_TRACE_RECORDS sets the ring's size in records (32 bytes each; default
  * 65536, rounded up to a power of two). Tracing off costs a worker one load
  * and branch per handler batch, steal, park and poll.
- * The file is Chrome/Perfetto Trace Event JSON (ui.perfetto.dev,
- * chrome://tracing opens it): one track per worker ("worker N"), one slice
- * per handler run named after the handler (its descriptor's name, else its
- * symbol as dladdr() finds it, else its address) with args {color, cycles};
- * otherData.dropped_records counts the overwritten records
- * (doc/observability.md).
- * @return 0; MELY_ESHUTDOWN; MELY_EINVAL (path NULL); MELY_EBUSY while
- *         mely_run() is in progress or if already tracing; MELY_ENOMEM;
- *         a negative errno if the file cannot be created.
- * Threads: any thread, while the runtime does not run (before mely_run() or
- * after it returned).
+ * Running workers begin at their next batch. The file is Chrome/Perfetto
+ * Trace Event JSON (ui.perfetto.dev, chrome://tracing open it): one track
+ * per worker ("worker N"), one slice per handler run named after the
+ * handler (its descriptor's name, else its symbol as dladdr() finds it, else
+ * its address) with args {color, cycles}; otherData.dropped_records counts
+ * the overwritten records. `mely-trace FILE` summarizes it (per worker busy,
+ * polling, stealing and parked shares; per handler and color percentiles;
+ * the steals; `--png` draws the timeline): doc/observability.md.
+ * @return 0; MELY_ESHUTDOWN; MELY_EINVAL (path NULL); MELY_EBUSY if already
+ *         tracing; MELY_ENOMEM; a negative errno if the file cannot be
+ *         created.
+ * Threads: any thread, also a handler, whether or not mely_run() runs.
  */
 int mely_trace_start(mely_t *m, const char *path);
 
 /*
- * Stops tracing and writes the trace file. mely_shutdown() does it for a trace
- * still on. Waits until 20 ms have passed since tracing started, to measure
- * the time-stamp counter's rate against the monotonic clock.
+ * Stops tracing and writes the trace file: waits until every worker has let
+ * go of its ring (each does at its next batch; a parked worker is woken for
+ * it; one inside a long handler is waited for), and until 20 ms have passed
+ * since tracing started, to measure the time-stamp counter's rate against
+ * the monotonic clock. mely_shutdown() does it for a trace still on, and so
+ * does exit() (legacy programs end so): there, a worker still inside a
+ * handler after 200 ms is not waited for, and its records are left out of
+ * the file (otherData.unwritten_workers names it, and a warning says so).
  * @return the number of records dropped by full rings (>= 0, capped at
  *         INT32_MAX); MELY_ESHUTDOWN; MELY_EINVAL if not tracing;
- *         MELY_EBUSY while mely_run() is in progress; a negative errno if
- *         the file could not be written (tracing is stopped anyway).
- * Threads: any thread, while the runtime does not run.
+ *         MELY_EBUSY from a handler of this runtime (its own ring would never
+ *         be let go); a negative errno if the file could not be written
+ *         (tracing is stopped anyway).
+ * Threads: any thread but the runtime's own workers, whether or not
+ * mely_run() runs.
  */
 int mely_trace_stop(mely_t *m);
 

@@ -64,6 +64,7 @@ static void rt_free(struct mely__rt *rt)
     }
     pthread_mutex_destroy(&rt->listen_mu);
     pthread_mutex_destroy(&rt->stream_mu);
+    pthread_mutex_destroy(&rt->trace_mu);
     for (unsigned i = 0; rt->workers && i < rt->nworkers; i++) {
         free(rt->workers[i].steal_order);
         free(rt->workers[i].head_seen);
@@ -165,8 +166,32 @@ static int rt_build(struct mely__rt *rt, const struct mely__settings *s)
     return rt_trace_env(rt);
 }
 
+/* At exit(), for each runtime still live: its trace and its statistics, as
+ * mely_shutdown() would write them. Every legacy program ends so (amain()
+ * never returns), often from a handler while the other workers still run:
+ * both writers allow it. */
+static void runtime_at_exit(struct mely__rt *rt)
+{
+    mely__trace_at_exit(rt);
+    mely__stats_at_end(rt);
+}
+
+static void at_exit(void)
+{
+    mely__handle_each_live(runtime_at_exit);
+}
+
+static void install_exit_handler(void)
+{
+    /* Without it, only programs that end with exit() miss their tables and
+     * traces: never worth failing an init for. */
+    if (atexit(at_exit) != 0)
+        mely__log(MELY_LOG_WARN, "no exit handler: MELY_STATS and traces are written at shutdown only");
+}
+
 int mely_init(mely_t *m, const mely_config_t *cfg)
 {
+    static pthread_once_t exit_handler = PTHREAD_ONCE_INIT;
     struct mely__settings s;
     int err;
 
@@ -189,6 +214,7 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
     memset(rt, 0, sizeof(*rt));
     pthread_mutex_init(&rt->listen_mu, NULL);
     pthread_mutex_init(&rt->stream_mu, NULL);
+    pthread_mutex_init(&rt->trace_mu, NULL);
     atomic_init(&rt->range_top, MELY_COLORS);
     mely__depot_init(&rt->depot);
     if ((err = rt_build(rt, &s)) != 0) {
@@ -200,7 +226,7 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
         rt_free(rt);
         return err;
     }
-    mely__stats_watch_exit();
+    pthread_once(&exit_handler, install_exit_handler);
     /* A write to a closed socket must return EPIPE to the server, not kill
      * it; a program that wants the signal says so (keep_sigpipe). */
     if (!s.keep_sigpipe)

@@ -113,8 +113,16 @@ struct mely__worker {
     pthread_t thread;
     uint64_t sample_rng;          /* which runs measured costs time (cost.h) */
     struct mely__counters ctr;    /* single writer (see counters.h) */
-    struct mely__trace *trace;    /* this worker's ring, NULL when not tracing
-                                     (trace.h); set while no worker runs */
+    struct mely__trace *trace;    /* this worker's ring, NULL when not tracing;
+                                     changed only by mely__trace_follow (trace.h) */
+    _Atomic(struct mely__trace *) trace_want; /* the ring to follow: written
+                                     by tracing's start and stop, read per loop turn */
+    _Atomic(struct mely__trace *) trace_ack; /* the ring followed last (trace.h) */
+    struct {                      /* the last steal's color, for its trace record */
+        uint32_t color, events;
+        uint64_t work;            /* its cycles, as annotated or measured */
+        unsigned victim;
+    } stolen;
     _Atomic uint32_t steal_log[MELY__STEAL_LOG]; /* cycles of the last steals,
                                      a ring; single writer, read by stats */
 
@@ -161,6 +169,7 @@ struct mely__rt {
     struct mely__topo *topo;      /* the cache map (topology.h) */
     bool oversubscribed;          /* more workers than allowed CPUs, or no pinning */
     struct mely__tracer *tracer;  /* the trace being recorded, or NULL (trace.c) */
+    pthread_mutex_t trace_mu;     /* one start, stop or exit write at a time */
 
     struct mely__worker *workers; /* nworkers, cache-line aligned */
 
@@ -235,13 +244,10 @@ static inline bool mely__stopping(const struct mely__rt *rt)
 void mely__stats_print(const struct mely__rt *rt, FILE *f);
 
 /* stats.c: with MELY_STATS=1, prints rt's table on stderr unless it was
- * already (at shutdown, or by the exit handler). Any thread. */
+ * already (at shutdown, or by the exit handler: runtime.c). Any thread,
+ * also while workers run (the counters are read as any thread reads them). */
 void mely__stats_at_end(struct mely__rt *rt);
 
-/* stats.c: installs, once per process, the exit handler that prints the
- * tables of the runtimes still live when the program calls exit() (every
- * legacy program does: amain() never returns). mely_init() calls it. */
-void mely__stats_watch_exit(void);
 
 /* worker.c */
 int mely__workers_run(struct mely__rt *rt);

@@ -155,28 +155,6 @@ void mely__stats_at_end(struct mely__rt *rt)
     fflush(stderr);
 }
 
-/* Workers may still run (exit() from a handler): the counters are read as
- * any thread reads them, and a runtime's table printed by a concurrent
- * shutdown is not printed again. */
-static void stats_at_exit(void)
-{
-    mely__handle_each_live(mely__stats_at_end);
-}
-
-static void install_exit_handler(void)
-{
-    /* Without it, MELY_STATS only misses programs that end with exit():
-     * never worth failing an init for. */
-    if (atexit(stats_at_exit) != 0)
-        mely__log(MELY_LOG_WARN, "MELY_STATS: no exit handler; tables print at shutdown only");
-}
-
-void mely__stats_watch_exit(void)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, install_exit_handler);
-}
-
 void mely__stats_print(const struct mely__rt *rt, FILE *f)
 {
     enum { NCOL = sizeof(stat_columns) / sizeof(stat_columns[0]) };

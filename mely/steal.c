@@ -137,9 +137,7 @@ static bool migrate(struct mely__worker *thief, struct mely__worker *victim,
         return false;
     mely__count(&thief->ctr.stolen_events, (uint64_t)n);
     mely__count(&thief->ctr.stolen_cycles, mely__units_to_cycles(cq->units));
-    if (thief->trace)
-        mely__trace_note(thief->trace, MELY__TR_STEAL, mely__cycles(), (uint64_t)n, cq->color,
-                         victim->index);
+    mely__steal_took(thief, victim, cq->color, (uint32_t)n, cq->units);
     return true;
 }
 
@@ -191,6 +189,17 @@ static void record_steal(struct mely__worker *thief, uint64_t cycles)
     atomic_store_explicit(&rt->steal_cost, next ? next : 1, memory_order_relaxed);
 }
 
+/* The trace record of a steal: what the engine noted (mely__steal_took), and
+ * how long the whole attempt took. */
+static void trace_steal(struct mely__worker *thief, uint64_t start, uint64_t cycles)
+{
+    uint64_t work = thief->stolen.work;
+    struct mely__trec *r = mely__trace_note(thief->trace, MELY__TR_STEAL, start, cycles,
+                                            thief->stolen.color, thief->stolen.victim);
+    r->u.steal.events = thief->stolen.events;
+    r->u.steal.work = work > UINT32_MAX ? UINT32_MAX : (uint32_t)work;
+}
+
 bool mely__steal(struct mely__worker *thief)
 {
     struct mely__rt *rt = thief->rt;
@@ -209,8 +218,12 @@ bool mely__steal(struct mely__worker *thief)
             stolen = try_victim(thief, victim, ops);
     }
     mely__count(&thief->ctr.steal_attempts, 1);
-    if (stolen)
-        record_steal(thief, mely__cycles_end() - start);
+    if (stolen) {
+        uint64_t cycles = mely__cycles_end() - start;
+        record_steal(thief, cycles);
+        if (thief->trace)
+            trace_steal(thief, start, cycles);
+    }
     return stolen;
 }
 

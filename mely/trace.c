@@ -9,7 +9,12 @@
  * complete events too; a steal and expired timers are instant events ("i").
  * Timestamps are microseconds since tracing started, converted from the TSC
  * with a rate measured against CLOCK_MONOTONIC between start and stop.
- * otherData.dropped_records counts the records the full rings overwrote.
+ * otherData.dropped_records counts the records the full rings overwrote;
+ * otherData.unwritten_workers, if any, the workers whose rings an exit left
+ * out (they were still inside a handler: trace.h).
+ *
+ * Starting and stopping work whether or not mely_run() is running: the
+ * rings change hands at the workers' loop turns (trace.h has the protocol).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -20,6 +25,8 @@
 #include <time.h>
 
 #include "mely/handle.h"
+#include "mely/log.h"
+#include "mely/park.h"
 #include "mely/runtime.h"
 #include "mely/trace.h"
 
@@ -30,6 +37,11 @@
 /* The TSC rate needs this much monotonic time between its two readings to be
  * good to about 0.01%: a shorter trace waits out the rest at stop. */
 #define CALIBRATE_NS 20000000ull
+
+/* How long an exit waits for workers inside handlers to let go of their
+ * rings, and how often a stop looks again (waking parked workers). */
+#define EXIT_WAIT_NS 200000000ull
+#define LET_GO_POLL_NS 100000
 
 struct mely__tracer {
     FILE *f;
@@ -89,9 +101,70 @@ int mely__trace_start(struct mely__rt *rt, const char *path)
     tr->ns0 = mely__now_ns();
     tr->tsc0 = mely__cycles();
     rt->tracer = tr;
+    /* Seq_cst stores, so also releases: a worker that reads the ring's
+     * address sees the ring as written here. */
     for (unsigned i = 0; i < rt->nworkers; i++)
-        rt->workers[i].trace = &tr->ring[i];
+        atomic_store(&rt->workers[i].trace_want, &tr->ring[i]);
     return 0;
+}
+
+void mely__trace_follow_slow(struct mely__worker *w)
+{
+    struct mely__trace *want = atomic_load(&w->trace_want);
+
+    for (;;) { /* again only if a start or stop came meanwhile */
+        w->trace = want;
+        atomic_store(&w->trace_ack, want);
+        struct mely__trace *now = atomic_load(&w->trace_want);
+        if (now == want)
+            return;
+        want = now;
+    }
+}
+
+static void nap(uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) /* bounded: the rest of ns */
+        ;
+}
+
+/* Whether worker i still holds its ring of tr: it acknowledged it last, and
+ * mely_run() runs (read after the ack, trace.h). `self` never does: it is
+ * the caller. */
+static bool holds_ring(const struct mely__rt *rt, const struct mely__tracer *tr, unsigned i,
+                       const struct mely__worker *self)
+{
+    const struct mely__worker *w = &rt->workers[i];
+    return w != self && atomic_load((_Atomic(struct mely__trace *) *)&w->trace_ack) == &tr->ring[i] &&
+           atomic_load((atomic_bool *)&rt->running);
+}
+
+/* Asks every worker to let go of its ring and waits until all have (the
+ * stopper's side of trace.h's protocol), waking parked ones, for at most
+ * limit_ns (0: as long as it takes, as mely_stop() waits for handlers).
+ * held[i] (if not NULL) says which still hold theirs at the end; returns
+ * how many do. */
+static unsigned let_go(struct mely__rt *rt, const struct mely__tracer *tr,
+                       const struct mely__worker *self, uint64_t limit_ns, bool *held)
+{
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        atomic_store(&rt->workers[i].trace_want, NULL);
+    uint64_t start = mely__now_ns();
+    for (;;) { /* bounded by limit_ns, or by the longest handler running */
+        unsigned holding = 0;
+        for (unsigned i = 0; i < rt->nworkers; i++) {
+            bool h = holds_ring(rt, tr, i, self);
+            holding += h;
+            if (held)
+                held[i] = h;
+            if (h) /* a parked worker turns its loop only when woken */
+                mely__wake_if_parked(&rt->workers[i], mely__self_in(rt));
+        }
+        if (!holding || (limit_ns && mely__now_ns() - start >= limit_ns))
+            return holding;
+        nap(LET_GO_POLL_NS);
+    }
 }
 
 /* ---- writing ---------------------------------------------------------------------- */
@@ -135,14 +208,14 @@ static void put_string(FILE *f, const char *s)
 /* The name of a run's handler: its descriptor's, its symbol's, or its address. */
 static void put_name(FILE *f, const struct mely__trec *r)
 {
-    const void *fn = r->who;
+    const void *fn = r->u.who;
     if (r->desc) {
-        const mely_handler_t *h = r->who;
+        const mely_handler_t *h = r->u.who;
         if (h->name) {
             put_string(f, h->name);
             return;
         }
-        fprintf(f, "handler %p", r->who);
+        fprintf(f, "handler %p", r->u.who);
         return;
     }
     Dl_info info;
@@ -178,11 +251,21 @@ static void put_record(struct writer *wr, unsigned tid, const struct mely__trec 
         fprintf(f, "\",\"args\":{\"color\":%" PRIu32 ",\"cycles\":%" PRIu64 "}}", r->color, r->val);
         break;
     case MELY__TR_STEAL:
-        begin_event(wr, "i", tid, r->tsc);
+        begin_event(wr, "X", tid, r->tsc);
+        put_dur(wr, r->val);
         fprintf(f,
-                ",\"s\":\"t\",\"cat\":\"steal\",\"name\":\"steal\",\"args\":{\"victim\":%u,"
-                "\"color\":%" PRIu32 ",\"events\":%" PRIu64 "}}",
-                r->arg, r->color, r->val);
+                ",\"cat\":\"steal\",\"name\":\"steal\",\"args\":{\"victim\":%u,"
+                "\"color\":%" PRIu32 ",\"events\":%" PRIu32 ",\"cycles\":%" PRIu64
+                ",\"work\":%" PRIu32 "}}",
+                r->arg, r->color, r->u.steal.events, r->val, r->u.steal.work);
+        break;
+    case MELY__TR_MOVE:
+        begin_event(wr, "X", tid, r->tsc);
+        put_dur(wr, r->val);
+        fprintf(f,
+                ",\"cat\":\"move\",\"name\":\"watch move\",\"args\":{\"fd\":%" PRId64
+                ",\"color\":%" PRIu32 ",\"from\":%u,\"cycles\":%" PRIu64 "}}",
+                r->u.fd, r->color, r->arg, r->val);
         break;
     case MELY__TR_PARK:
         begin_event(wr, "X", tid, r->tsc);
@@ -216,7 +299,9 @@ static uint64_t put_worker(struct writer *wr, unsigned tid, const struct mely__t
     return first;
 }
 
-static int write_trace(const struct mely__rt *rt, const struct mely__tracer *tr, uint64_t *dropped)
+/* Writes the trace, leaving out the rings that held[] names (NULL: none). */
+static int write_trace(const struct mely__rt *rt, const struct mely__tracer *tr, const bool *held,
+                       uint64_t *dropped)
 {
     struct writer wr = {.f = tr->f, .tsc0 = tr->tsc0, .us_per_cycle = us_per_cycle(tr), .first = true};
 
@@ -225,29 +310,74 @@ static int write_trace(const struct mely__rt *rt, const struct mely__tracer *tr,
     begin_event(&wr, "M", 0, tr->tsc0);
     fputs(",\"name\":\"process_name\",\"args\":{\"name\":\"mely\"}}", tr->f);
     for (unsigned i = 0; i < rt->nworkers; i++)
-        *dropped += put_worker(&wr, i, &tr->ring[i]);
+        if (!held || !held[i])
+            *dropped += put_worker(&wr, i, &tr->ring[i]);
     fprintf(tr->f,
             "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"dropped_records\":%" PRIu64
-            ",\"ring_records\":%" PRIu64 ",\"cycles_per_us\":%.3f}}\n",
+            ",\"ring_records\":%" PRIu64 ",\"cycles_per_us\":%.3f",
             *dropped, tr->ring[0].mask + 1, 1.0 / wr.us_per_cycle);
+    if (held) {
+        const char *sep = "";
+        fputs(",\"unwritten_workers\":[", tr->f);
+        for (unsigned i = 0; i < rt->nworkers; i++)
+            if (held[i]) {
+                fprintf(tr->f, "%s%u", sep, i);
+                sep = ",";
+            }
+        fputc(']', tr->f);
+    }
+    fputs("}}\n", tr->f);
     return ferror(tr->f) ? -EIO : 0;
+}
+
+/* Writes and closes tr's file: 0 or a negative errno. */
+static int finish_file(const struct mely__rt *rt, struct mely__tracer *tr, const bool *held,
+                       uint64_t *dropped)
+{
+    int err = write_trace(rt, tr, held, dropped);
+    if (fclose(tr->f) != 0 && !err)
+        err = -errno;
+    tr->f = NULL;
+    return err;
 }
 
 int64_t mely__trace_stop(struct mely__rt *rt)
 {
+    pthread_mutex_lock(&rt->trace_mu);
     struct mely__tracer *tr = rt->tracer;
-    if (!tr)
+    if (!tr) {
+        pthread_mutex_unlock(&rt->trace_mu);
         return MELY_EINVAL;
-    for (unsigned i = 0; i < rt->nworkers; i++)
-        rt->workers[i].trace = NULL;
+    }
+    (void)let_go(rt, tr, NULL, 0, NULL);
     rt->tracer = NULL;
+    pthread_mutex_unlock(&rt->trace_mu);
     uint64_t dropped;
-    int err = write_trace(rt, tr, &dropped);
-    if (fclose(tr->f) != 0 && !err)
-        err = -errno;
-    tr->f = NULL;
+    int err = finish_file(rt, tr, NULL, &dropped);
     tracer_free(tr, rt->nworkers);
     return err ? err : (int64_t)dropped;
+}
+
+void mely__trace_at_exit(struct mely__rt *rt)
+{
+    /* A stop in progress on another thread writes the file itself. */
+    if (pthread_mutex_trylock(&rt->trace_mu) != 0)
+        return;
+    struct mely__tracer *tr = rt->tracer;
+    bool *held = tr && tr->f ? calloc(rt->nworkers, sizeof(bool)) : NULL;
+    if (held) {
+        unsigned left = let_go(rt, tr, mely__self_in(rt), EXIT_WAIT_NS, held);
+        uint64_t dropped;
+        int err = finish_file(rt, tr, left ? held : NULL, &dropped);
+        if (err)
+            mely__log(MELY_LOG_ERROR, "the trace could not be written: %s", mely_strerror(err));
+        else if (left)
+            mely__log(MELY_LOG_WARN, "trace: %u worker(s) still inside a handler at exit: "
+                                     "their records are left out", left);
+        free(held);
+    }
+    /* The rings stay allocated, and reachable from rt: workers may still run. */
+    pthread_mutex_unlock(&rt->trace_mu);
 }
 
 /* ---- the API --------------------------------------------------------------------- */
@@ -259,9 +389,12 @@ int mely_trace_start(mely_t *m, const char *path)
 
     if (!rt)
         return MELY_ESHUTDOWN;
-    int err = !path ? MELY_EINVAL : atomic_load(&rt->running) ? MELY_EBUSY : 0;
-    if (!err)
+    int err = path ? 0 : MELY_EINVAL;
+    if (!err) {
+        pthread_mutex_lock(&rt->trace_mu);
         err = mely__trace_start(rt, path);
+        pthread_mutex_unlock(&rt->trace_mu);
+    }
     mely__handle_leave(self);
     return err;
 }
@@ -273,7 +406,8 @@ int mely_trace_stop(mely_t *m)
 
     if (!rt)
         return MELY_ESHUTDOWN;
-    int64_t ret = atomic_load(&rt->running) ? MELY_EBUSY : mely__trace_stop(rt);
+    /* From a handler of rt, the caller's own ring would never be let go. */
+    int64_t ret = mely__self_in(rt) ? MELY_EBUSY : mely__trace_stop(rt);
     mely__handle_leave(self);
     return ret > INT32_MAX ? INT32_MAX : (int)ret;
 }

@@ -129,6 +129,7 @@ static void loop(struct mely__worker *w)
             take_batch(w, cq);
         mely__spin_unlock(&w->lock);
         mely__enqueue_wake(w, w, wake);
+        mely__trace_follow(w);
         if (cq) {
             run_detached(w, cq);
             mely__poller_tick(w, &w->io, &w->timers);

@@ -12,6 +12,8 @@
 #endif
 #include <check.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,7 @@
 #include "mely/mely.h"
 #include "tests/testutil.h"
 
-enum { NCOLORS = 3, PER_COLOR = 200, NRUNS = NCOLORS * PER_COLOR, MAXRUNS = NRUNS + 16 };
+enum { NCOLORS = 3, PER_COLOR = 200, NRUNS = NCOLORS * PER_COLOR, MAXRUNS = 1 << 14 };
 
 static const mely_color_t colors[NCOLORS] = {5, 6, 7};
 static const mely_handler_t handlers[NCOLORS] = {
@@ -160,7 +162,7 @@ static const unsigned trace_workers[] = {1, 2};
 
 START_TEST(trace_has_the_programs_runs)
 {
-    struct summary s;
+    static struct summary s; /* large: not on the stack */
     ck_assert_int_eq(traced_program(trace_workers[_i], NULL, &s), 0);
     ck_assert_int_eq(s.dropped, 0);
     ck_assert_uint_eq(s.workers, trace_workers[_i]);
@@ -172,7 +174,7 @@ END_TEST
 
 START_TEST(small_ring_drops_the_oldest)
 {
-    struct summary s;
+    static struct summary s; /* large: not on the stack */
     int dropped = traced_program(1, "60", &s); /* 64 records, the next power of two */
     ck_assert_int_eq(dropped, s.dropped);
     /* At least the runs that did not fit; the ring holds 64 records, some of
@@ -191,7 +193,7 @@ END_TEST
 START_TEST(env_traces_until_shutdown)
 {
     char path[128];
-    struct summary s;
+    static struct summary s; /* large: not on the stack */
     trace_path(path, sizeof(path), "env");
     setenv("MELY_TRACE", path, 1);
     init_runtime(&rt, 2, 0, 10, 0);
@@ -228,6 +230,203 @@ START_TEST(trace_errors)
 }
 END_TEST
 
+/* ---- starting and stopping while the workers run ------------------------------------ */
+
+enum { CHAIN = 5 }; /* the chain's color (worker 1 of 2 owns it) */
+static const mely_handler_t link_h = {.name = "link"};
+static atomic_uint chain_runs;
+static atomic_bool chain_end;
+
+/* Each link posts the next, until chain_end; worker 0 has nothing to do and
+ * parks, so a stop must wake it for it to let go of its ring. */
+static void chain_link(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&chain_runs, 1);
+    if (atomic_load(&chain_end)) {
+        mely_stop(&rt);
+        return;
+    }
+    if (mely_post_ex(&rt, CHAIN, MELY_PRIO_DEFAULT, &link_h, chain_link, NULL, 0) != 0)
+        note("the chain could not go on");
+}
+
+static bool chain_passes(unsigned n)
+{
+    return wait_count(&chain_runs, atomic_load(&chain_runs) + n, 10000);
+}
+
+/* The helper: tracing on and off twice while the chain runs. */
+static void *trace_twice(void *arg)
+{
+    const char *const *path = arg;
+    for (int k = 0; k < 2; k++) {
+        if (!chain_passes(500))
+            note("the chain stalled before trace %d", k);
+        int err = mely_trace_start(&rt, path[k]);
+        if (err)
+            note("mely_trace_start while running: %d", err);
+        if (!chain_passes(2000))
+            note("the chain stalled while tracing");
+        int dropped = mely_trace_stop(&rt);
+        if (dropped != 0)
+            note("mely_trace_stop while running: %d", dropped);
+    }
+    atomic_store(&chain_end, true);
+    return NULL;
+}
+
+START_TEST(start_and_stop_while_running)
+{
+    char path[2][128];
+    const char *paths[2] = {path[0], path[1]};
+    trace_path(path[0], sizeof(path[0]), "live0");
+    trace_path(path[1], sizeof(path[1]), "live1");
+    atomic_store(&chain_runs, 0);
+    atomic_store(&chain_end, false);
+    init_runtime(&rt, 2, 0, 10, 0);
+    ck_assert_int_eq(mely_post_ex(&rt, CHAIN, MELY_PRIO_DEFAULT, &link_h, chain_link, NULL, 0), 0);
+    run_with_helper(&rt, trace_twice, paths, 60, "a chain traced twice");
+    ck_assert_int_eq(mely_trace_stop(&rt), MELY_EINVAL); /* both were stopped */
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+    for (int k = 0; k < 2; k++) {
+        static struct summary s; /* large: not on the stack */
+        summarize(path[k], &s);
+        unlink(path[k]);
+        ck_assert_int_eq(s.dropped, 0);
+        ck_assert_uint_eq(s.workers, 2);
+        /* At least most of the 2,000 runs between start and stop (the
+         * start takes effect at the next batch), at most every run. */
+        ck_assert_uint_ge(s.nruns, 1000);
+        ck_assert_uint_le(s.nruns, atomic_load(&chain_runs));
+        for (unsigned r = 0; r < s.nruns && r < MAXRUNS; r++)
+            ck_assert_str_eq(s.name[r], "link");
+    }
+}
+END_TEST
+
+static atomic_int in_handler_stop = 1;
+
+static void stop_from_handler(void *arg)
+{
+    (void)arg;
+    atomic_store(&in_handler_stop, mely_trace_stop(&rt));
+    mely_stop(&rt);
+}
+
+/* A handler's own ring would never be let go: refused. */
+START_TEST(stop_from_a_handler_is_refused)
+{
+    char path[128];
+    trace_path(path, sizeof(path), "handler");
+    init_runtime(&rt, 2, 0, 10, 0);
+    ck_assert_int_eq(mely_trace_start(&rt, path), 0);
+    ck_assert_int_eq(mely_post(&rt, 1, stop_from_handler, NULL), 0);
+    run_bounded(&rt, 30, "a handler stopping the trace");
+    ck_assert_int_eq(atomic_load(&in_handler_stop), MELY_EBUSY);
+    ck_assert_int_eq(mely_trace_stop(&rt), 0);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+    unlink(path);
+}
+END_TEST
+
+/* ---- exit() ----------------------------------------------------------------------- */
+
+enum { EXIT_AFTER = 300, SLEEPER = 7 /* owned by worker 1 of 2 */ };
+static const mely_handler_t ticker_h = {.name = "ticker"}, sleeper_h = {.name = "sleeper"};
+static unsigned ticks;
+static bool with_sleeper;
+static atomic_bool sleeping;
+
+/* Color 4 (worker 0): 300 runs, the last of which calls exit(0), as legacy
+ * programs end; the first waits for the sleeper to be asleep, if any. */
+static void ticker(void *arg)
+{
+    (void)arg;
+    if (ticks == 0 && with_sleeper && !wait_flag(&sleeping, 10000))
+        _exit(5);
+    if (++ticks == EXIT_AFTER)
+        exit(0);
+    if (mely_post_ex(&rt, 4, MELY_PRIO_DEFAULT, &ticker_h, ticker, NULL, 0) != 0)
+        _exit(3);
+}
+
+/* Worker 1, inside a handler for far longer than the exit waits. */
+static void sleeper(void *arg)
+{
+    (void)arg;
+    atomic_store(&sleeping, true);
+    struct timespec ts = {.tv_sec = 3};
+    while (nanosleep(&ts, &ts) != 0) /* bounded: 3 s */
+        ;
+}
+
+static void exit_child(const char *path, bool busy_worker)
+{
+    clear_mely_env();
+    setenv("MELY_TRACE", path, 1);
+    with_sleeper = busy_worker;
+    mely_config_t cfg;
+    mely_config_init(&cfg);
+    cfg.workers = 2;
+    cfg.pin = 0;
+    if (mely_init(&rt, &cfg) != 0 ||
+        mely_post_ex(&rt, 4, MELY_PRIO_DEFAULT, &ticker_h, ticker, NULL, 0) != 0 ||
+        (busy_worker && mely_post_ex(&rt, SLEEPER, MELY_PRIO_DEFAULT, &sleeper_h, sleeper, NULL, 0)))
+        _exit(2);
+    mely_run(&rt);
+    _exit(4); /* the ticker should have exited */
+}
+
+/* What a file holds, whole (a trace of this size is small). */
+static char *slurp(const char *path)
+{
+    static char buf[1 << 20];
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "no trace at %s", path);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* MELY_TRACE and a program that ends with exit() from a handler: the trace
+ * is written, with every run the exiting worker made before (its last,
+ * which never returned, excepted). With the other worker inside a long
+ * handler, the exit does not wait for it: its ring is left out and named. */
+START_TEST(exit_from_a_handler_writes_the_trace)
+{
+    bool busy_worker = _i;
+    char path[128];
+    trace_path(path, sizeof(path), busy_worker ? "exitbusy" : "exit");
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        exit_child(path, busy_worker);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child ended with status %#x",
+                  status);
+    static struct summary s; /* large: not on the stack */
+    summarize(path, &s);
+    char *text = slurp(path);
+    unlink(path);
+    ck_assert_int_eq(s.dropped, 0);
+    unsigned tickers = 0;
+    for (unsigned r = 0; r < s.nruns; r++)
+        tickers += strcmp(s.name[r], "ticker") == 0;
+    ck_assert_uint_eq(tickers, EXIT_AFTER - 1);
+    if (busy_worker) {
+        ck_assert_msg(strstr(text, "\"unwritten_workers\":[1]") != NULL,
+                      "worker 1 (in a 3 s handler) not named as left out");
+        ck_assert_uint_eq(s.workers, 1);
+    } else {
+        ck_assert_msg(strstr(text, "unwritten_workers") == NULL, "a worker was left out");
+        ck_assert_uint_eq(s.workers, 2);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("trace");
@@ -236,5 +435,8 @@ int main(void)
     tcase_add_test(tc, small_ring_drops_the_oldest);
     tcase_add_test(tc, env_traces_until_shutdown);
     tcase_add_test(tc, trace_errors);
+    tcase_add_test(tc, start_and_stop_while_running);
+    tcase_add_test(tc, stop_from_a_handler_is_refused);
+    tcase_add_loop_test(tc, exit_from_a_handler_writes_the_trace, 0, 2);
     return mely_test_main(s);
 }

@@ -62,6 +62,7 @@
 #include "mely/post.h"
 #include "mely/runtime.h"
 #include "mely/steal.h"
+#include "mely/trace.h"
 
 enum {
     W_QUEUED = 1u << 0,
@@ -211,6 +212,16 @@ static void charge_move(struct mely__rt *rt, uint64_t since)
     mely__steal_charge(rt, mely__cycles_end() - since);
 }
 
+/* The trace record of a watch moved to self from worker `from` (-1: none). */
+static void trace_move(const struct mely_watch *wt, struct mely__worker *self, int from,
+                       uint64_t since)
+{
+    struct mely__trec *r = mely__trace_note(self->trace, MELY__TR_MOVE, since,
+                                            mely__cycles() - since, wt->to.color,
+                                            from < 0 ? UINT16_MAX : (unsigned)from);
+    r->u.fd = wt->fd;
+}
+
 /* The colored event of a watch: runs the user's handler unless removed, then
  * makes sure the watch is armed where its color now runs. */
 static void watch_run(void *arg)
@@ -234,12 +245,15 @@ static void watch_run(void *arg)
         (atomic_load(&wt->worker) != (int)self->index || !atomic_load(&wt->armed))) {
         pthread_mutex_lock(&wt->mu);
         if (!(atomic_load(&wt->state) & (W_REMOVED | W_PAUSED))) {
-            bool moved = atomic_load(&wt->worker) != (int)self->index;
+            int from = atomic_load(&wt->worker);
             uint64_t t0 = mely__cycles_begin();
             /* A failure (the fd closed behind the runtime's back) leaves the
              * watch disarmed: there is nothing left to watch. */
-            if (arm_on(wt, self->index) == 0 && moved)
+            if (arm_on(wt, self->index) == 0 && from != (int)self->index) {
                 mely__count(&self->ctr.watch_moves, 1);
+                if (self->trace)
+                    trace_move(wt, self, from, t0);
+            }
             charge_move(wt->rt, t0);
         }
         pthread_mutex_unlock(&wt->mu);

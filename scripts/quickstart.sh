@@ -18,10 +18,13 @@ cd "$top"
 # hwloc's headers, Check), PCRE2 (compat's rxx), OpenSSL's libcrypto (SFS's crypto;
 # libsodium beside it for bench/aead's comparison), Boost (headers only, for the benchmark's peer) and
 # clang with its libFuzzer runtime (make check fuzzes SWS's request parser),
-# curl (make check drives SWS with it: tests/sws-curl.sh) and spin (make check
-# model-checks the move protocol: tests/model/check-move.sh).
+# curl (make check drives SWS with it: tests/sws-curl.sh), spin (make check
+# model-checks the move protocol: tests/model/check-move.sh), python3 and
+# gnuplot-nox (tools/mely-trace reads traces and draws their pictures; make
+# check runs it).
 PACKAGES="build-essential autoconf automake libtool pkg-config libevent-dev libhwloc-dev
-check libsubunit-dev libpcre2-dev libssl-dev libsodium-dev libboost-dev clang libclang-rt-14-dev curl spin"
+check libsubunit-dev libpcre2-dev libssl-dev libsodium-dev libboost-dev clang libclang-rt-14-dev curl spin
+python3 gnuplot-nox"
 
 install_missing() {
     missing=

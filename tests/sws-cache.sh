@@ -1,8 +1,9 @@
 #!/bin/sh
 # sws-cache.sh: SWS's file cache (doc/sws.md, "The file cache") seen from
 # curl, on loopback, with the sws binary and a document root of its own:
-#  - start-up under 1 s with a 42 GB root of 2,000 files (a 2 GB and a 40 GB
-#    sparse file among them): nothing is read at start;
+#  - start-up with a 42 GB root of 2,000 files (a 2 GB and a 40 GB sparse
+#    file among them) reads nothing of them: under 16 MB read in all
+#    (/proc/PID/io rchar; a time bound failed on loaded machines);
 #  - the 2 GB file served byte-exact (CRC and length, with marks at its
 #    start, middle and end) while the server's peak RSS (VmHWM) stays within
 #    64 MB of its idle RSS; the 40 GB file's Content-Length and first MB;
@@ -73,8 +74,10 @@ t0=$(now_ms)
 pid=$!
 port=$(sws_port "$tmp/sws.out" "$pid" 200) || fail "sws exited, or did not print its port in 20 s"
 t1=$(now_ms)
-echo "sws serves $root (2,000 files, 42 GB) on port $port; started in $((t1 - t0)) ms"
-[ $((t1 - t0)) -lt 1000 ] || fail "start-up took $((t1 - t0)) ms (at most 1000)"
+read_at_start=$(awk '$1 == "rchar:" { print $2 }' "/proc/$pid/io")
+echo "sws serves $root (2,000 files, 42 GB) on port $port; started in $((t1 - t0)) ms, having read $read_at_start bytes"
+[ -n "$read_at_start" ] && [ "$read_at_start" -lt 16777216 ] ||
+    fail "start-up read ${read_at_start:-?} bytes (at most 16 MB: nothing of the root)"
 ok
 base=http://127.0.0.1:$port
 

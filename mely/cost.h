@@ -25,7 +25,7 @@
  * (picked at random) and folds the figure into a moving average,
  * avg += (x - avg) / 8, so the last ~8 samples dominate; one run counts at
  * most 8x the average (a run preempted by the kernel says nothing about the
- * handler), so an outlier moves it at most 2x. The averages live in the
+ * handler), so an outlier moves it up by at most 7/8 (1.875x). The averages live in the
  * runtime, in a table keyed by the descriptor's address, or by the handler
  * function's for an event posted without a descriptor (open addressing,
  * MELY__COSTTAB slots, at most MELY__COSTTAB_PROBES probes; a key that finds

@@ -49,4 +49,10 @@ struct mely__engine {
 extern const struct mely__engine mely__engine_mely;   /* worker.c */
 extern const struct mely__engine mely__engine_legacy; /* legacy.c */
 
+/* worker.c: starts a thread per worker but the first, runs worker 0 on the
+ * calling thread (mely_run()'s; its CPU affinity is restored after), and
+ * joins them once they stop. 0, or the negated pthread_create() error (the
+ * workers already started are stopped and joined). */
+int mely__workers_run(struct mely__rt *rt);
+
 #endif

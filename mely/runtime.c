@@ -23,6 +23,7 @@
 #include "mely/io/watch.h"
 #include "mely/park.h"
 #include "mely/runtime.h"
+#include "mely/stats.h"
 #include "mely/steal.h"
 #include "mely/topology.h"
 #include "mely/trace.h"

@@ -240,18 +240,6 @@ static inline bool mely__stopping(const struct mely__rt *rt)
     return atomic_load_explicit((atomic_bool *)&rt->stopping, memory_order_relaxed);
 }
 
-/* stats.c: one line per worker, for MELY_STATS=1 at shutdown. */
-void mely__stats_print(const struct mely__rt *rt, FILE *f);
-
-/* stats.c: with MELY_STATS=1, prints rt's table on stderr unless it was
- * already (at shutdown, or by the exit handler: runtime.c). Any thread,
- * also while workers run (the counters are read as any thread reads them). */
-void mely__stats_at_end(struct mely__rt *rt);
-
-
-/* worker.c */
-int mely__workers_run(struct mely__rt *rt);
-
 static inline struct mely__colorq *mely__cq_of(const struct mely__rt *rt, mely_color_t color)
 {
     return atomic_load_explicit(&rt->cq_of[color], memory_order_acquire);

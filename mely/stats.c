@@ -11,6 +11,7 @@
 #include "mely/handle.h"
 #include "mely/log.h"
 #include "mely/runtime.h"
+#include "mely/stats.h"
 #include "mely/topology.h"
 
 int mely_current_color(void)

@@ -1,6 +1,7 @@
 /*
- * check_invariants.c: the runtime's delivery invariants (doc: DESIGN.md,
- * "Invariants") under load, checked through the public API only (mely/mely.h):
+ * check_invariants.c: the runtime's delivery invariants (doc/runtime.md,
+ * "Invariants and where they are tested") under load, checked through the
+ * public API only (mely/mely.h):
  *  - every posted event runs exactly once, with many producers of every kind
  *    (the test thread before the run, foreign threads, handlers);
  *  - two events of one color never overlap;

@@ -1,6 +1,7 @@
 /*
- * check_order.c: the runtime's run orders and parallelism (doc: DESIGN.md,
- * "Invariants"), checked through the public API only (mely/mely.h):
+ * check_order.c: the runtime's run orders and parallelism (doc/runtime.md,
+ * "Invariants and where they are tested"), checked through the public API
+ * only (mely/mely.h):
  *  - events posted at the head run before the color's pending events, the
  *    last head post first, before mely_run() and from a handler of the color;
  *  - color-queues are served from the highest priority down, whether posted

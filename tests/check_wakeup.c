@@ -1,5 +1,6 @@
 /*
- * check_wakeup.c: no lost wake-ups (doc: DESIGN.md, "Invariants"), checked
+ * check_wakeup.c: no lost wake-ups (doc/runtime.md, "Invariants and where
+ * they are tested"), checked
  * through the public API only (mely/mely.h): workers park as soon as they are
  * idle, and every post to a parked worker, from a foreign thread or from a
  * handler on another worker, wakes it, whether the post comes long after the

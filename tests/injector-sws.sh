@@ -13,18 +13,7 @@ inj=./bench/e2e/injector
 for p in "$sws" "$inj"; do
     [ -x "$p" ] || { echo "FAIL: $p not built (run from the build directory)"; exit 1; }
 done
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/injector-sws.XXXXXX") || exit 1
-pid=
-cleanup() {
-    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    for f in "$tmp"/*.out "$tmp"/*.err; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done
-    exit 1
-}
+test_tmpdir injector-sws
 
 "$sws" --port 0 --workers 2 --no-pin >"$tmp/sws.out" 2>"$tmp/sws.err" &
 pid=$!

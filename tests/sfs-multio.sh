@@ -28,11 +28,7 @@ esac
 test_tmpdir sfs-multio
 root=$tmp/root
 mkdir "$root" || exit 1
-fail() {
-    echo "FAIL: $*"
-    for f in "$tmp"/*.out "$tmp"/*.err; do [ -f "$f" ] && { echo "--- $f"; tail -n 40 "$f"; }; done
-    exit 1
-}
+fail_lines=40
 
 # read_all NAME PORT CLIENTS MB [--no-verify]: CLIENTS clients read
 # multio-MBmb.bin (multio creates it under $root the first time), verifying

@@ -18,24 +18,8 @@
 set -u
 # shellcheck source=tests/sws-lib.sh
 . "$(dirname "$0")/sws-lib.sh"
-LC_ALL=C
-export LC_ALL
-sws=./apps/sws/sws
-[ -x "$sws" ] || { echo "FAIL: $sws not built (run from the build directory)"; exit 1; }
-command -v curl >/dev/null 2>&1 || { echo "FAIL: curl is not installed (apt-get install curl)"; exit 1; }
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sws-curl.XXXXXX") || exit 1
-pid=
-cleanup() {
-    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    for f in "$tmp"/*.out "$tmp"/*.err; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done
-    exit 1
-}
+sws_script_init curl
+test_tmpdir sws-curl
 checks=0
 ok() { checks=$((checks + 1)); }
 

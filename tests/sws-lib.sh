@@ -47,12 +47,27 @@ sws_script_init() {
     done
 }
 
-# test_tmpdir NAME: sets tmp to a fresh temporary directory and pid to "";
-# at exit, the process $pid (a server, once set) is killed and $tmp removed.
+# test_tmpdir NAME [SIGNAL]: sets tmp to a fresh temporary directory and pid
+# to ""; at exit, the process $pid (a server, once set) is sent SIGNAL (KILL
+# unless told: a test that failed has no use for a clean stop, a demo does)
+# and $tmp removed.
 test_tmpdir() {
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") || exit 1
     pid=
-    trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+    _sws_sig=${2:-KILL}
+    trap '[ -n "$pid" ] && kill -"$_sws_sig" "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+}
+
+# fail MESSAGE...: says FAIL with MESSAGE, then every $tmp/*.out and
+# $tmp/*.err (their last $fail_lines lines if set, else whole), and exits 1.
+fail() {
+    echo "FAIL: $*"
+    for _sws_f in "$tmp"/*.out "$tmp"/*.err; do
+        [ -f "$_sws_f" ] || continue
+        echo "--- $_sws_f"
+        if [ -n "${fail_lines:-}" ]; then tail -n "$fail_lines" "$_sws_f"; else cat "$_sws_f"; fi
+    done
+    exit 1
 }
 
 # sws_stop PID TENTHS: sends SIGTERM to PID (a child of this shell: sws, sfsd) and waits

@@ -78,83 +78,83 @@ static int number(const char *opt, const char *v, unsigned min, unsigned max, un
     return 0;
 }
 
-int main(int argc, char **argv)
+/* Long options only: sws has no one-letter ones. */
+enum { O_ROOT = 1, O_HOST, O_PORT, O_WORKERS, O_NOPIN, O_MAXC, O_MAXW, O_STEAL, O_ENGINE,
+       O_MEASURED, O_PRINT, O_REUSE, O_TIMEOUT, O_DRAIN, O_HELP, O_EPOLL, O_STATUS,
+       O_STATUS_PUBLIC, O_CACHE_MB, O_CACHE_FILE, O_CACHE_FDS, O_CACHE_VALID, O_TRACE };
+static const struct option opts[] = {
+    { "root", required_argument, NULL, O_ROOT },
+    { "host", required_argument, NULL, O_HOST },
+    { "port", required_argument, NULL, O_PORT },
+    { "workers", required_argument, NULL, O_WORKERS },
+    { "no-pin", no_argument, NULL, O_NOPIN },
+    { "max-clients", required_argument, NULL, O_MAXC },
+    { "max-waiting", required_argument, NULL, O_MAXW },
+    { "steal", required_argument, NULL, O_STEAL },
+    { "engine", required_argument, NULL, O_ENGINE },
+    { "measured-costs", no_argument, NULL, O_MEASURED },
+    { "print-costs", no_argument, NULL, O_PRINT },
+    { "reuseport", no_argument, NULL, O_REUSE },
+    { "timeout-ms", required_argument, NULL, O_TIMEOUT },
+    { "drain-ms", required_argument, NULL, O_DRAIN },
+    { "epoll-handler", no_argument, NULL, O_EPOLL },
+    { "status-path", required_argument, NULL, O_STATUS },
+    { "status-public", no_argument, NULL, O_STATUS_PUBLIC },
+    { "cache-mb", required_argument, NULL, O_CACHE_MB },
+    { "cache-file-kb", required_argument, NULL, O_CACHE_FILE },
+    { "cache-fds", required_argument, NULL, O_CACHE_FDS },
+    { "cache-valid-ms", required_argument, NULL, O_CACHE_VALID },
+    { "trace", required_argument, NULL, O_TRACE },
+    { "help", no_argument, NULL, O_HELP },
+    { NULL, 0, NULL, 0 },
+};
+
+/* The command line into cfg and print_costs: -1 to go on, else the status
+ * to exit with (0 after --help, 2 for a usage error, said on stderr). */
+static int parse_args(int argc, char **argv, struct sws_config *cfg, bool *print_costs)
 {
-    struct sws_config cfg;
-    sws_config_init(&cfg);
-    cfg.signals = true;
-    bool print_costs = false;
-    enum { O_ROOT = 1, O_HOST, O_PORT, O_WORKERS, O_NOPIN, O_MAXC, O_MAXW, O_STEAL, O_ENGINE,
-           O_MEASURED, O_PRINT, O_REUSE, O_TIMEOUT, O_DRAIN, O_HELP, O_EPOLL, O_STATUS,
-           O_STATUS_PUBLIC, O_CACHE_MB, O_CACHE_FILE, O_CACHE_FDS, O_CACHE_VALID, O_TRACE };
-    static const struct option opts[] = {
-        { "root", required_argument, NULL, O_ROOT },
-        { "host", required_argument, NULL, O_HOST },
-        { "port", required_argument, NULL, O_PORT },
-        { "workers", required_argument, NULL, O_WORKERS },
-        { "no-pin", no_argument, NULL, O_NOPIN },
-        { "max-clients", required_argument, NULL, O_MAXC },
-        { "max-waiting", required_argument, NULL, O_MAXW },
-        { "steal", required_argument, NULL, O_STEAL },
-        { "engine", required_argument, NULL, O_ENGINE },
-        { "measured-costs", no_argument, NULL, O_MEASURED },
-        { "print-costs", no_argument, NULL, O_PRINT },
-        { "reuseport", no_argument, NULL, O_REUSE },
-        { "timeout-ms", required_argument, NULL, O_TIMEOUT },
-        { "drain-ms", required_argument, NULL, O_DRAIN },
-        { "epoll-handler", no_argument, NULL, O_EPOLL },
-        { "status-path", required_argument, NULL, O_STATUS },
-        { "status-public", no_argument, NULL, O_STATUS_PUBLIC },
-        { "cache-mb", required_argument, NULL, O_CACHE_MB },
-        { "cache-file-kb", required_argument, NULL, O_CACHE_FILE },
-        { "cache-fds", required_argument, NULL, O_CACHE_FDS },
-        { "cache-valid-ms", required_argument, NULL, O_CACHE_VALID },
-        { "trace", required_argument, NULL, O_TRACE },
-        { "help", no_argument, NULL, O_HELP },
-        { NULL, 0, NULL, 0 },
-    };
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         int rc = 0;
         unsigned v;
         switch (o) {
-        case O_ROOT: cfg.root = optarg; break;
-        case O_HOST: cfg.host = optarg; break;
-        case O_PORT: rc = number("port", optarg, 0, 65535, &cfg.port); break;
-        case O_WORKERS: rc = number("workers", optarg, 1, MELY_MAX_WORKERS, &cfg.workers); break;
-        case O_NOPIN: cfg.pin = 0; break;
-        case O_MAXC: rc = number("max-clients", optarg, 1, 1u << 20, &cfg.max_clients); break;
-        case O_MAXW: rc = number("max-waiting", optarg, 1, 1u << 20, &cfg.max_waiting); break;
-        case O_STEAL: cfg.steal = optarg; break;
+        case O_ROOT: cfg->root = optarg; break;
+        case O_HOST: cfg->host = optarg; break;
+        case O_PORT: rc = number("port", optarg, 0, 65535, &cfg->port); break;
+        case O_WORKERS: rc = number("workers", optarg, 1, MELY_MAX_WORKERS, &cfg->workers); break;
+        case O_NOPIN: cfg->pin = 0; break;
+        case O_MAXC: rc = number("max-clients", optarg, 1, 1u << 20, &cfg->max_clients); break;
+        case O_MAXW: rc = number("max-waiting", optarg, 1, 1u << 20, &cfg->max_waiting); break;
+        case O_STEAL: cfg->steal = optarg; break;
         case O_ENGINE:
             if (strcmp(optarg, "mely") == 0)
-                cfg.engine = NULL;
+                cfg->engine = NULL;
             else if (strcmp(optarg, "libasync") == 0 || strcmp(optarg, "legacy") == 0)
-                cfg.engine = "legacy";
+                cfg->engine = "legacy";
             else {
                 fprintf(stderr, "sws: --engine: mely, libasync or legacy, not \"%s\"\n", optarg);
                 rc = -1;
             }
             break;
-        case O_MEASURED: cfg.measured_costs = true; break;
-        case O_PRINT: print_costs = true; break;
-        case O_REUSE: cfg.reuseport = true; break;
-        case O_TIMEOUT: rc = number("timeout-ms", optarg, 1, 86400000, &cfg.timeout_ms); break;
-        case O_DRAIN: rc = number("drain-ms", optarg, 0, 86400000, &cfg.drain_ms); break;
-        case O_EPOLL: cfg.epoll_handler = true; break;
-        case O_STATUS: cfg.status_path = optarg; break;
-        case O_STATUS_PUBLIC: cfg.status_public = true; break;
+        case O_MEASURED: cfg->measured_costs = true; break;
+        case O_PRINT: *print_costs = true; break;
+        case O_REUSE: cfg->reuseport = true; break;
+        case O_TIMEOUT: rc = number("timeout-ms", optarg, 1, 86400000, &cfg->timeout_ms); break;
+        case O_DRAIN: rc = number("drain-ms", optarg, 0, 86400000, &cfg->drain_ms); break;
+        case O_EPOLL: cfg->epoll_handler = true; break;
+        case O_STATUS: cfg->status_path = optarg; break;
+        case O_STATUS_PUBLIC: cfg->status_public = true; break;
         case O_CACHE_MB:
             if ((rc = number("cache-mb", optarg, 0, 1u << 20, &v)) == 0)
-                cfg.cache.budget = (size_t)v << 20;
+                cfg->cache.budget = (size_t)v << 20;
             break;
         case O_CACHE_FILE:
             if ((rc = number("cache-file-kb", optarg, 0, 1u << 22, &v)) == 0)
-                cfg.cache.max_file = (size_t)v << 10;
+                cfg->cache.max_file = (size_t)v << 10;
             break;
-        case O_CACHE_FDS: rc = number("cache-fds", optarg, 1, 1u << 20, &cfg.cache.max_fds); break;
-        case O_CACHE_VALID: rc = number("cache-valid-ms", optarg, 0, 86400000, &cfg.cache.valid_ms); break;
-        case O_TRACE: cfg.trace = optarg; break;
+        case O_CACHE_FDS: rc = number("cache-fds", optarg, 1, 1u << 20, &cfg->cache.max_fds); break;
+        case O_CACHE_VALID: rc = number("cache-valid-ms", optarg, 0, 86400000, &cfg->cache.valid_ms); break;
+        case O_TRACE: cfg->trace = optarg; break;
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -166,6 +166,18 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    struct sws_config cfg;
+    sws_config_init(&cfg);
+    cfg.signals = true;
+    bool print_costs = false;
+    int status = parse_args(argc, argv, &cfg, &print_costs);
+    if (status >= 0)
+        return status;
     static struct sws s;
     char err[512] = "";
     if (sws_start(&s, &cfg, err, sizeof(err)) != 0) {

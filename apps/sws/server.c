@@ -301,10 +301,9 @@ static void on_signal(int signo, unsigned ready, void *arg)
 
 /* ---- start, run, free ---------------------------------------------------------------- */
 
-int sws_start(struct sws *s, const struct sws_config *cfg, char *err, size_t errlen)
+/* The configuration's unset fields take their defaults. */
+static void config_defaults(struct sws *s, const struct sws_config *cfg)
 {
-    memset(s, 0, sizeof(*s));
-    s->epfd = -1;
     s->cfg = *cfg;
     if (!s->cfg.host)
         s->cfg.host = "127.0.0.1";
@@ -315,32 +314,27 @@ int sws_start(struct sws *s, const struct sws_config *cfg, char *err, size_t err
     if (s->cfg.timeout_ms == 0)
         s->cfg.timeout_ms = 30000;
     s->timeout_ns = (uint64_t)s->cfg.timeout_ms * 1000000u;
-    s->h = s->cfg.measured_costs ? bare : annotated;
-    pthread_mutex_init(&s->wait_mu, NULL);
-    s->started_ns = mely_now_ns();
+}
 
-    if (cache_errors_init() != 0) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    if (sws_status_setup(s, err, errlen) != 0)
-        return -1;
-    int rc = s->cfg.root ? cache_init(&s->cache, s->cfg.root, &s->cfg.cache, err, errlen)
-                         : cache_init_sample(&s->cache, &s->cfg.cache, err, errlen);
-    if (rc != 0)
-        return -1;
-
+/* The connection table, indexed by descriptor: as many slots as the process
+ * may open descriptors (at least 65,536, at most 2^20). 0 or -1. */
+static int conns_alloc(struct sws *s)
+{
     struct rlimit rl;
     unsigned n = 65536;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > n)
         n = rl.rlim_cur > (1u << 20) ? 1u << 20 : (unsigned)rl.rlim_cur;
     s->conns = calloc(n, sizeof(*s->conns));
-    if (!s->conns) {
-        snprintf(err, errlen, "out of memory");
+    if (!s->conns)
         return -1;
-    }
     s->nconns = n;
+    return 0;
+}
 
+/* The mely runtime (a "measured" steal policy added for measured costs) and
+ * its trace, and the per-worker table. 0, or -1 with err set. */
+static int runtime_start(struct sws *s, char *err, size_t errlen)
+{
     mely_config_t mc;
     mely_config_init(&mc);
     mc.workers = s->cfg.workers;
@@ -369,9 +363,17 @@ int sws_start(struct sws *s, const struct sws_config *cfg, char *err, size_t err
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    sws_current = s;
-    e = mely_listen(&s->rt, s->cfg.host, s->cfg.port, 0, s->cfg.reuseport ? MELY_LISTEN_REUSEPORT : 0,
-                    (mely_to_t){ 1, MELY_PRIO_DEFAULT, &s->h[H_ACCEPT] }, on_accept, s, &s->listener);
+    return 0;
+}
+
+/* What brings requests in: the listener, the optional epoll handler's
+ * watch, the signals. 0, or -1 with err set. */
+static int inputs_start(struct sws *s, char *err, size_t errlen)
+{
+    int e = mely_listen(&s->rt, s->cfg.host, s->cfg.port, 0,
+                        s->cfg.reuseport ? MELY_LISTEN_REUSEPORT : 0,
+                        (mely_to_t){ 1, MELY_PRIO_DEFAULT, &s->h[H_ACCEPT] }, on_accept, s,
+                        &s->listener);
     if (e != 0) {
         snprintf(err, errlen, "listen on %s:%u: %s", s->cfg.host, s->cfg.port, mely_strerror(e));
         return -1;
@@ -396,6 +398,35 @@ int sws_start(struct sws *s, const struct sws_config *cfg, char *err, size_t err
         return -1;
     }
     return 0;
+}
+
+int sws_start(struct sws *s, const struct sws_config *cfg, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof(*s));
+    s->epfd = -1;
+    config_defaults(s, cfg);
+    s->h = s->cfg.measured_costs ? bare : annotated;
+    pthread_mutex_init(&s->wait_mu, NULL);
+    s->started_ns = mely_now_ns();
+
+    if (cache_errors_init() != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (sws_status_setup(s, err, errlen) != 0)
+        return -1;
+    int rc = s->cfg.root ? cache_init(&s->cache, s->cfg.root, &s->cfg.cache, err, errlen)
+                         : cache_init_sample(&s->cache, &s->cfg.cache, err, errlen);
+    if (rc != 0)
+        return -1;
+    if (conns_alloc(s) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (runtime_start(s, err, errlen) != 0)
+        return -1;
+    sws_current = s;
+    return inputs_start(s, err, errlen);
 }
 
 unsigned sws_port(const struct sws *s)

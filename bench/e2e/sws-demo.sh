@@ -32,14 +32,7 @@ for p in "$sws" "$inj"; do
     fi
 done
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sws-demo.XXXXXX") || exit 1
-pid=
-# shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() {
-    [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+test_tmpdir sws-demo TERM
 trap 'exit 130' INT TERM
 
 "$sws" --port 0 >"$tmp/sws.out" 2>&1 &

@@ -100,14 +100,13 @@ static void legacy_loop(struct mely__worker *w)
         struct mely__event *ev = pop(w);
         mely__spin_unlock(&w->lock);
         mely__current_color = (int)ev->color;
-        mely__stall_color(&w->stall, (int)ev->color);
-        uint64_t seq = mely__stall_seq(&w->stall);
-        mely__stall_begin(&w->stall, ev, &seq);
+        uint64_t run = mely__stall_batch(&w->stall, (int)ev->color);
+        mely__stall_begin(&w->stall, ev, &run);
         if (w->trace)
             (void)mely__trace_run(w->trace, ev, ev->color);
         else
             ev->fn(ev->arg);
-        mely__stall_end(&w->stall, &seq);
+        mely__stall_end(&w->stall, run);
         mely__current_color = -1;
         if (mely__outbox_pending(&w->outbox))
             mely__outbox_flush(w);

@@ -24,7 +24,7 @@
 
 /* What the monitor remembers of one worker. */
 struct watch {
-    uint64_t seq;                 /* the run seen last (odd), or 0 */
+    uint64_t word;                /* the run seen last, or 0 */
     uint64_t seen_ns;             /* the tick that first saw it */
     uint64_t warned;              /* the run last warned about, or 0 */
 };
@@ -42,20 +42,23 @@ struct mely__stall_monitor {
 };
 
 /* The handler's name into buf: its descriptor's, else its symbol's, else
- * its address. */
-static const char *handler_name(uintptr_t h, char *buf, size_t len)
+ * its address. h is the stall word's handler part (stall.h). */
+static const char *handler_name(uint64_t h, char *buf, size_t len)
 {
-    if (h & 1) {
-        const mely_handler_t *desc = (const mely_handler_t *)(h & ~(uintptr_t)1);
+    uintptr_t a = (uintptr_t)(h & MELY__STALL_ADDR);
+    if (h & MELY__STALL_DESC) {
+        const mely_handler_t *desc = (const mely_handler_t *)a;
+        if (!desc)
+            return "(a handler above the 47-bit address space)";
         if (desc->name)
             return desc->name;
         snprintf(buf, len, "descriptor %p", (const void *)desc);
         return buf;
     }
     Dl_info info;
-    if (dladdr((void *)h, &info) && info.dli_sname)
+    if (dladdr((void *)a, &info) && info.dli_sname)
         return info.dli_sname;
-    snprintf(buf, len, "%p", (void *)h);
+    snprintf(buf, len, "%p", (void *)a);
     return buf;
 }
 
@@ -69,7 +72,7 @@ static bool may_say(struct mely__stall_monitor *mon, uint64_t ns)
     return mon->lines < STALL_LINES_PER_S;
 }
 
-static void warn(struct mely__stall_monitor *mon, const struct mely__worker *w, uintptr_t h,
+static void warn(struct mely__stall_monitor *mon, const struct mely__worker *w, uint64_t h,
                  int color, uint64_t ms, uint64_t ns)
 {
     char buf[64], unsaid[64] = "";
@@ -93,25 +96,23 @@ static void warn(struct mely__stall_monitor *mon, const struct mely__worker *w, 
 static void check_worker(struct mely__stall_monitor *mon, struct mely__worker *w,
                          struct watch *wa, uint64_t ns)
 {
-    uint64_t seq = atomic_load_explicit(&w->stall.seq, memory_order_acquire);
-    if (!(seq & 1) || seq == wa->warned)
-        return; /* no handler runs, or this one was said */
-    if (seq != wa->seq) {
-        wa->seq = seq;
-        wa->seen_ns = ns;
+    uint64_t word = atomic_load_explicit(&w->stall.word, memory_order_acquire);
+    if (!(word & MELY__STALL_RUNNING) || word == wa->warned)
+        return; /* no handler runs, or this run was said */
+    if (word != wa->word) {
+        *wa = (struct watch){.word = word, .seen_ns = ns};
         return;
     }
     uint64_t ms = (ns - wa->seen_ns) / 1000000u;
     if (ms < mon->rt->stall_ms)
         return;
-    uintptr_t h = atomic_load_explicit(&w->stall.handler, memory_order_acquire);
     int color = atomic_load_explicit(&w->stall.color, memory_order_relaxed);
-    /* The same run still: h and color are its own. */
-    if (atomic_load_explicit(&w->stall.seq, memory_order_relaxed) != seq)
+    /* The same run still: the color is its batch's. */
+    if (atomic_load_explicit(&w->stall.word, memory_order_relaxed) != word)
         return;
-    wa->warned = seq;
+    wa->warned = word;
     atomic_fetch_add_explicit(&w->stalls, 1, memory_order_relaxed);
-    warn(mon, w, h, color, ms, ns);
+    warn(mon, w, word & MELY__STALL_RUNNING, color, ms, ns);
 }
 
 /* The monitor's period: a quarter of the threshold, 1..50 ms. */

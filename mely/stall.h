@@ -4,14 +4,26 @@
  * per mely_run(), notices it while it still runs and says so through the log
  * hook (log.h), once per run, at most a few lines a second.
  *
- * The worker's whole share is mely__stall_begin() and mely__stall_end()
- * around each handler: plain stores (a sequence number and the handler) to a
- * cache line only it writes, which the monitor reads every MELY_STALL_MS/4
- * (bounded). No clock is read on the worker: the monitor times a handler
- * from the first tick that sees its sequence number, so a warning comes
- * between MELY_STALL_MS and 1.5 x MELY_STALL_MS into the run (two periods
- * late at most), and never early. (A TSC read around each handler cost local post+run 45%: 14.5 to
- * 21.1 ns an event.) Nothing else changes when no handler is slow.
+ * The worker's whole share is one store per handler and one per batch, to
+ * a cache line only it writes, which the monitor reads every MELY_STALL_MS/4
+ * (bounded): a word that names the running handler and numbers its run
+ * (mely__stall_begin), and, once the batch is over, the number alone
+ * (mely__stall_end). No clock is read on the worker: the monitor times a
+ * run from the first tick that sees its word, so a warning comes between
+ * MELY_STALL_MS and 1.5 x MELY_STALL_MS into the run (two periods late at
+ * most), and never early. (A TSC read around each handler cost local
+ * post+run 45%: 14.5 to 21.1 ns an event; three stores, a sequence number
+ * before and after each handler and the handler apart, cost 0.5 ns, 3%.)
+ *
+ * The word: (run number << 48) | (MELY__STALL_DESC if the handler is a
+ * descriptor) | the descriptor's or function's address. User-space code and
+ * data lie below 2^47 on x86-64 (and arm64 with 48-bit addresses); a handler
+ * above that is stored as MELY__STALL_DESC alone and named as unknown. The
+ * run number has 16 bits: a warning needs the same word at every tick for
+ * MELY_STALL_MS, at least four ticks, so a flood of one handler that wraps
+ * the number exactly between every two ticks is the only false warning,
+ * and it does not happen by chance. Nothing else changes when no handler
+ * is slow.
  */
 #ifndef MELY_STALL_H
 #define MELY_STALL_H
@@ -25,44 +37,44 @@
 #define MELY__STALL_MS_MAX 3600000 /* an hour */
 
 struct mely__stall_word {
-    _Atomic uint64_t seq;      /* twice the handlers begun, + 1 while one runs */
-    _Atomic uintptr_t handler; /* the running one: its descriptor | 1, or its
-                                  function (stall.c names it) */
-    _Atomic int color;         /* the color being run (set per batch) */
+    _Atomic uint64_t word; /* the run (above), or its number alone when none */
+    _Atomic int color;     /* the color being run (set per batch) */
 };
+
+#define MELY__STALL_RUN_SHIFT 48
+#define MELY__STALL_DESC (1ull << 47)          /* the handler is a descriptor */
+#define MELY__STALL_ADDR (MELY__STALL_DESC - 1) /* its address */
+#define MELY__STALL_RUNNING ((1ull << MELY__STALL_RUN_SHIFT) - 1) /* 0: none runs */
 
 struct mely__rt;
 struct mely__stall_monitor;
 
-/* The worker's thread, before a batch (or a handler) of `color`. */
-static inline void mely__stall_color(struct mely__stall_word *s, int color)
+/* The worker's thread, before a batch (or a handler) of `color`; returns
+ * the run number to pass to the batch's mely__stall_begin and _end (the
+ * worker keeps it in a register). */
+static inline uint64_t mely__stall_batch(struct mely__stall_word *s, int color)
 {
     atomic_store_explicit(&s->color, color, memory_order_relaxed);
+    return atomic_load_explicit(&s->word, memory_order_relaxed) & ~MELY__STALL_RUNNING;
 }
 
-/* The worker's thread: the seq of its last mely__stall_end(), to pass to
- * the begin and end of its next handlers (the worker keeps it in a register). */
-static inline uint64_t mely__stall_seq(struct mely__stall_word *s)
-{
-    return atomic_load_explicit(&s->seq, memory_order_relaxed);
-}
-
-/* The worker's thread, before ev's handler: *seq becomes odd. */
+/* The worker's thread, before ev's handler: a new run. */
 static inline void mely__stall_begin(struct mely__stall_word *s, const struct mely__event *ev,
-                                     uint64_t *seq)
+                                     uint64_t *run)
 {
-    /* A descriptor is at least pointer-aligned: bit 0 tells it from a function. */
-    uintptr_t h = ev->desc ? (uintptr_t)ev->desc | 1 : (uintptr_t)ev->fn;
-    /* Release (plain stores on x86): a monitor that sees this handler also
-     * sees the end of the run before it (stall.c rereads `seq`). */
-    atomic_store_explicit(&s->handler, h, memory_order_release);
-    atomic_store_explicit(&s->seq, ++*seq, memory_order_release);
+    uintptr_t a = ev->desc ? (uintptr_t)ev->desc : (uintptr_t)ev->fn;
+    uint64_t h = (a & ~MELY__STALL_ADDR) ? MELY__STALL_DESC
+                                         : (uint64_t)a | (ev->desc ? MELY__STALL_DESC : 0);
+    *run += 1ull << MELY__STALL_RUN_SHIFT;
+    /* Release (a plain store on x86): a monitor that sees this word also
+     * sees the batch's color. */
+    atomic_store_explicit(&s->word, *run | h, memory_order_release);
 }
 
-/* The worker's thread, after the handler: *seq becomes even. */
-static inline void mely__stall_end(struct mely__stall_word *s, uint64_t *seq)
+/* The worker's thread, after the batch's last handler: none runs. */
+static inline void mely__stall_end(struct mely__stall_word *s, uint64_t run)
 {
-    atomic_store_explicit(&s->seq, ++*seq, memory_order_release);
+    atomic_store_explicit(&s->word, run, memory_order_release);
 }
 
 /* Starts rt's monitor if rt->stall_ms is not 0 (mely_run(), before the

@@ -69,18 +69,41 @@ static void end_batch(struct mely__worker *w, struct mely__colorq *cq)
     }
 }
 
+/* Runs ev's handler when its run is traced or its cost may be measured:
+ * out of the plain loop, which then pays one branch per handler for both. */
+static void run_observed(struct mely__worker *w, struct mely__trace *trace,
+                         const struct mely__event *ev, uint32_t color)
+{
+    struct mely__rt *rt = w->rt;
+    bool measure = rt->cost.measure && mely__cost_measures(rt, ev->desc, &w->sample_rng);
+
+    if (trace) {
+        uint64_t took = mely__trace_run(trace, ev, color);
+        if (measure)
+            mely__cost_record(rt, mely__cost_key(ev->desc, ev->fn), took);
+    } else if (measure) {
+        /* Unfenced: the fences would cost more than most handlers (~80
+         * cycles here); a few cycles of skew do not matter to an average
+         * compared with the cost of a steal. */
+        uint64_t start = mely__cycles();
+        ev->fn(ev->arg);
+        mely__cost_record(rt, mely__cost_key(ev->desc, ev->fn), mely__cycles() - start);
+    } else {
+        ev->fn(ev->arg);
+    }
+}
+
 /* Runs up to `batch` detached events of cq, without the lock. Posts a handler
  * staged for other workers leave before the next handler starts. */
 static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
 {
     struct mely__rt *rt = w->rt;
-    const bool measure = rt->cost.measure;
     struct mely__trace *trace = w->trace;
+    const bool observed = trace || rt->cost.measure;
     unsigned ran = 0;
 
     mely__current_color = (int)cq->color;
-    mely__stall_color(&w->stall, (int)cq->color);
-    uint64_t seq = mely__stall_seq(&w->stall);
+    uint64_t run = mely__stall_batch(&w->stall, (int)cq->color);
     while (ran < rt->batch && !mely__colorq_empty(&w->run) && !mely__stopping(rt)) {
         struct mely__event *ev = mely__colorq_pop(&w->run);
         /* The next handler's argument was most often written on another
@@ -88,27 +111,17 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
          * while this one runs. */
         if (w->run.head)
             __builtin_prefetch(w->run.head->arg);
-        mely__stall_begin(&w->stall, ev, &seq);
-        if (trace) {
-            uint64_t took = mely__trace_run(trace, ev, cq->color);
-            if (measure && mely__cost_measures(rt, ev->desc, &w->sample_rng))
-                mely__cost_record(rt, mely__cost_key(ev->desc, ev->fn), took);
-        } else if (measure && mely__cost_measures(rt, ev->desc, &w->sample_rng)) {
-            /* Unfenced: the fences would cost more than most handlers
-             * (~80 cycles here); a few cycles of skew do not matter to an
-             * average compared with the cost of a steal. */
-            uint64_t start = mely__cycles();
+        mely__stall_begin(&w->stall, ev, &run);
+        if (observed)
+            run_observed(w, trace, ev, cq->color);
+        else
             ev->fn(ev->arg);
-            mely__cost_record(rt, mely__cost_key(ev->desc, ev->fn), mely__cycles() - start);
-        } else {
-            ev->fn(ev->arg);
-        }
-        mely__stall_end(&w->stall, &seq);
         if (mely__outbox_pending(&w->outbox))
             mely__outbox_flush(w);
         mely__evcache_free(rt, &w->evcache, ev);
         ran++;
     }
+    mely__stall_end(&w->stall, run);
     mely__current_color = -1;
     mely__count(&w->ctr.events_run, ran);
 }

@@ -110,6 +110,16 @@ expect '^Steals: 0, 0 events moved; watch moves: 0$' "$tmp/win"
 "$tool" --window :0.12 --runs "$tmp/trace.json" | grep -c '^R' > "$tmp/nwin"
 [ "$(cat "$tmp/nwin")" = 4 ] || fail "--window :0.12 --runs: $(cat "$tmp/nwin") runs, not 4"
 
+# ---- rings that dropped records wrapped at different times: by default the
+# tables cover the window where every worker has records (worker 1's from
+# 0.3 ms on here: its instant steal), and say so
+awk '/"tid":1,"ts":(0|10|20|100)\.000/ { next } { print }' "$tmp/trace.json" > "$tmp/wrapped.json"
+"$tool" "$tmp/wrapped.json" > "$tmp/wrapped"
+expect '^  window: +0\.3 to end ms .*where every worker has records' "$tmp/wrapped"
+expect '^  worker 0 .* +2 +0 +1/0 +2 +3 +0$' "$tmp/wrapped"
+"$tool" --window 0: "$tmp/wrapped.json" > "$tmp/chosen"
+expect '^  worker 0 .* +5 +0 +1/0 +2 +3 +0$' "$tmp/chosen"
+
 # ---- errors: exit status 1 and a one-line message
 # must_fail WHAT ARGS...: the tool exits 1 and says something on stderr.
 must_fail() {
@@ -142,4 +152,11 @@ sig=$(head -c 8 "$tmp/t.png" | od -An -tx1 | tr -d ' \n')
 [ "$sig" = 89504e470d0a1a0a ] || fail "--png: not a PNG (starts with $sig)"
 size=$(wc -c < "$tmp/t.png")
 [ "$size" -gt 10000 ] || fail "--png: only $size bytes"
+# more runs than a timeline can draw one by one: shares of time bins
+awk 'BEGIN { printf "{\"traceEvents\":[{\"ph\":\"M\",\"pid\":1,\"tid\":0,\"ts\":0,\"name\":\"thread_name\",\"args\":{\"name\":\"worker 0\"}}"
+    for (i = 0; i < 6000; i++)
+        printf ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":%d,\"dur\":1.5,\"cat\":\"run\",\"name\":\"h%d\",\"args\":{\"color\":%d,\"cycles\":3}}", 2 * i, i % 10, i % 7
+    printf "\n],\"otherData\":{\"dropped_records\":0}}\n" }' > "$tmp/many.json"
+"$tool" --png "$tmp/many.png" "$tmp/many.json" > /dev/null || fail "--png of 6,000 runs: exit status $?"
+[ "$(wc -c < "$tmp/many.png")" -gt 10000 ] || fail "--png of 6,000 runs: too small"
 echo "mely-trace: all checks passed"

@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "mely/cycles.h"
@@ -41,25 +42,39 @@ struct mely__stall_monitor {
     unsigned unsaid;              /* stalls not said since the last line */
 };
 
-/* The handler's name into buf: its descriptor's, else its symbol's, else
- * its address. h is the stall word's handler part (stall.h). */
-static const char *handler_name(uint64_t h, char *buf, size_t len)
+const char *mely__handler_name(const mely_handler_t *desc, const void *fn, char *buf, size_t len)
 {
-    uintptr_t a = (uintptr_t)(h & MELY__STALL_ADDR);
-    if (h & MELY__STALL_DESC) {
-        const mely_handler_t *desc = (const mely_handler_t *)a;
-        if (!desc)
-            return "(a handler above the 47-bit address space)";
-        if (desc->name)
-            return desc->name;
+    if (desc && desc->name)
+        return desc->name;
+    if (desc) {
         snprintf(buf, len, "descriptor %p", (const void *)desc);
         return buf;
     }
     Dl_info info;
-    if (dladdr((void *)a, &info) && info.dli_sname)
+    /* A function pointer to void *: dladdr's interface, POSIX allows it. */
+    if (!dladdr(fn, &info)) {
+        snprintf(buf, len, "%p", fn);
+        return buf;
+    }
+    if (info.dli_sname && info.dli_saddr == fn)
         return info.dli_sname;
-    snprintf(buf, len, "%p", (void *)a);
+    /* A static function has no symbol: its object and offset, which
+     * addr2line turns into a name. */
+    const char *base = info.dli_fname ? strrchr(info.dli_fname, '/') : NULL;
+    snprintf(buf, len, "%s+%#lx", base ? base + 1 : info.dli_fname ? info.dli_fname : "?",
+             (unsigned long)((uintptr_t)fn - (uintptr_t)info.dli_fbase));
     return buf;
+}
+
+/* The name of the handler a stall word holds (stall.h). */
+static const char *word_name(uint64_t h, char *buf, size_t len)
+{
+    const void *a = (const void *)(uintptr_t)(h & MELY__STALL_ADDR);
+    if (!(h & MELY__STALL_DESC))
+        return mely__handler_name(NULL, a, buf, len);
+    if (!a)
+        return "(a handler above the 47-bit address space)";
+    return mely__handler_name(a, NULL, buf, len);
 }
 
 /* Whether a line may be said now (STALL_LINES_PER_S). */
@@ -75,7 +90,7 @@ static bool may_say(struct mely__stall_monitor *mon, uint64_t ns)
 static void warn(struct mely__stall_monitor *mon, const struct mely__worker *w, uint64_t h,
                  int color, uint64_t ms, uint64_t ns)
 {
-    char buf[64], unsaid[64] = "";
+    char buf[256], unsaid[64] = "";
 
     if (!may_say(mon, ns)) {
         mon->unsaid++;
@@ -87,7 +102,7 @@ static void warn(struct mely__stall_monitor *mon, const struct mely__worker *w, 
     mely__log(MELY_LOG_WARN,
               "stall: worker %u, color %d: handler %s has run for %" PRIu64
               " ms so far (MELY_STALL_MS=%u)%s",
-              w->index, color, handler_name(h, buf, sizeof(buf)), ms, mon->rt->stall_ms,
+              w->index, color, word_name(h, buf, sizeof(buf)), ms, mon->rt->stall_ms,
               unsaid);
     mon->unsaid = 0;
 }

@@ -29,6 +29,7 @@
 #define MELY_STALL_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "mely/event.h"
@@ -76,6 +77,13 @@ static inline void mely__stall_end(struct mely__stall_word *s, uint64_t run)
 {
     atomic_store_explicit(&s->word, run, memory_order_release);
 }
+
+/* A handler's name for people: its descriptor's name, else "descriptor
+ * ADDR"; else fn's symbol (dladdr: exported functions, and a program's own
+ * when linked with -rdynamic), else "OBJECT+OFFSET" (a static function:
+ * addr2line names it), else its address. Returns desc->name, a symbol's
+ * name or buf. Any thread (stall warnings, trace files). */
+const char *mely__handler_name(const mely_handler_t *desc, const void *fn, char *buf, size_t len);
 
 /* Starts rt's monitor if rt->stall_ms is not 0 (mely_run(), before the
  * workers). A monitor that cannot start is reported and skipped: stall

@@ -16,7 +16,6 @@
  * Starting and stopping work whether or not mely_run() is running: the
  * rings change hands at the workers' loop turns (trace.h has the protocol).
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,6 +27,7 @@
 #include "mely/log.h"
 #include "mely/park.h"
 #include "mely/runtime.h"
+#include "mely/stall.h"
 #include "mely/trace.h"
 
 /* Records per worker unless MELY_TRACE_RECORDS says otherwise: 2 MB each. */
@@ -205,25 +205,12 @@ static void put_string(FILE *f, const char *s)
     }
 }
 
-/* The name of a run's handler: its descriptor's, its symbol's, or its address. */
+/* The name of a run's handler (mely__handler_name). */
 static void put_name(FILE *f, const struct mely__trec *r)
 {
-    const void *fn = r->u.who;
-    if (r->desc) {
-        const mely_handler_t *h = r->u.who;
-        if (h->name) {
-            put_string(f, h->name);
-            return;
-        }
-        fprintf(f, "handler %p", r->u.who);
-        return;
-    }
-    Dl_info info;
-    /* A function pointer to void *: dladdr's interface, POSIX allows it. */
-    if (dladdr(fn, &info) && info.dli_sname && info.dli_saddr == fn)
-        put_string(f, info.dli_sname);
-    else
-        fprintf(f, "%p", fn);
+    char buf[256];
+    put_string(f, r->desc ? mely__handler_name(r->u.who, NULL, buf, sizeof(buf))
+                          : mely__handler_name(NULL, r->u.who, buf, sizeof(buf)));
 }
 
 static void begin_event(struct writer *wr, const char *ph, unsigned tid, uint64_t tsc)

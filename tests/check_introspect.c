@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mely/mely.h"
@@ -651,8 +650,9 @@ static void count_then_exit(void *arg)
  * `out`; then exit(0) without mely_shutdown(), from the last handler or after
  * mely_run() (which count_and_stop makes return). No ck_assert here: a
  * failure is the exit status CHILD_FAILED. */
-static void exit_child(FILE *out, bool from_handler)
+static void exit_child(void *arg, bool from_handler)
 {
+    FILE *out = arg;
     mely_t m = {0};
     mely_config_t cfg;
 
@@ -683,15 +683,7 @@ START_TEST(stats_printed_at_exit)
     bool from_handler = _i;
     FILE *out = tmpfile();
     ck_assert_ptr_nonnull(out);
-    fflush(stderr);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0)
-        exit_child(out, from_handler);
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child ended with status %#x",
-                  status);
+    run_child(exit_child, out, from_handler);
     const struct stats_table *t = read_stats_table(out);
     fclose(out);
     ck_assert_msg(t->lines == 2 + 2, "%u lines:\n%s", t->lines, t->text);

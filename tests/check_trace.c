@@ -12,7 +12,6 @@
 #endif
 #include <check.h>
 #include <stdatomic.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,8 +360,9 @@ static void sleeper(void *arg)
         ;
 }
 
-static void exit_child(const char *path, bool busy_worker)
+static void exit_child(void *arg, bool busy_worker)
 {
+    const char *path = arg;
     clear_mely_env();
     setenv("MELY_TRACE", path, 1);
     with_sleeper = busy_worker;
@@ -399,14 +399,7 @@ START_TEST(exit_from_a_handler_writes_the_trace)
     bool busy_worker = _i;
     char path[128];
     trace_path(path, sizeof(path), busy_worker ? "exitbusy" : "exit");
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0)
-        exit_child(path, busy_worker);
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child ended with status %#x",
-                  status);
+    run_child(exit_child, path, busy_worker);
     static struct summary s; /* large: not on the stack */
     summarize(path, &s);
     char *text = slurp(path);

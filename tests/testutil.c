@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- scale ---------------------------------------------------------------- */
@@ -214,6 +215,21 @@ void run_bounded(mely_t *m, unsigned seconds, const char *what)
     bool fired = watchdog_end(&wd);
     ck_assert_msg(rc == 0, "%s: mely_run() returned %d (%s)", what, rc, mely_strerror(rc));
     ck_assert_msg(!fired, "%s: still running after %u s", what, seconds);
+}
+
+void run_child(void (*child)(void *arg, bool flag), void *arg, bool flag)
+{
+    fflush(NULL); /* nothing buffered is written twice */
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        child(arg, flag);
+        _exit(99); /* the child should have exited */
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child ended with status %#x",
+                  status);
 }
 
 void run_with_helper(mely_t *m, void *(*helper)(void *), void *arg, unsigned seconds,

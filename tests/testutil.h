@@ -121,6 +121,11 @@ void run_bounded(mely_t *m, unsigned seconds, const char *what);
 void run_with_helper(mely_t *m, void *(*helper)(void *), void *arg, unsigned seconds,
                      const char *what);
 
+/* Runs child(arg, flag) in a forked process, which must end it with exit
+ * status 0 (exit() from the child, as legacy programs end: what the exit
+ * handlers write is what the tests read); fails the test otherwise. */
+void run_child(void (*child)(void *arg, bool flag), void *arg, bool flag);
+
 /* ---- runtime setup ---------------------------------------------------------------- */
 
 /* mely_init(m) from mely_config_init() defaults with these fields set; fails

@@ -96,6 +96,18 @@ static void park(struct mely__worker *w)
         mely__trace_note(w->trace, MELY__TR_PARK, start, mely__cycles() - start, 0, woken);
 }
 
+/* spin(), recorded when tracing: the time a worker waits for work without
+ * sleeping, which a trace would otherwise not tell from loop overhead. */
+static bool traced_spin(struct mely__worker *w)
+{
+    if (!w->trace)
+        return spin(w);
+    uint64_t start = mely__cycles();
+    bool found = spin(w);
+    mely__trace_note(w->trace, MELY__TR_SPIN, start, mely__cycles() - start, 0, found);
+    return found;
+}
+
 static bool poll_now(struct mely__worker *w)
 {
     mely__poller_poll(w);
@@ -117,7 +129,7 @@ static bool idle_hook(struct mely__worker *w)
 
 void mely__idle(struct mely__worker *w)
 {
-    if (poll_now(w) || mely__steal(w) || spin(w) || poll_now(w) || mely__steal(w) ||
+    if (poll_now(w) || mely__steal(w) || traced_spin(w) || poll_now(w) || mely__steal(w) ||
         idle_hook(w))
         return;
     park(w);

@@ -264,6 +264,11 @@ static void put_record(struct writer *wr, unsigned tid, const struct mely__trec 
         put_dur(wr, r->val);
         fprintf(f, ",\"cat\":\"poll\",\"name\":\"poll\",\"args\":{\"ready\":%u}}", r->arg);
         break;
+    case MELY__TR_SPIN:
+        begin_event(wr, "X", tid, r->tsc);
+        put_dur(wr, r->val);
+        fprintf(f, ",\"cat\":\"spin\",\"name\":\"spin\",\"args\":{\"found\":%u}}", r->arg);
+        break;
     case MELY__TR_TIMERS:
         begin_event(wr, "i", tid, r->tsc);
         fprintf(f, ",\"s\":\"t\",\"cat\":\"timer\",\"name\":\"timers\",\"args\":{\"fired\":%u}}",

@@ -52,6 +52,7 @@ enum mely__trace_kind {
     MELY__TR_POLL,   /* it polled: arg = watch events queued */
     MELY__TR_TIMERS, /* timers expired: arg = how many */
     MELY__TR_MOVE,   /* a watch moved here: arg = its old worker, u.fd */
+    MELY__TR_SPIN,   /* it spun idle before parking: arg = 1 if work came */
 };
 
 struct mely__trec {

@@ -24,8 +24,9 @@ expect() {
 # not polling: its record comes first, as the runtime writes it), a
 # standalone poll of 50 us (5.0%), timers (3 fired); other = 100 us (10.0%).
 # Worker 1, span 0..1000 us: a steal slice of 10 us (1.0%) and an older-style
-# instant steal, a watch move, runs 70+25+75 = 170 us (17.0%), a park of
-# 500 us (50.0%), other = 320 us (32.0%).
+# instant steal, a watch move, runs 70+25+75 = 170 us (17.0%), a spin of
+# 100 us holding a poll of 10 us (both idle: spin 10.0%, poll 0.0%), a park
+# of 500 us (50.0%), other = 220 us (22.0%).
 # accept: 100, 300, 50, 70 -> p50 (nearest rank 2 of 4) 70, p99 = max 300.
 # parse: 50, 150 -> p50 50, max 150. write: 25, 75.
 # The run of worker 1 at ts 100 comes after worker 0's in the file: --runs
@@ -48,6 +49,8 @@ cat > "$tmp/trace.json" <<'EOF'
 {"ph":"X","pid":1,"tid":1,"ts":10.000,"dur":2.000,"cat":"move","name":"watch move","args":{"fd":7,"color":3,"from":0}},
 {"ph":"X","pid":1,"tid":1,"ts":20.000,"dur":70.000,"cat":"run","name":"accept","args":{"color":3,"cycles":210}},
 {"ph":"X","pid":1,"tid":1,"ts":100.000,"dur":25.000,"cat":"run","name":"write","args":{"color":3,"cycles":75}},
+{"ph":"X","pid":1,"tid":1,"ts":130.000,"dur":100.000,"cat":"spin","name":"spin","args":{"found":1}},
+{"ph":"X","pid":1,"tid":1,"ts":150.000,"dur":10.000,"cat":"poll","name":"poll","args":{"ready":0}},
 {"ph":"i","pid":1,"tid":1,"ts":300.000,"s":"t","cat":"steal","name":"steal","args":{"victim":0,"color":2,"events":1}},
 {"ph":"X","pid":1,"tid":1,"ts":400.000,"dur":75.000,"cat":"run","name":"write","args":{"color":2,"cycles":225}},
 {"ph":"X","pid":1,"tid":1,"ts":500.000,"dur":500.000,"cat":"park","name":"park","args":{"woken":0}}
@@ -61,9 +64,9 @@ expect '^  span: +1\.000 ms' "$out"
 expect '^  workers: +2$' "$out"
 expect '^  dropped: +3 records: the rings overwrote the oldest records' "$out"
 expect '^  cycles/us: +3\.0$' "$out"
-# worker, span, busy, poll, steal, park, other, runs, steals, parks w/n, polls, timers, moves
-expect '^  worker 0 +1\.000 +65\.0 +5\.0 +0\.0 +20\.0 +10\.0 +5 +0 +1/0 +2 +3 +0$' "$out"
-expect '^  worker 1 +1\.000 +17\.0 +0\.0 +1\.0 +50\.0 +32\.0 +3 +2 +0/1 +0 +0 +1$' "$out"
+# worker, span, busy, poll, steal, spin, park, other, runs, steals, parks w/n, polls, timers, moves
+expect '^  worker 0 +1\.000 +65\.0 +5\.0 +0\.0 +0\.0 +20\.0 +10\.0 +5 +0 +1/0 +2 +3 +0$' "$out"
+expect '^  worker 1 +1\.000 +17\.0 +0\.0 +1\.0 +10\.0 +50\.0 +22\.0 +3 +2 +0/1 +1 +0 +1$' "$out"
 # handler, runs, total ms, share %, p50, p99, max (us); by total time
 expect '^  accept +4 +0\.520 +63\.4 +70\.00 +300\.0 +300\.0$' "$out"
 expect '^  parse +2 +0\.200 +24\.4 +50\.00 +150\.0 +150\.0$' "$out"
@@ -113,7 +116,7 @@ expect '^Steals: 0, 0 events moved; watch moves: 0$' "$tmp/win"
 # ---- rings that dropped records wrapped at different times: by default the
 # tables cover the window where every worker has records (worker 1's from
 # 0.3 ms on here: its instant steal), and say so
-awk '/"tid":1,"ts":(0|10|20|100)\.000/ { next } { print }' "$tmp/trace.json" > "$tmp/wrapped.json"
+awk '/"tid":1,"ts":(0|10|20|100|130|150)\.000/ { next } { print }' "$tmp/trace.json" > "$tmp/wrapped.json"
 "$tool" "$tmp/wrapped.json" > "$tmp/wrapped"
 expect '^  window: +0\.3 to end ms .*where every worker has records' "$tmp/wrapped"
 expect '^  worker 0 .* +2 +0 +1/0 +2 +3 +0$' "$tmp/wrapped"

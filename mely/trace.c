@@ -344,8 +344,9 @@ int64_t mely__trace_stop(struct mely__rt *rt)
     (void)let_go(rt, tr, NULL, 0, NULL);
     rt->tracer = NULL;
     pthread_mutex_unlock(&rt->trace_mu);
-    uint64_t dropped;
-    int err = finish_file(rt, tr, NULL, &dropped);
+    uint64_t dropped = 0;
+    /* No file left: the exit handler wrote it (a shutdown from a later one). */
+    int err = tr->f ? finish_file(rt, tr, NULL, &dropped) : 0;
     tracer_free(tr, rt->nworkers);
     return err ? err : (int64_t)dropped;
 }

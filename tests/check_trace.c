@@ -420,6 +420,41 @@ START_TEST(exit_from_a_handler_writes_the_trace)
 }
 END_TEST
 
+static void shutdown_at_exit(void)
+{
+    if (mely_shutdown(&rt) < 0)
+        _exit(6);
+}
+
+/* A program's own exit handler, registered before mely_init() and so run
+ * after the runtime's, shuts the runtime down: the trace the runtime's
+ * handler wrote stays as it is. */
+static void shutdown_child(void *arg, bool unused)
+{
+    (void)unused;
+    clear_mely_env();
+    setenv("MELY_TRACE", arg, 1);
+    if (atexit(shutdown_at_exit) != 0)
+        _exit(2);
+    init_runtime(&rt, 2, 0, 10, 0);
+    post_program();
+    mely_run(&rt);
+    exit(0);
+}
+
+START_TEST(exit_then_shutdown)
+{
+    char path[128];
+    trace_path(path, sizeof(path), "exitshut");
+    run_child(shutdown_child, path, false);
+    static struct summary s; /* large: not on the stack */
+    summarize(path, &s);
+    unlink(path);
+    ck_assert_uint_eq(s.nruns, NRUNS);
+    ck_assert_uint_eq(s.workers, 2);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("trace");
@@ -431,5 +466,6 @@ int main(void)
     tcase_add_test(tc, start_and_stop_while_running);
     tcase_add_test(tc, stop_from_a_handler_is_refused);
     tcase_add_loop_test(tc, exit_from_a_handler_writes_the_trace, 0, 2);
+    tcase_add_test(tc, exit_then_shutdown);
     return mely_test_main(s);
 }

@@ -695,9 +695,13 @@ START_TEST(stats_printed_at_exit)
 END_TEST
 
 /* A runtime with nothing to do must sleep: the whole process (workers,
- * this meter, a sanitizer's threads) may use at most 10% of one core, whatever
- * the engine and the steal policy (idle workers run the steal driver before
- * they park). */
+ * this meter, the stall monitor's 40 wake-ups a second, a sanitizer's
+ * threads) may use at most 10% of one core, whatever the engine and the
+ * steal policy (idle workers run the steal driver before they park). Under
+ * a sanitizer every wake-up costs many times more: 20% there (8 unpinned
+ * workers under ThreadSanitizer, while CI ran another test program beside
+ * it, used 10.1% and 11.1%; alone, under 10%). A worker that spun would use
+ * 100%. */
 START_TEST(idle_runtime_uses_no_cpu)
 {
     init_runtime_shape(&rt, &shapes[_i], MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
@@ -705,9 +709,10 @@ START_TEST(idle_runtime_uses_no_cpu)
     run_with_helper(&rt, idle_meter, NULL, 30, "idle runtime");
     ck_assert_msg(idle_m.wall_s >= IDLE_WINDOW_US / 1e6 - 0.01, "the idle period lasted %.3f s",
                   idle_m.wall_s);
-    ck_assert_msg(idle_m.cpu_s < 0.10 * idle_m.wall_s,
-                  "%s: idle workers used %.1f ms of CPU in %.3f s (bound: 10%% of one core)",
-                  shape_name(&shapes[_i]), idle_m.cpu_s * 1e3, idle_m.wall_s);
+    double share = test_scale() < 1.0 ? 0.20 : 0.10;
+    ck_assert_msg(idle_m.cpu_s < share * idle_m.wall_s,
+                  "%s: idle workers used %.1f ms of CPU in %.3f s (bound: %.0f%% of one core)",
+                  shape_name(&shapes[_i]), idle_m.cpu_s * 1e3, idle_m.wall_s, share * 100);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
 }
 END_TEST

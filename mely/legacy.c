@@ -187,8 +187,6 @@ static bool legacy_steal(struct mely__worker *thief, struct mely__worker *victim
     thief->legacy.tail = chain_tail;
     thief->legacy.ncolors++;
     mely__add_pending(thief, (int)n);
-    mely__count(&thief->ctr.stolen_events, n);
-    mely__count(&thief->ctr.stolen_cycles, mely__units_to_cycles(units));
     mely__steal_took(thief, victim, color, n, units);
     return true;
 }

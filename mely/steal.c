@@ -135,8 +135,6 @@ static bool migrate(struct mely__worker *thief, struct mely__worker *victim,
 
     if (n < 0)
         return false;
-    mely__count(&thief->ctr.stolen_events, (uint64_t)n);
-    mely__count(&thief->ctr.stolen_cycles, mely__units_to_cycles(cq->units));
     mely__steal_took(thief, victim, cq->color, (uint32_t)n, cq->units);
     return true;
 }

@@ -76,15 +76,18 @@ static inline void mely__stealq_refile(struct mely__worker *w, struct mely__colo
         (void)mely__stealq_update(&w->stealq, cq, mely__steal_cost_units(w->rt));
 }
 
-/* The engine's steal_from, on success: notes what moved for the steal's
- * trace record (steal.c writes it once the attempt's time is known). The
- * thief's thread. */
+/* The engine's steal_from, on success: counts what moved (stolen_events,
+ * stolen_cycles) and notes it for the steal's trace record (steal.c writes
+ * it once the attempt's time is known). The thief's thread. */
 static inline void mely__steal_took(struct mely__worker *thief, const struct mely__worker *victim,
                                     uint32_t color, uint32_t events, uint64_t units)
 {
+    uint64_t work = mely__units_to_cycles(units);
+    mely__count(&thief->ctr.stolen_events, events);
+    mely__count(&thief->ctr.stolen_cycles, work);
     thief->stolen.color = color;
     thief->stolen.events = events;
-    thief->stolen.work = mely__units_to_cycles(units);
+    thief->stolen.work = work;
     thief->stolen.victim = victim->index;
 }
 

@@ -33,6 +33,8 @@ struct mely__counters {
     mely__counter_t io_ready;
     mely__counter_t timers_fired;
     mely__counter_t watch_moves;
+    mely__counter_t stream_sends;  /* io/stream.c's flush */
+    mely__counter_t stream_bytes;
 };
 
 /* Single-writer increment: only the counter's one writer may call it. */

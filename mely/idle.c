@@ -2,7 +2,8 @@
  * idle.c: what a worker with nothing to run does, in order: it reads its
  * poller, tries to steal, spins a little watching for posts, reads its
  * poller and tries to steal again (work may have piled up elsewhere while it
- * spun), runs the idle hook (mely_on_idle), and only then parks (park.c has
+ * spun), runs the idle hook (mely_on_idle), looks whether the runtime is
+ * quiet when a drain waits for that (quiet.h), and only then parks (park.c has
  * the park/wake protocol, steps 1-4; this file is step 1 and the calls of
  * steps 2 and 4).
  *
@@ -17,6 +18,7 @@
 #include "mely/io/poller.h"
 #include "mely/outbox.h"
 #include "mely/park.h"
+#include "mely/quiet.h"
 #include "mely/steal.h"
 #include "mely/trace.h"
 
@@ -130,7 +132,7 @@ static bool idle_hook(struct mely__worker *w)
 void mely__idle(struct mely__worker *w)
 {
     if (poll_now(w) || mely__steal(w) || traced_spin(w) || poll_now(w) || mely__steal(w) ||
-        idle_hook(w))
+        idle_hook(w) || mely__quiet_poll(w))
         return;
     park(w);
 }

@@ -730,6 +730,11 @@ typedef struct mely_stats {
     uint64_t stalls;         /* handlers of this worker that ran longer than
                                 MELY_STALL_MS (each counted once, whether or
                                 not the rate limit let its warning through) */
+    uint64_t stream_sends;   /* system calls (writev) that sent streams' output
+                                on this worker: one per stream per batch at
+                                most (mely/stream.h) */
+    uint64_t stream_bytes;   /* bytes they sent (stream_bytes / stream_sends:
+                                what a send carries) */
 } mely_stats_t;
 
 /*

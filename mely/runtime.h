@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "mely/batchend.h"
 #include "mely/colorq.h"
 #include "mely/coreq.h"
 #include "mely/counters.h"
@@ -81,6 +82,8 @@ struct mely__worker {
                                      deliver.c): rt->inboxes[index] */
     struct mely__event *reserve;  /* events only a move's drain uses (deliver.c) */
     uint32_t nreserve;
+    uint32_t quiet_seq;           /* batches taken and ended: odd while the
+                                     worker holds one (quiet.h) */
 
     /* wake: `parked` is set by the worker under `lock` and cleared by
      * whoever wakes it, with one exchange (park.c); wake_seq counts wake-ups.
@@ -103,6 +106,7 @@ struct mely__worker {
     struct mely__colorq run;      /* the events detached from run_cq (only their
                                      event fields are used) */
     struct mely__outbox outbox;   /* staged posts to other workers (outbox.h) */
+    struct mely__batchend *batch_end; /* work for the end of the batch (batchend.h) */
     _Atomic uint32_t post_seq;    /* odd while a flush publishes (deliver.c) */
     uint32_t *head_seen;          /* per owner: its inbox's head, as last read */
     struct mely__poller io;       /* the poller (io/poller.c); nwatches is shared */
@@ -161,6 +165,9 @@ struct mely__rt {
     _Atomic uint32_t streams_alive; /* streams not yet freed */
     atomic_bool drain_cut;        /* the drain's timeout fired */
     atomic_bool draining;         /* mely_drain() in progress (io/drain.c) */
+    atomic_bool drain_quiet;      /* the drain saw the runtime quiet (io/drain.c) */
+    _Atomic(void (*)(struct mely__rt *)) quiet_fn; /* run when next quiet (quiet.h) */
+    _Atomic(void (*)(struct mely__rt *)) drain_watch; /* io/streams.h */
     _Atomic mely_timer_t drain_timer; /* its timeout, or 0 */
     _Atomic uint32_t range_top;   /* colors >= this are reserved (colorrange.c) */
     const struct mely__engine *engine; /* the queueing engine (engine.h) */

@@ -112,6 +112,8 @@ static int worker_stats(const struct mely__rt *rt, unsigned worker, mely_stats_t
         .io_ready = mely__counter_read(&c->io_ready),
         .timers_fired = mely__counter_read(&c->timers_fired),
         .watch_moves = mely__counter_read(&c->watch_moves),
+        .stream_sends = mely__counter_read(&c->stream_sends),
+        .stream_bytes = mely__counter_read(&c->stream_bytes),
         .stalls = atomic_load_explicit(&rt->workers[worker].stalls, memory_order_relaxed),
     };
     out->steal_cycles_median = steal_median(&rt->workers[worker], out->steals);
@@ -138,7 +140,8 @@ static const struct {
     STAT(steal_attempts), STAT(steals),        STAT(steal_cycles),
     STAT(steal_cycles_median), STAT(stolen_events), STAT(stolen_cycles),
     STAT(polls),          STAT(io_ready),      STAT(timers_fired),
-    STAT(watch_moves),    STAT(stalls),
+    STAT(watch_moves),    STAT(stalls),        STAT(stream_sends),
+    STAT(stream_bytes),
 };
 #undef STAT
 _Static_assert(sizeof(stat_columns) / sizeof(stat_columns[0]) * sizeof(uint64_t) ==

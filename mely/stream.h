@@ -18,12 +18,21 @@
  *
  * The rules, in short (each function below says its own):
  *  - From the stream's color (its callbacks, and any other event of that
- *    color) every function may be called; what is written is sent when the
- *    callback returns (at once when called outside a callback of the stream).
- *  - From any other color or thread, only mely_stream_write,
- *    mely_stream_printf, mely_stream_close, mely_stream_ref and
- *    mely_stream_unref: writes are copied and queued to the stream's color,
- *    which appends them to the output in the order each thread made them.
+ *    color) every function may be called. What is written there goes into
+ *    the output at once and is sent at the end of the batch of events the
+ *    worker is running (up to MELY_BATCH_DEFAULT events of the color, or
+ *    one event of the legacy engine): one writev per stream per batch,
+ *    however many events of the batch wrote to it, and never later than the
+ *    batch's end.
+ *  - From any other color or thread: mely_stream_write, mely_stream_printf,
+ *    mely_stream_write_block, mely_stream_queued, mely_stream_shutdown,
+ *    mely_stream_close, mely_stream_ref and mely_stream_unref. Writes are
+ *    queued to the stream's color without a lock (one allocation and two
+ *    atomic operations per write, a post only when none is on its way),
+ *    which appends them in the order each thread made them, in batches.
+ *  - Output is bounded: writes beyond ops.output_max bytes queued (16 MiB
+ *    by default) fail with -ENOBUFS, or close the stream
+ *    (MELY_STREAM_CAP_CLOSE), from wherever they come.
  *  - Lifetime: a stream is freed when it is closed and its last reference
  *    is gone. Opening gives one reference to the runtime, dropped after the
  *    closed callback ran. Code that keeps the pointer beyond the stream's
@@ -37,12 +46,12 @@
  *    exactly once, as a later event of the stream's color (never inside the
  *    call), after which no other callback of the stream runs. Free the
  *    callbacks' argument there.
- *  - mely_drain() stops a runtime's listeners and closes every open stream
- *    (after flushing); mely_shutdown() closes the streams left and runs
- *    their closed callbacks, so no descriptor or argument leaks. Shutdown
- *    frees every stream of the runtime, whatever references remain (the
- *    events that held them are discarded): a reference does not outlive
- *    the runtime.
+ *  - mely_drain() is the graceful stop (its comment below says exactly what
+ *    it does); mely_shutdown() closes the streams left and runs their
+ *    closed callbacks, so no descriptor or argument leaks. Shutdown frees
+ *    every stream of the runtime, whatever references remain (the events
+ *    that held them are discarded): a reference does not outlive the
+ *    runtime.
  *
  * Threads: the callbacks run on whatever worker owns the stream's color (a
  * steal moves a stream with its color).
@@ -64,14 +73,26 @@ extern "C" {
 
 typedef struct mely_stream mely_stream_t;
 
-/* What an event callback reports (the `what` of mely_stream_ops_t.event). */
-#define MELY_STREAM_EOF 0x01u       /* the peer closed its side: no more input */
-#define MELY_STREAM_ERROR 0x02u     /* reading or writing failed: `err` says why
-                                       (a negative errno), or a line exceeded
-                                       the maximum (-EMSGSIZE) */
-#define MELY_STREAM_TIMEOUT 0x04u   /* with MELY_READ or MELY_WRITE: no progress
+/*
+ * What an event callback reports (the `what` of mely_stream_ops_t.event).
+ * The bits never overlap MELY_READ, MELY_WRITE, MELY_ONESHOT or MELY_SIGNAL
+ * (mely.h), so `what & MELY_STREAM_EOF` is never true for a timeout. They
+ * come one at a time, except MELY_STREAM_TIMEOUT, which always comes with
+ * MELY_READ or MELY_WRITE (which side made no progress).
+ */
+#define MELY_STREAM_EOF 0x10u       /* the peer closed its side: no more input */
+#define MELY_STREAM_ERROR 0x20u     /* reading or writing failed: `err` says why
+                                       (a negative errno); or a line exceeded
+                                       the maximum (-EMSGSIZE); or the output
+                                       cap closed the stream (-ENOBUFS); or the
+                                       connect timed out (-ETIMEDOUT) */
+#define MELY_STREAM_TIMEOUT 0x40u   /* with MELY_READ or MELY_WRITE: no progress
                                        for the timeout set by mely_stream_timeouts */
-#define MELY_STREAM_CONNECTED 0x08u /* mely_stream_connect's connection is up */
+#define MELY_STREAM_CONNECTED 0x80u /* mely_stream_connect's connection is up */
+
+/* mely_stream_ops_t.flags */
+#define MELY_STREAM_CAP_CLOSE 0x1u  /* a write beyond output_max closes the
+                                       stream (after it fails with -ENOBUFS) */
 
 /*
  * A stream's callbacks and settings (zero-initialize; any callback may be
@@ -93,6 +114,11 @@ typedef struct mely_stream mely_stream_t;
  *           EOF, errors and timeouts (after flushing its output on EOF and
  *           read timeouts).
  *  closed   the last callback: the stream's socket is closed. Free arg here.
+ *  drain    mely_drain() began: finish the exchanges under way and close the
+ *           stream (MELY_STREAM_FLUSH) before the drain's deadline. The
+ *           stream keeps reading and writing meanwhile. NULL: the stream
+ *           stops reading from its socket, and closes after flushing once
+ *           every queued event of the runtime has run (mely_drain).
  * Settings (0: the default):
  *  read_low, read_high    the read callback waits for read_low bytes (default:
  *                         any); reading pauses while the input holds read_high
@@ -108,10 +134,22 @@ typedef struct mely_stream mely_stream_t;
  *                         (default: none)
  *  write_timeout_ns       output waits and nothing could be sent for this long
  *                         (default: none)
+ *  connect_timeout_ns     mely_stream_connect's connection is not up after this
+ *                         long: MELY_STREAM_ERROR with -ETIMEDOUT (default: none)
+ *  output_max             the most bytes the stream holds queued for sending
+ *                         (its output, and writes from other colors on their
+ *                         way; mely_stream_queued): a write beyond it appends
+ *                         nothing and returns -ENOBUFS (default 16 MiB;
+ *                         SIZE_MAX: no limit)
+ *  flags                  MELY_STREAM_CAP_CLOSE: a write beyond output_max
+ *                         also closes the stream, at the end of the batch, as
+ *                         a close without flush; the event callback gets
+ *                         MELY_STREAM_ERROR with -ENOBUFS first
  * Timeouts restart on every byte moved, at the cost of a clock read (no
  * timer operation per read or write); the event callback gets
  * MELY_STREAM_TIMEOUT | MELY_READ or MELY_WRITE, and a stream left open
- * keeps its timeout running from then on.
+ * keeps its timeout running from then on. A timeout of UINT64_MAX, like 0,
+ * is none.
  */
 typedef struct mely_stream_ops {
     void (*read)(mely_stream_t *s, void *arg);
@@ -123,6 +161,10 @@ typedef struct mely_stream_ops {
     size_t write_low, write_high;
     size_t max_line;
     uint64_t read_timeout_ns, write_timeout_ns;
+    void (*drain)(mely_stream_t *s, void *arg);
+    uint64_t connect_timeout_ns;
+    size_t output_max;
+    unsigned flags;
 } mely_stream_ops_t;
 
 /*
@@ -160,14 +202,20 @@ int mely_stream_connect(mely_t *m, const char *host, unsigned port, mely_to_t to
 
 /*
  * Appends len bytes of data to the output. On the stream's color the bytes
- * are copied into the output at once; elsewhere they are copied and queued
- * to the stream's color (one allocation per call), which appends them in
- * the order this thread wrote them. The output is sent as the socket takes
- * it; while it holds more than the write high watermark, the stream stops
- * reading (backpressure), until it falls to the low watermark.
- * @return 0; -EPIPE (the stream is closed or closing, or its socket failed:
- *         nothing was queued); MELY_EINVAL (s NULL, or data NULL with len
- *         > 0); MELY_ENOMEM.
+ * are copied into the output at once, and sent at the end of the batch
+ * (above). Elsewhere they are copied and queued to the stream's color (one
+ * allocation per call, no lock), which appends them in the order this
+ * thread wrote them, also with respect to this thread's later
+ * mely_stream_shutdown or mely_stream_close. A write from another thread
+ * that races with a close (neither ordered before the other) may be
+ * accepted and then dropped by the close, as if it came after it.
+ * The output is sent as the socket takes it; while it holds more than the
+ * write high watermark, the stream stops reading (backpressure), until it
+ * falls to the low watermark.
+ * @return 0; -EPIPE (the stream is closed or closing, its write side shut
+ *         down, or its socket failed: nothing was queued); -ENOBUFS (the
+ *         output cap, ops.output_max: nothing was queued); MELY_EINVAL (s
+ *         NULL, or data NULL with len > 0); MELY_ENOMEM.
  * Threads: any thread (see the lifetime rule above).
  */
 int mely_stream_write(mely_stream_t *s, const void *data, size_t len);
@@ -180,6 +228,92 @@ int mely_stream_printf(mely_stream_t *s, const char *fmt, ...)
 #endif
     ;
 int mely_stream_vprintf(mely_stream_t *s, const char *fmt, va_list ap);
+
+/*
+ * Blocks: one message for many streams, without a copy per stream. A block
+ * holds len bytes and a reference count (1 when made). Write it to any
+ * number of streams from any thread (mely_stream_write_block), then drop
+ * your reference: each stream keeps its own until the bytes are sent. A
+ * block larger than 512 bytes is referenced by every output it goes to
+ * (libevent's evbuffer_add_reference) and never copied; a smaller one is
+ * copied into each output, because a copy of a few hundred bytes costs
+ * less than a reference and a writev iovec of its own.
+ *
+ * mely_block_new copies len bytes of data; mely_block_alloc leaves them for
+ * the caller to fill (mely_block_data) before the block's first write;
+ * mely_block_printf formats them. They return NULL when out of memory (or,
+ * printf, for a bad format). The contents must not change once written.
+ * Threads: any thread; ref and unref are atomic.
+ */
+typedef struct mely_block mely_block_t;
+
+mely_block_t *mely_block_new(const void *data, size_t len);
+mely_block_t *mely_block_alloc(size_t len);
+mely_block_t *mely_block_printf(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+void *mely_block_data(mely_block_t *b);
+size_t mely_block_len(const mely_block_t *b);
+mely_block_t *mely_block_ref(mely_block_t *b); /* returns b */
+void mely_block_unref(mely_block_t *b);        /* frees the block with its last reference */
+
+/*
+ * Appends block b to the output, as mely_stream_write does with bytes (the
+ * same order, cap and returns), taking a reference to b for as long as the
+ * stream needs its bytes: the caller keeps its own reference.
+ * Threads: any thread (see the lifetime rule above).
+ */
+int mely_stream_write_block(mely_stream_t *s, mely_block_t *b);
+
+/*
+ * Bytes written to s and not yet handed to its socket: the output as it
+ * stood at the end of the stream color's last batch (exact on the stream's
+ * color), plus the writes from other colors still on their way. From
+ * another thread it is approximate by the writes the stream's color is
+ * appending and sending meanwhile (at most one batch's worth), and by
+ * writes racing with the call. 0 once the stream is closed.
+ * Threads: any thread (see the lifetime rule above).
+ */
+size_t mely_stream_queued(const mely_stream_t *s);
+
+/*
+ * Half-close: once the output written before this call is sent, shuts
+ * down the socket's write side (shutdown(SHUT_WR): the peer reads EOF).
+ * Reading goes on; the stream stays open until it is closed (by default,
+ * the peer's EOF closes it). Later writes return -EPIPE. A second call does
+ * nothing. Use this, never shutdown() on mely_stream_fd().
+ * @return 0; -EPIPE (closed or closing); MELY_EINVAL; MELY_ENOMEM (from
+ *         another color: it could not be queued; retry).
+ * Threads: any thread (see the lifetime rule above).
+ */
+int mely_stream_shutdown(mely_stream_t *s);
+
+/*
+ * Relays a and b into each other, as a TCP proxy does: what a reads goes to
+ * b's output and what b reads to a's, moved without a copy. Both streams
+ * must have the same color (open the second one with
+ * MELY_TO(mely_stream_color(a))), and neither may be in line mode.
+ * From now on the relay takes their input and their event reports; the
+ * program's closed callbacks still run, and its event callbacks still get
+ * MELY_STREAM_CONNECTED. Backpressure each way: a side stops being read
+ * while the other's output holds more than the other's write_high, until it
+ * falls to its write_low. Half-close: when a side reaches EOF, the other is
+ * half-closed (mely_stream_shutdown) once what came before is sent. When
+ * both sides reached EOF, both close after flushing and done(a, b, 0, arg)
+ * runs; on an error or a timeout of either side (or when the program
+ * closes one), both close at once and done gets the negative errno
+ * (-ETIMEDOUT for a timeout, -ECANCELED for a close). done runs once, on
+ * the streams' color; it may be NULL. A relay needs no drain callback: it
+ * carries on through a drain until both sides are done.
+ * @return 0; MELY_EINVAL (NULL, a == b, different colors or runtimes, line
+ *         mode, already relayed, or not called on the streams' color);
+ *         -EPIPE (a side is closed or closing); MELY_ENOMEM.
+ * Threads: the streams' color only.
+ */
+typedef void (*mely_relay_fn)(mely_stream_t *a, mely_stream_t *b, int err, void *arg);
+int mely_stream_relay(mely_stream_t *a, mely_stream_t *b, mely_relay_fn done, void *arg);
 
 /*
  * Moves every byte of buf (any evbuffer, such as the stream's own input)
@@ -202,8 +336,9 @@ int mely_stream_write_buffer(mely_stream_t *s, struct evbuffer *buf);
 int mely_stream_readln(mely_stream_t *s, char **line, size_t *len);
 
 /* The input and output evbuffers, for libevent's evbuffer functions
- * (<event2/buffer.h>): read and drain the input, append to the output
- * (appends are sent when the callback returns). Never free them.
+ * (<event2/buffer.h>): read and drain the input, append to the output.
+ * Appends are sent at the end of the batch, as writes are (they are not
+ * checked against output_max; the next write is). Never free them.
  * Threads: the stream's color only. */
 struct evbuffer *mely_stream_input(mely_stream_t *s);
 struct evbuffer *mely_stream_output(mely_stream_t *s);
@@ -237,6 +372,11 @@ int mely_stream_reading(mely_stream_t *s, int on);
  * fires); without, at once, dropping the output. Then the closed callback
  * runs, as a later event of the stream's color. A second close does
  * nothing (a close without FLUSH still cuts a flushing one short).
+ * Closing a socket whose peer sent bytes that were never read makes the
+ * kernel reset the connection, which can destroy the last replies on their
+ * way: so when the output is sent and unread bytes wait, the stream shuts
+ * down its write side and reads and discards until the peer's EOF, for at
+ * most 1 s, before it closes (the "lingering close" of web servers).
  * @return 0; MELY_EINVAL (s NULL); MELY_ENOMEM (from another color: the
  *         close could not be queued; retry).
  * Threads: any thread (see the lifetime rule above).
@@ -255,17 +395,32 @@ int mely_stream_fd(const mely_stream_t *s);
 mely_color_t mely_stream_color(const mely_stream_t *s);
 
 /*
- * Drains the runtime: stops accepting on every listener (as
- * mely_listener_pause: close them or let mely_shutdown free them), closes
- * every open stream after flushing its output (MELY_STREAM_FLUSH), and
- * stops the runtime (mely_stop) once every closed callback has run and
- * every reference is dropped (the events that carry streams to other
- * colors have run: a shutdown that follows discards none of them). After
- * timeout_ns (0: no limit) the streams left are closed without flushing,
- * and the runtime stops once their closed callbacks have run.
- * Streams opened during the drain are closed the same way. A graceful
- * shutdown: mely_drain from a signal's handler, then mely_shutdown after
- * mely_run returns.
+ * Drains the runtime, gracefully: what was asked of it is answered, nothing
+ * new is taken, and then it stops. In order:
+ *  1. Every listener stops accepting (as mely_listener_pause: close them or
+ *     let mely_shutdown free them).
+ *  2. Every open stream hears of it, as an event of its color: a stream
+ *     with a drain callback runs it and carries on (reading, writing) until
+ *     the program closes it; a stream without one stops reading from its
+ *     socket (input already read is still handed to its callbacks).
+ *  3. The events queued anywhere in the runtime run, with those they post
+ *     in turn (a request out on another color, its reply, the message on
+ *     its way to subscribers), and what they write is queued as usual.
+ *  4. Once no event is queued or running on any worker (I/O readiness and
+ *     timers still bring new events meanwhile; a runtime kept busy past the
+ *     deadline is cut, step 6), every stream without a drain callback is
+ *     closed after flushing (MELY_STREAM_FLUSH, with the lingering close
+ *     described there).
+ *  5. The runtime stops (mely_stop) once every closed callback has run and
+ *     every reference is dropped (the events that carry streams to other
+ *     colors have run: a shutdown that follows discards none of them).
+ *  6. After timeout_ns (0: no limit) the streams left are closed without
+ *     flushing, and the runtime stops once their closed callbacks have run.
+ * Streams opened during the drain (mely_stream_connect by work in flight)
+ * go through the same steps from their start: the drain callback, or no
+ * reading and a close at step 4 (at once if step 4 is past).
+ * A graceful shutdown: mely_drain from a signal's handler, then
+ * mely_shutdown after mely_run returns.
  * @return 0; MELY_ESHUTDOWN; MELY_EBUSY (a drain is in progress);
  *         MELY_ENOMEM.
  * Threads: any thread.

@@ -46,6 +46,7 @@ static void take_batch(struct mely__worker *w, struct mely__colorq *cq)
 {
     mely__colorq_move_all(&w->run, cq);
     w->run_cq = cq;
+    w->quiet_seq++; /* odd: holding a batch (quiet.h) */
     mely__add_pending(w, -(int)w->run.count);
     mely__stealq_refile(w, cq);
 }
@@ -58,6 +59,7 @@ static void end_batch(struct mely__worker *w, struct mely__colorq *cq)
     mely__add_pending(w, (int)w->run.count);
     mely__colorq_prepend(cq, &w->run);
     w->run_cq = NULL;
+    w->quiet_seq++;
     mely__stealq_refile(w, cq);
     if (mely__colorq_empty(cq)) {
         mely__coreq_remove(&w->coreq, cq);
@@ -120,6 +122,11 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
             mely__outbox_flush(w);
         mely__evcache_free(rt, &w->evcache, ev);
         ran++;
+    }
+    if (w->batch_end) { /* still on the color: batchend.h */
+        mely__batchend_run(&w->batch_end);
+        if (mely__outbox_pending(&w->outbox))
+            mely__outbox_flush(w);
     }
     mely__stall_end(&w->stall, run);
     mely__current_color = -1;

@@ -514,10 +514,12 @@ static uint8_t slow_byte(uint64_t o)
 
 static _Atomic uint64_t sampled; /* the output's length, +1 (0: not yet) */
 
+/* mely_stream_queued, exact on the stream's color; mely_stream_output
+ * would have the batch's end send what the socket takes meanwhile. */
 static void sample_output(void *arg)
 {
     mely_stream_t *s = arg;
-    atomic_store(&sampled, evbuffer_get_length(mely_stream_output(s)) + 1);
+    atomic_store(&sampled, mely_stream_queued(s) + 1);
 }
 
 /* The length of s's output, read on its color (s is referenced). */

@@ -1,59 +1,71 @@
 /*
  * io/stream.c: streams, buffered colored connections on libevent's evbuffers
- * (the API and its rules: mely/stream.h).
+ * (the API and its rules: mely/stream.h; draining: io/drain.c).
  *
  * A stream is a read watch and, while output waits, a write watch on its fd,
  * both of the stream's color, plus two evbuffers. Everything that touches
  * the buffers, the watches and the state runs on the stream's color, so it
- * needs no lock: the watches' handlers, a timer, and a "bell" event.
+ * needs no lock: the watches' handlers, a timer, a "bell" event, and the end
+ * of the batch.
  *
  *   on_readable   reads once (at most READ_CHUNK, one read() into space
  *                 reserved in the input: no copy, no FIONREAD), hands the
- *                 input to the read or line callback, then settles;
+ *                 input to the read or line callback;
  *   on_writable   a connect that completed, or room for waiting output;
- *   on_bell       what other colors asked for: their writes (kept in
- *                 `pending`, under `mu`, appended to the output in order),
- *                 a close, a redelivery of buffered input;
- *   on_timer      one lazy timer for both timeouts: reads and writes only
+ *   on_bell       what other colors asked for: their writes (a lock-free
+ *                 stack, below), a close, a half-close, a drain;
+ *   on_timer      one lazy timer for every deadline: reads and writes only
  *                 note the time, and the timer, when it fires, re-arms
  *                 itself at the latest deadline or reports the timeout;
  *   on_closed     the closed callback, posted by the close.
  *
- * settle() ends every one of them: it sends the output (one writev through
- * evbuffer_write), arms or pauses the write watch, runs the drained
+ * When bytes leave. None of these sends anything itself, and neither does a
+ * write made from the stream's color: they mark the stream (touch) for the
+ * end of the worker's batch (mely/batchend.h), still on the stream's color,
+ * where settle() runs once per stream: it sends the output (one writev
+ * through evbuffer_write), arms or pauses the write watch, runs the drained
  * callback, finishes a close-after-flush, pauses or resumes reading for the
- * watermarks, and sets the timer. Calls made from the stream's color outside
- * its callbacks settle at once.
+ * watermarks, and sets the timer. So twenty events of a batch that each
+ * write one message to a stream cost twenty appends and one writev, and no
+ * byte waits longer than the batch that wrote it.
+ *
+ * Writes from other colors. A writer pushes a `struct send` (the bytes, or
+ * a block reference) on the stream's stack (`sends`, one compare-and-swap)
+ * and rings the bell only when the stack was empty: the bell is an ordinary
+ * post to the stream's color, which takes the whole stack at once, reverses
+ * it into push order and appends it. Each writer's writes keep their order,
+ * and a close or half-close a writer asks for after its writes comes after
+ * them, because on_bell takes the stack before it reads the requests. No
+ * mutex is on the path, and under load one post carries many writes.
+ *
+ * Output bound. `inflight` counts the bytes of sends not yet appended (the
+ * writer adds before pushing; the batch's end subtracts what arrived) and
+ * `out_seen` the output's length at the last batch's end: together, what
+ * mely_stream_queued() reports and every write checks against
+ * ops.output_max, from any thread.
  *
  * Lifetime: `refs` counts the runtime's reference (from open to the end of
  * on_closed), one per bell in flight, and the user's. The last one frees the
- * stream. A timer needs none: only the stream's color sets and cancels it,
- * so a cancel from there either wins or finds it run already. At shutdown,
- * queued events are discarded uncalled, so mely__streams_free() closes what
- * is open, runs the closed callbacks not yet run, and frees every stream of
- * the runtime, referenced or not (references end with the runtime).
- *
- * Draining (mely_drain, at the end of the file):
- * a drain pauses every listener, asks every stream to close after flushing
- * (io/stream.c rings each one's bell), and counts down: rt->streams_open
- * (raised by every stream's registration, lowered when its closed callback
- * has run) and rt->streams_alive (lowered when it is freed, that is when
- * the events that carried it to other colors have run and dropped their
- * references). When both reach zero the runtime stops, so a shutdown that
- * follows discards no event of a stream, and no memory such an event
- * carried. A timeout is a timer on worker 0's pinned color that asks the
- * streams left to close at once, after which closed is enough (a
- * reference the program keeps would hold the drain forever). Streams
- * opened while the drain is on are asked to close as they start.
+ * stream, with any sends still stacked. A stream marked for the batch's end
+ * is open, so the runtime's reference holds it: its on_closed is posted
+ * behind the batch (never a head post). A timer needs no reference: only the
+ * stream's color sets and cancels it, so a cancel from there either wins or
+ * finds it run already. At shutdown, queued events are discarded uncalled,
+ * so mely__streams_free() closes what is open, runs the closed callbacks not
+ * yet run, and frees every stream of the runtime, referenced or not
+ * (references end with the runtime).
  *
  * Who may call: the functions marked "own" only on the stream's color
  * (checked: MELY_EINVAL elsewhere); the others from any thread.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdalign.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -65,8 +77,8 @@
 #include "mely/handle.h"
 #include "mely/io/listen.h"
 #include "mely/io/streams.h"
-#include "mely/park.h"
 #include "mely/io/watch.h"
+#include "mely/park.h"
 #include "mely/runtime.h"
 #include "mely/stream.h"
 
@@ -74,18 +86,63 @@ enum {
     READ_CHUNK = 16384,           /* the most one read takes */
     MAX_LINE_DEFAULT = 8192,
     WRITE_HIGH_DEFAULT = 1 << 20, /* 1 MiB */
+    OUTPUT_MAX_DEFAULT = 16 << 20, /* 16 MiB */
+    COPY_MAX = 512,               /* sends and blocks up to this size are
+                                     copied into the output, larger ones
+                                     referenced (stream.h, "Blocks") */
+    LINGER_READS = 16,            /* reads per readiness while lingering */
 };
+
+#define LINGER_NS 1000000000ull /* the longest lingering close */
 
 enum state { S_OPEN, S_FLUSHING, S_CLOSED };
 
 /* What other colors ask of the stream's color (`requests`). */
 enum {
-    REQ_CLOSE = 0x1,   /* close at once */
-    REQ_FLUSH = 0x2,   /* close after flushing */
-    REQ_DELIVER = 0x4, /* hand buffered input to the callbacks again */
-    REQ_DRAINED = 0x8, /* run the drained callback again */
-    REQ_START = 0x10,  /* arm the first watch (see stream_start) */
+    REQ_CLOSE = 0x1,    /* close at once */
+    REQ_FLUSH = 0x2,    /* close after flushing */
+    REQ_DELIVER = 0x4,  /* hand buffered input to the callbacks again */
+    REQ_DRAINED = 0x8,  /* run the drained callback again */
+    REQ_START = 0x10,   /* arm the first watch (see start) */
+    REQ_SHUTWR = 0x20,  /* half-close once the output is sent */
+    REQ_CAP = 0x40,     /* a write from elsewhere hit the cap (CAP_CLOSE) */
+    REQ_DRAIN = 0x80,   /* mely_drain began (drain.c) */
+    REQ_QUIET = 0x100,  /* the drain saw the runtime quiet: close after flushing
+                           unless the program handles the drain */
 };
+
+/* `shut`: why writes are refused, from any thread. */
+enum { REFUSE_CLOSE = 0x1, REFUSE_WR = 0x2 };
+
+/* A write from another color, on its way (the stack `sends`). */
+struct send {
+    struct send *next;
+    size_t len;
+    mely_block_t *block; /* the bytes are the block's, or follow */
+    char data[];
+};
+
+struct mely_block {
+    _Atomic uint32_t refs;
+    size_t len;
+    char data[];
+};
+
+/* mely_stream_relay's state, one per side (the relay section below). */
+struct relay_pair {
+    _Atomic unsigned refs; /* the sides not yet freed (a side may be freed
+                              on any thread: its last unref) */
+    bool finished;         /* done ran */
+    mely_relay_fn done;
+    void *arg;
+};
+
+struct relay {
+    struct mely_stream *peer;
+    struct relay_pair *pair;
+    bool eof; /* this side's input ended */
+};
+
 
 struct mely_stream {
     struct mely__rt *rt;
@@ -95,7 +152,6 @@ struct mely_stream {
 
     /* The stream's color only. */
     int fd;
-    _Atomic int fd_seen; /* fd, for mely_stream_fd from any thread */
     enum state state;
     bool reading;      /* the program's wish (mely_stream_reading) */
     bool rd_armed;     /* the read watch is in epoll */
@@ -104,23 +160,35 @@ struct mely_stream {
     bool failed;       /* a write failed: output is dropped */
     bool connecting;   /* mely_stream_connect's connect is in progress */
     bool write_paused; /* reading paused by write_high, until write_low */
+    bool held;         /* input was held back from the callbacks (may_deliver) */
     bool closed_run;   /* the closed callback ran */
+    bool marked;       /* on the worker's batch-end list */
+    bool draining;     /* the drain reached the stream (drain.c) */
+    bool cap_hit;      /* a write hit the cap: close (MELY_STREAM_CAP_CLOSE) */
+    bool shut_asked;   /* mely_stream_shutdown: SHUT_WR once the output is sent */
+    bool shut_done;    /* the write side is shut down */
+    bool lingering;    /* closing: reading and discarding until the peer's EOF */
     unsigned depth;    /* the stream's callbacks on the stack */
     mely_watch_t *rd, *wr;
     struct evbuffer *in, *out;
     size_t taken;      /* the line readln handed out, drained at the next call */
+    size_t arrived;    /* bytes of sends appended since the batch began */
     mely_timer_t timer;
     uint64_t timer_at;             /* its deadline, when timer != 0 */
     uint64_t last_read, last_write; /* progress, for the timeouts */
+    uint64_t connect_by, linger_by; /* deadlines, when connecting or lingering */
+    struct mely__batchend node;    /* settle at the batch's end (touch) */
+    struct relay *relay;           /* mely_stream_relay's, or NULL */
 
-    /* Any thread. */
-    _Atomic uint32_t refs;
-    atomic_bool bell;            /* an on_bell is queued */
-    _Atomic unsigned requests;   /* REQ_* */
-    pthread_mutex_t mu;          /* guards pending, and writes to shut */
-    atomic_bool shut;            /* closing or closed, or a close was asked
-                                    for: writes are refused */
-    struct evbuffer *pending;    /* other colors' writes, in order */
+    /* Any thread, on a line of their own: writers of other colors touch them. */
+    alignas(64) _Atomic uint32_t refs;
+    atomic_bool bell;              /* an on_bell is queued */
+    _Atomic unsigned requests;     /* REQ_* */
+    _Atomic unsigned shut;         /* SHUT_*: writes are refused */
+    _Atomic(struct send *) sends;  /* other colors' writes, newest first */
+    _Atomic size_t inflight;       /* their bytes, until appended */
+    _Atomic size_t out_seen;       /* the output's length at the last batch end */
+    _Atomic int fd_seen;           /* fd, for mely_stream_fd from any thread */
     struct mely_stream *prev, *next; /* rt->streams, under rt->stream_mu */
 };
 
@@ -136,12 +204,134 @@ static bool own(const struct mely_stream *s)
     return w && w->rt == s->rt && mely__current_color == (int)s->to.color;
 }
 
-static uint64_t timeouts_on(const struct mely_stream *s)
+/* A timeout of 0 or UINT64_MAX is none: the deadline of one that is set. */
+static uint64_t deadline(uint64_t since, uint64_t timeout)
 {
-    return s->ops.read_timeout_ns | s->ops.write_timeout_ns;
+    if (!timeout || timeout == UINT64_MAX)
+        return 0;
+    return since > UINT64_MAX - timeout ? UINT64_MAX : since + timeout;
 }
 
-/* ---- the registry ------------------------------------------------------------ */
+static bool timeouts_on(const struct mely_stream *s)
+{
+    return s->ops.read_timeout_ns || s->ops.write_timeout_ns || s->connecting || s->lingering;
+}
+
+/* ---- blocks ---------------------------------------------------------------- */
+
+mely_block_t *mely_block_alloc(size_t len)
+{
+    if (len > SIZE_MAX - sizeof(struct mely_block) - 1)
+        return NULL;
+    struct mely_block *b = malloc(sizeof(*b) + len + 1); /* + 1: printf's 0 */
+    if (!b)
+        return NULL;
+    atomic_init(&b->refs, 1);
+    b->len = len;
+    b->data[len] = 0;
+    return b;
+}
+
+mely_block_t *mely_block_new(const void *data, size_t len)
+{
+    if (!data && len)
+        return NULL;
+    mely_block_t *b = mely_block_alloc(len);
+    if (b && len)
+        memcpy(b->data, data, len);
+    return b;
+}
+
+mely_block_t *mely_block_printf(const char *fmt, ...)
+{
+    if (!fmt)
+        return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    mely_block_t *b = n < 0 ? NULL : mely_block_alloc((size_t)n);
+    if (b) {
+        va_start(ap, fmt);
+        vsnprintf(b->data, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    return b;
+}
+
+void *mely_block_data(mely_block_t *b)
+{
+    return b ? b->data : NULL;
+}
+
+size_t mely_block_len(const mely_block_t *b)
+{
+    return b ? b->len : 0;
+}
+
+mely_block_t *mely_block_ref(mely_block_t *b)
+{
+    if (b)
+        atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+    return b;
+}
+
+void mely_block_unref(mely_block_t *b)
+{
+    if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+        free(b);
+}
+
+static void block_cleanup(const void *data, size_t len, void *b)
+{
+    (void)data, (void)len;
+    mely_block_unref(b);
+}
+
+/* Appends b's bytes to out: copied when small, else referenced. 0 or -1. */
+static int add_block(struct evbuffer *out, mely_block_t *b)
+{
+    if (b->len <= COPY_MAX)
+        return evbuffer_add(out, b->data, b->len);
+    mely_block_ref(b);
+    if (evbuffer_add_reference(out, b->data, b->len, block_cleanup, b) == 0)
+        return 0;
+    mely_block_unref(b);
+    return -1;
+}
+
+static void send_free(struct send *x)
+{
+    if (x->block)
+        mely_block_unref(x->block);
+    free(x);
+}
+
+static void send_cleanup(const void *data, size_t len, void *x)
+{
+    (void)data, (void)len;
+    free(x);
+}
+
+/* Appends a send to out and frees it (or hands it to out): 0 or -1. */
+static int add_send(struct evbuffer *out, struct send *x)
+{
+    int r;
+    if (x->block) {
+        r = add_block(out, x->block);
+        send_free(x);
+    } else if (x->len <= COPY_MAX) {
+        r = evbuffer_add(out, x->data, x->len);
+        free(x);
+    } else {
+        r = evbuffer_add_reference(out, x->data, x->len, send_cleanup, x);
+        if (r != 0)
+            free(x);
+    }
+    return r;
+}
+
+/* ---- the registry, lifetime ---------------------------------------------------- */
 
 static void registry_add(struct mely_stream *s)
 {
@@ -168,15 +358,21 @@ static void registry_del(struct mely_stream *s)
     s->prev = s->next = NULL;
 }
 
+static void relay_free(struct mely_stream *s);
+
 static void stream_free(struct mely_stream *s)
 {
     if (s->in)
         evbuffer_free(s->in);
     if (s->out)
         evbuffer_free(s->out);
-    if (s->pending)
-        evbuffer_free(s->pending);
-    pthread_mutex_destroy(&s->mu);
+    struct send *x = atomic_load(&s->sends);
+    while (x) { /* bounded: the stack */
+        struct send *next = x->next;
+        send_free(x);
+        x = next;
+    }
+    relay_free(s);
     free(s);
 }
 
@@ -199,7 +395,7 @@ void mely_stream_unref(mely_stream_t *s)
     if (dying)
         return;
     stream_free(s);
-    mely__drain_stream_gone(rt);
+    mely__stream_gone(rt);
 }
 
 /* ---- requests from other colors ---------------------------------------------- */
@@ -223,6 +419,52 @@ static int ring(struct mely_stream *s, unsigned req)
         mely_stream_unref(s);
     }
     return err;
+}
+
+/* ---- the batch's end ------------------------------------------------------------- */
+
+static void settle(struct mely_stream *s);
+
+/* What other threads read: the output's length, and the sends that arrived
+ * taken off `inflight` (after: a reader may count them twice, never not at
+ * all). */
+static void publish(struct mely_stream *s)
+{
+    size_t out = s->state == S_CLOSED ? 0 : evbuffer_get_length(s->out);
+    atomic_store_explicit(&s->out_seen, out, memory_order_relaxed);
+    if (s->arrived) {
+        atomic_fetch_sub_explicit(&s->inflight, s->arrived, memory_order_relaxed);
+        s->arrived = 0;
+    }
+}
+
+static void at_batch_end(struct mely__batchend *node)
+{
+    struct mely_stream *s = (struct mely_stream *)((char *)node - offsetof(struct mely_stream, node));
+    s->marked = false;
+    settle(s);
+    publish(s);
+}
+
+/* Own: has the batch's end settle s (once, however often it is touched). */
+static void touch(struct mely_stream *s)
+{
+    if (s->marked || s->state == S_CLOSED)
+        return;
+    s->marked = true;
+    s->node.run = at_batch_end;
+    mely__batchend_add(&mely__self->batch_end, &s->node);
+}
+
+static void enter(struct mely_stream *s)
+{
+    s->depth++;
+}
+
+static void leave(struct mely_stream *s)
+{
+    if (--s->depth == 0)
+        touch(s);
 }
 
 /* ---- the input ------------------------------------------------------------- */
@@ -286,9 +528,10 @@ static int readln(struct mely_stream *s, char **line, size_t *len)
     *len = 0;
     size_t eol = 0;
     struct evbuffer_ptr p = evbuffer_search_eol(s->in, NULL, &eol, EVBUFFER_EOL_CRLF);
+    size_t max = s->ops.max_line;
     if (p.pos < 0) /* a CR may still wait for its LF: max + 1 bytes are fine */
-        return evbuffer_get_length(s->in) > s->ops.max_line + 1 ? -EMSGSIZE : 0;
-    if ((size_t)p.pos > s->ops.max_line)
+        return max < SIZE_MAX && evbuffer_get_length(s->in) > max + 1 ? -EMSGSIZE : 0;
+    if ((size_t)p.pos > max)
         return -EMSGSIZE;
     unsigned char *b = evbuffer_pullup(s->in, p.pos + (ev_ssize_t)eol);
     if (!b)
@@ -303,21 +546,17 @@ static int readln(struct mely_stream *s, char **line, size_t *len)
 /* ---- closing --------------------------------------------------------------- */
 
 static void on_closed(void *arg);
-
-static void set_shut(struct mely_stream *s)
-{
-    pthread_mutex_lock(&s->mu);
-    atomic_store(&s->shut, true);
-    evbuffer_add_buffer(s->out, s->pending); /* writes made before the close */
-    pthread_mutex_unlock(&s->mu);
-}
+static void publish(struct mely_stream *s);
+static void relay_finish(struct mely_stream *s, int err);
 
 static void close_now(struct mely_stream *s)
 {
     if (s->state == S_CLOSED)
         return;
     s->state = S_CLOSED;
-    set_shut(s);
+    if (s->relay) /* one side gone: the relay is over (closes the other) */
+        relay_finish(s, -ECANCELED);
+    atomic_fetch_or(&s->shut, REFUSE_CLOSE);
     drop_taken(s);
     mely_t m = handle(s);
     if (s->fd >= 0)
@@ -329,37 +568,39 @@ static void close_now(struct mely_stream *s)
     if (s->timer)
         mely_timer_cancel(&m, s->timer);
     s->timer = 0;
+    publish(s); /* nothing queued any more */
     /* The runtime's reference goes with on_closed; it runs after the
-     * callback that closed, never inside it. */
+     * callback that closed, never inside it, and after the batch. */
     if (mely_post_ex(&m, s->to.color, s->to.prio, NULL, on_closed, s, 0) != 0)
         on_closed(s); /* out of memory: run it now rather than never */
 }
+
+static void take_sends(struct mely_stream *s);
 
 static void close_flush(struct mely_stream *s)
 {
     if (s->state != S_OPEN)
         return;
+    take_sends(s); /* writes made before the close go first */
     s->state = S_FLUSHING;
-    set_shut(s);
+    atomic_fetch_or(&s->shut, REFUSE_CLOSE);
 }
 
-/* The event callback, or its default: close (after flushing when nothing
- * failed on the way out). */
-static void report(struct mely_stream *s, unsigned what, int err)
+/* The output is sent: closes, or first lingers when the peer sent bytes
+ * that were never read (stream.h, mely_stream_close). */
+static void finish_close(struct mely_stream *s)
 {
-    if (s->ops.event) {
-        s->depth++;
-        s->ops.event(s, what, err, s->arg);
-        s->depth--;
+    int unread = 0;
+    if (s->failed || s->eof || s->fd < 0 || ioctl(s->fd, FIONREAD, &unread) != 0 || unread <= 0 ||
+        shutdown(s->fd, SHUT_WR) != 0) {
+        close_now(s);
         return;
     }
-    if (what & MELY_STREAM_CONNECTED)
-        return;
-    if (what & MELY_STREAM_EOF || what == (MELY_STREAM_TIMEOUT | MELY_READ))
-        close_flush(s);
-    else
-        close_now(s);
+    s->lingering = s->shut_done = true;
+    s->linger_by = mely_now_ns() + LINGER_NS;
 }
+
+static void report(struct mely_stream *s, unsigned what, int err);
 
 /* ---- the output ------------------------------------------------------------ */
 
@@ -402,10 +643,28 @@ static bool flush(struct mely_stream *s)
         report(s, MELY_STREAM_ERROR, -errno);
         return false;
     }
-    if (n > 0 && s->ops.write_timeout_ns)
-        s->last_write = mely_now_ns();
+    struct mely__counters *ctr = &mely__self->ctr;
+    mely__count(&ctr->stream_sends, 1);
+    if (n > 0) {
+        mely__count(&ctr->stream_bytes, (uint64_t)n);
+        if (s->ops.write_timeout_ns)
+            s->last_write = mely_now_ns();
+    }
     write_watch(s, evbuffer_get_length(s->out) > 0);
     return n > 0;
+}
+
+/* The half-close asked for, once the output is out. */
+static void shut_write(struct mely_stream *s)
+{
+    if (!s->shut_asked || s->shut_done || s->fd < 0 || s->connecting ||
+        evbuffer_get_length(s->out) > 0)
+        return;
+    s->shut_done = true;
+    if (shutdown(s->fd, SHUT_WR) != 0 && errno != ENOTCONN) {
+        s->failed = true;
+        report(s, MELY_STREAM_ERROR, -errno);
+    }
 }
 
 /* ---- reading, timers, settling ----------------------------------------------- */
@@ -423,13 +682,32 @@ static bool output_full(struct mely_stream *s)
 /* Whether the callbacks may be handed input now. */
 static bool may_deliver(struct mely_stream *s)
 {
-    return s->state == S_OPEN && s->reading && !output_full(s);
+    /* A relay's sides hold back each other's reading instead (relay below). */
+    return s->state == S_OPEN && s->reading && (s->relay || !output_full(s));
+}
+
+/* Whether the drain stopped reading from the socket: the program does not
+ * handle it itself. */
+static bool drain_stops(const struct mely_stream *s)
+{
+    return s->draining && !s->ops.drain && !s->relay;
 }
 
 static void read_watch(struct mely_stream *s)
 {
-    bool want = may_deliver(s) && !s->eof && !s->connecting && s->rd &&
-                (!s->ops.read_high || evbuffer_get_length(s->in) < s->ops.read_high);
+    bool deliver = may_deliver(s);
+    bool want = s->rd && !s->eof && !s->connecting &&
+                (s->lingering ||
+                 (deliver && !drain_stops(s) &&
+                  (!s->ops.read_high || evbuffer_get_length(s->in) < s->ops.read_high)));
+    /* Input held back before is handed out again once it may be, whether
+     * or not the socket is read (a drain reads no more). */
+    if (!deliver)
+        s->held = true;
+    else if (s->held && evbuffer_get_length(s->in) > 0) {
+        s->held = false;
+        ring(s, REQ_DELIVER);
+    }
     if (want == s->rd_armed)
         return;
     int err = want ? mely_watch_resume(s->rd) : mely_watch_pause(s->rd);
@@ -441,19 +719,26 @@ static void read_watch(struct mely_stream *s)
     s->rd_armed = want;
     if (want && s->ops.read_timeout_ns)
         s->last_read = mely_now_ns();
-    /* Input left over from before the pause is handed out again. */
-    if (want && evbuffer_get_length(s->in) > 0)
-        ring(s, REQ_DELIVER);
 }
 
 static void on_timer(void *arg);
 
-/* The earliest deadline a timeout can fire at now (0: none). */
+static uint64_t earliest(uint64_t a, uint64_t b)
+{
+    return !a ? b : !b ? a : a < b ? a : b;
+}
+
+/* The earliest deadline that can fire now (0: none). */
 static uint64_t next_deadline(const struct mely_stream *s)
 {
-    uint64_t r = s->rd_armed && s->ops.read_timeout_ns ? s->last_read + s->ops.read_timeout_ns : 0;
-    uint64_t w = s->wr_armed && s->ops.write_timeout_ns ? s->last_write + s->ops.write_timeout_ns : 0;
-    return !r ? w : !w ? r : r < w ? r : w;
+    uint64_t at = s->connecting ? s->connect_by : 0;
+    if (s->lingering)
+        at = earliest(at, s->linger_by);
+    if (s->rd_armed && !s->lingering)
+        at = earliest(at, deadline(s->last_read, s->ops.read_timeout_ns));
+    if (s->wr_armed)
+        at = earliest(at, deadline(s->last_write, s->ops.write_timeout_ns));
+    return at;
 }
 
 /* Lazy: a timer armed for a later deadline stays (on_timer re-arms), one
@@ -471,11 +756,19 @@ static void set_timer(struct mely_stream *s)
         s->timer_at = at;
 }
 
+static void relay_drained(struct mely_stream *s);
+
 /* The drained callback, if the output is down to its low mark: whether it
  * ran. */
 static bool run_drained(struct mely_stream *s)
 {
-    if (s->state == S_CLOSED || !s->ops.drained || evbuffer_get_length(s->out) > s->ops.write_low)
+    if (s->state == S_CLOSED || evbuffer_get_length(s->out) > s->ops.write_low)
+        return false;
+    if (s->relay) {
+        relay_drained(s);
+        return false;
+    }
+    if (!s->ops.drained)
         return false;
     s->depth++;
     s->ops.drained(s, s->arg);
@@ -483,16 +776,33 @@ static bool run_drained(struct mely_stream *s)
     return true;
 }
 
-/* The end of every callback of the stream (see the top of the file). */
+/* The output cap was hit with MELY_STREAM_CAP_CLOSE: tell, and close. */
+static void cap_close(struct mely_stream *s)
+{
+    s->cap_hit = false;
+    if (s->ops.event) {
+        s->depth++;
+        s->ops.event(s, MELY_STREAM_ERROR, -ENOBUFS, s->arg);
+        s->depth--;
+    }
+    close_now(s);
+}
+
+/* At the end of the batch (and of its own callbacks when not in one: see
+ * touch): see the top of the file. */
 static void settle(struct mely_stream *s)
 {
+    if (s->state != S_CLOSED && s->cap_hit)
+        cap_close(s);
     if (s->state == S_CLOSED)
         return;
     bool sent = flush(s);
-    if (s->state == S_FLUSHING && (s->failed || evbuffer_get_length(s->out) == 0))
-        close_now(s);
+    if (s->state == S_FLUSHING && !s->lingering &&
+        (s->failed || evbuffer_get_length(s->out) == 0))
+        finish_close(s);
     if (s->state == S_CLOSED)
         return;
+    shut_write(s);
     if (sent && run_drained(s)) {
         /* More written and sent at once: drained is due again, as a later
          * event, so that a producer cannot hold the color. */
@@ -503,25 +813,42 @@ static void settle(struct mely_stream *s)
     if (s->state == S_CLOSED)
         return;
     read_watch(s);
-    if (timeouts_on(s) && s->state != S_CLOSED)
+    if (s->state != S_CLOSED && timeouts_on(s))
         set_timer(s);
 }
 
-static void enter(struct mely_stream *s)
+/* ---- the callbacks' events ------------------------------------------------------ */
+
+static bool relay_deliver(struct mely_stream *s);
+static bool relay_report(struct mely_stream *s, unsigned what, int err);
+
+/* The event callback (a relay's first), or its default: close (after
+ * flushing when nothing failed on the way out). */
+static void report(struct mely_stream *s, unsigned what, int err)
 {
-    s->depth++;
+    if (s->relay && relay_report(s, what, err))
+        return;
+    if (s->ops.event) {
+        s->depth++;
+        s->ops.event(s, what, err, s->arg);
+        s->depth--;
+        return;
+    }
+    if (what & MELY_STREAM_CONNECTED)
+        return;
+    if (what & MELY_STREAM_EOF || what == (MELY_STREAM_TIMEOUT | MELY_READ))
+        close_flush(s);
+    else
+        close_now(s);
 }
 
-static void leave(struct mely_stream *s)
-{
-    if (--s->depth == 0)
-        settle(s);
-}
-
-/* Hands the input to the line or read callback, while it may. */
+/* Hands the input to the line or read callback (or the relay), while it may. */
 static void deliver(struct mely_stream *s)
 {
-    if (s->ops.line) {
+    if (s->relay) {
+        if (may_deliver(s))
+            relay_deliver(s);
+    } else if (s->ops.line) {
         char *line;
         size_t len;
         while (may_deliver(s)) { /* bounded: each pass takes a line */
@@ -546,14 +873,37 @@ static void deliver(struct mely_stream *s)
     drop_taken(s);
 }
 
+/* Lingering: reads and drops what the peer still sends, until its EOF. */
+static void linger_read(struct mely_stream *s)
+{
+    char buf[4096];
+    for (int i = 0; i < LINGER_READS; i++) { /* bounded; the watch brings the rest */
+        ssize_t n = read(s->fd, buf, sizeof(buf));
+        if (n > 0)
+            continue;
+        if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            close_now(s);
+        return;
+    }
+}
+
 static void on_readable(int fd, unsigned ready, void *arg)
 {
     struct mely_stream *s = arg;
     (void)fd;
     (void)ready;
-    if (s->state != S_OPEN || !s->rd_armed)
+    if (s->state == S_CLOSED || !s->rd_armed)
         return; /* queued before a pause */
     enter(s);
+    if (s->lingering) {
+        linger_read(s);
+        leave(s);
+        return;
+    }
+    if (s->state != S_OPEN) {
+        leave(s);
+        return;
+    }
     ssize_t n = fill(s);
     if (n > 0) {
         if (s->ops.read_timeout_ns)
@@ -580,18 +930,24 @@ static int connect_error(int fd)
     return -err;
 }
 
+static void connect_failed(struct mely_stream *s, int err)
+{
+    s->connecting = false;
+    s->eof = s->failed = true;
+    report(s, MELY_STREAM_ERROR, err);
+}
+
 static void connected(struct mely_stream *s)
 {
     int err = connect_error(s->fd);
-    s->connecting = false;
     mely_t m = handle(s);
     if (!err)
         err = mely_watch(&m, s->fd, MELY_READ, s->to, on_readable, s, &s->rd);
     if (err) {
-        s->eof = s->failed = true;
-        report(s, MELY_STREAM_ERROR, err);
+        connect_failed(s, err);
         return;
     }
+    s->connecting = false;
     s->rd_armed = true;
     if (s->ops.read_timeout_ns)
         s->last_read = mely_now_ns();
@@ -608,7 +964,7 @@ static void on_writable(int fd, unsigned ready, void *arg)
     enter(s);
     if (s->connecting)
         connected(s);
-    leave(s); /* sends */
+    leave(s); /* sends, at the batch's end */
 }
 
 /* Arms the stream's first watch: reading, or (connecting) the write watch
@@ -629,6 +985,56 @@ static void start(struct mely_stream *s)
     s->wr_armed = s->connecting;
     uint64_t now = timeouts_on(s) ? mely_now_ns() : 0;
     s->last_read = s->last_write = now;
+    if (s->connecting)
+        s->connect_by = deadline(now, s->ops.connect_timeout_ns);
+}
+
+/* Appends the writes other colors stacked, in the order they were made. */
+static void take_sends(struct mely_stream *s)
+{
+    struct send *x = atomic_exchange_explicit(&s->sends, NULL, memory_order_acquire);
+    if (!x)
+        return;
+    struct send *list = NULL;
+    while (x) { /* bounded: the stack; newest first, so reversed */
+        struct send *next = x->next;
+        x->next = list;
+        list = x;
+        x = next;
+    }
+    bool take = s->state != S_CLOSED && !s->failed;
+    size_t bytes = 0;
+    for (x = list; x;) { /* bounded: the list */
+        struct send *next = x->next;
+        bytes += x->len;
+        if (!take)
+            send_free(x);
+        else if (add_send(s->out, x) != 0)
+            take = false; /* out of memory: what follows would leave a gap */
+        x = next;
+    }
+    if (s->state == S_CLOSED) {
+        atomic_fetch_sub_explicit(&s->inflight, bytes, memory_order_relaxed);
+        return;
+    }
+    s->arrived += bytes;
+    if (!take && !s->failed) {
+        s->failed = true;
+        evbuffer_drain(s->out, evbuffer_get_length(s->out));
+        report(s, MELY_STREAM_ERROR, MELY_ENOMEM);
+    }
+}
+
+static void start_drain(struct mely_stream *s)
+{
+    if (s->draining)
+        return;
+    s->draining = true;
+    if (s->ops.drain && s->state == S_OPEN) {
+        s->depth++;
+        s->ops.drain(s, s->arg);
+        s->depth--;
+    }
 }
 
 static void on_bell(void *arg)
@@ -636,16 +1042,22 @@ static void on_bell(void *arg)
     struct mely_stream *s = arg;
     atomic_store(&s->bell, false); /* before reading the requests: see ring() */
     unsigned req = atomic_exchange(&s->requests, 0);
-    if (s->state != S_CLOSED) {
+    if (s->state == S_CLOSED) {
+        take_sends(s); /* dropped, and their bytes uncounted */
+    } else {
         enter(s);
-        pthread_mutex_lock(&s->mu);
-        evbuffer_add_buffer(s->out, s->pending);
-        pthread_mutex_unlock(&s->mu);
+        take_sends(s);
         if (req & REQ_START)
             start(s);
+        if (req & REQ_CAP)
+            s->cap_hit = true;
+        if (req & REQ_SHUTWR)
+            s->shut_asked = true;
+        if (req & REQ_DRAIN)
+            start_drain(s);
         if (req & REQ_CLOSE)
             close_now(s);
-        else if (req & REQ_FLUSH)
+        else if (req & REQ_FLUSH || (req & REQ_QUIET && drain_stops(s)))
             close_flush(s);
         if (req & REQ_DELIVER)
             deliver(s);
@@ -664,12 +1076,17 @@ static void on_timer(void *arg)
         return;
     enter(s);
     uint64_t now = mely_now_ns();
-    if (s->rd_armed && s->ops.read_timeout_ns && now >= s->last_read + s->ops.read_timeout_ns) {
+    if (s->lingering && now >= s->linger_by)
+        close_now(s);
+    if (s->state != S_CLOSED && s->connecting && s->connect_by && now >= s->connect_by)
+        connect_failed(s, -ETIMEDOUT);
+    uint64_t rd = deadline(s->last_read, s->ops.read_timeout_ns);
+    if (s->state != S_CLOSED && s->rd_armed && !s->lingering && rd && now >= rd) {
         s->last_read = now;
         report(s, MELY_STREAM_TIMEOUT | MELY_READ, 0);
     }
-    if (s->state != S_CLOSED && s->wr_armed && s->ops.write_timeout_ns &&
-        now >= s->last_write + s->ops.write_timeout_ns) {
+    uint64_t wr = deadline(s->last_write, s->ops.write_timeout_ns);
+    if (s->state != S_CLOSED && s->wr_armed && wr && now >= wr) {
         s->last_write = now;
         if (s->state == S_FLUSHING) /* the close's own limit */
             close_now(s);
@@ -687,7 +1104,11 @@ static void on_closed(void *arg)
         s->closed_run = true;
         if (s->ops.closed)
             s->ops.closed(s, s->arg);
-        mely__drain_stream_closed(rt);
+        mely__stream_closed(rt);
+    }
+    if (s->relay && s->relay->peer) { /* the reference mely_stream_relay took */
+        mely_stream_unref(s->relay->peer);
+        s->relay->peer = NULL;
     }
     mely_stream_unref(s);
 }
@@ -696,13 +1117,15 @@ static void on_closed(void *arg)
 
 static int resolve_ops(mely_stream_ops_t *o, const mely_stream_ops_t *in)
 {
-    if (!in || (in->read && in->line))
+    if (!in || (in->read && in->line) || (in->flags & ~MELY_STREAM_CAP_CLOSE))
         return MELY_EINVAL;
     *o = *in;
     if (!o->max_line)
         o->max_line = MAX_LINE_DEFAULT;
     if (!o->write_high)
         o->write_high = WRITE_HIGH_DEFAULT;
+    if (!o->output_max)
+        o->output_max = OUTPUT_MAX_DEFAULT;
     if ((o->read_high && o->read_low > o->read_high) || o->write_low > o->write_high)
         return MELY_EINVAL;
     return 0;
@@ -711,9 +1134,11 @@ static int resolve_ops(mely_stream_ops_t *o, const mely_stream_ops_t *in)
 static struct mely_stream *stream_new(struct mely__rt *rt, int fd, mely_to_t to,
                                       const mely_stream_ops_t *ops, void *arg)
 {
-    struct mely_stream *s = calloc(1, sizeof(*s));
+    size_t size = (sizeof(struct mely_stream) + 63) / 64 * 64; /* aligned_alloc's rule */
+    struct mely_stream *s = aligned_alloc(64, size);
     if (!s)
         return NULL;
+    memset(s, 0, size);
     s->rt = rt;
     s->to = to;
     s->ops = *ops;
@@ -721,12 +1146,10 @@ static struct mely_stream *stream_new(struct mely__rt *rt, int fd, mely_to_t to,
     s->fd = fd;
     atomic_init(&s->fd_seen, fd);
     s->reading = true;
-    pthread_mutex_init(&s->mu, NULL);
     atomic_init(&s->refs, 1);
     s->in = evbuffer_new();
     s->out = evbuffer_new();
-    s->pending = evbuffer_new();
-    if (!s->in || !s->out || !s->pending) {
+    if (!s->in || !s->out) {
         stream_free(s);
         return NULL;
     }
@@ -738,8 +1161,12 @@ static struct mely_stream *stream_new(struct mely__rt *rt, int fd, mely_to_t to,
 static int stream_start(struct mely_stream *s, mely_stream_t **out)
 {
     registry_add(s);
-    /* A drain in progress closes newcomers too. */
-    int err = ring(s, REQ_START | (mely__drain_active(s->rt) ? REQ_FLUSH : 0));
+    /* A drain in progress takes newcomers through its steps from the start
+     * (mely_drain in stream.h). */
+    unsigned req = REQ_START;
+    if (mely__drain_active(s->rt))
+        req |= REQ_DRAIN | (mely__drain_quiet(s->rt) ? REQ_QUIET : 0);
+    int err = ring(s, req);
     if (err) {
         pthread_mutex_lock(&s->rt->stream_mu);
         registry_del(s);
@@ -747,8 +1174,8 @@ static int stream_start(struct mely_stream *s, mely_stream_t **out)
         struct mely__rt *rt = s->rt;
         close(s->fd);
         stream_free(s);
-        mely__drain_stream_closed(rt);
-        mely__drain_stream_gone(rt);
+        mely__stream_closed(rt);
+        mely__stream_gone(rt);
         return err;
     }
     if (out)
@@ -830,37 +1257,107 @@ int mely_stream_connect(mely_t *m, const char *host, unsigned port, mely_to_t to
 
 /* ---- writing ---------------------------------------------------------------- */
 
-/* Runs a change made from the stream's color outside its callbacks. */
-static void settle_if_idle(struct mely_stream *s)
+/* Whether writes are refused (own color: the state says more). */
+static bool refused(const struct mely_stream *s)
 {
-    if (s->depth == 0)
-        settle(s);
+    return atomic_load_explicit(&((struct mely_stream *)s)->shut, memory_order_acquire) != 0;
 }
 
-/* Appends to the output (own color) or to `pending` (elsewhere); add()
- * does the appending: 0 or -1 as libevent's. */
-static int write_with(struct mely_stream *s, int (*add)(struct evbuffer *, const void *),
-                      const void *ctx)
+static bool own_refused(const struct mely_stream *s)
 {
-    if (own(s)) {
-        if (s->state != S_OPEN || s->failed || atomic_load_explicit(&s->shut, memory_order_relaxed))
-            return -EPIPE;
-        if (add(s->out, ctx) != 0)
-            return MELY_ENOMEM;
-        settle_if_idle(s);
-        return 0;
+    return s->state != S_OPEN || s->failed || s->shut_asked || refused(s);
+}
+
+/* Bytes queued, as the cap counts them: exact on the stream's color (the
+ * sends that arrived this batch are in the output, and still in inflight
+ * until its end). */
+static size_t queued_own(const struct mely_stream *s)
+{
+    return evbuffer_get_length(s->out) +
+           (atomic_load_explicit(&((struct mely_stream *)s)->inflight, memory_order_relaxed) -
+            s->arrived);
+}
+
+/* A write of len bytes on top of q queued: over the cap? */
+static bool over_cap(const struct mely_stream *s, size_t q, size_t len)
+{
+    return len > s->ops.output_max || q > s->ops.output_max - len;
+}
+
+/* The cap refused a write: -ENOBUFS, and the stream closes at the batch's
+ * end with MELY_STREAM_CAP_CLOSE. */
+static int cap_refuse(struct mely_stream *s)
+{
+    if (s->ops.flags & MELY_STREAM_CAP_CLOSE) {
+        if (own(s)) {
+            s->cap_hit = true;
+            touch(s);
+        } else {
+            ring(s, REQ_CAP);
+        }
     }
+    return -ENOBUFS;
+}
+
+/* Own color: appends with add() (0 or -1, as libevent's) len bytes. */
+static int write_own(struct mely_stream *s, size_t len, int (*add)(struct evbuffer *, const void *),
+                     const void *ctx)
+{
+    if (own_refused(s))
+        return -EPIPE;
+    if (over_cap(s, queued_own(s), len))
+        return cap_refuse(s);
+    if (add(s->out, ctx) != 0)
+        return MELY_ENOMEM;
+    if (s->depth == 0)
+        touch(s);
+    return 0;
+}
+
+/* Another color: stacks x for the stream's color (x is the stream's, or
+ * freed, from here on). */
+static int write_other(struct mely_stream *s, struct send *x)
+{
     struct mely__worker *self;
     mely_t m = handle(s);
     struct mely__rt *rt = mely__handle_enter(&m, &self);
-    if (!rt || rt->streams_dead)
-        return rt ? mely__handle_done(self, -EPIPE) : -EPIPE;
-    pthread_mutex_lock(&s->mu);
-    int err = atomic_load(&s->shut) ? -EPIPE : add(s->pending, ctx) != 0 ? MELY_ENOMEM : 0;
-    pthread_mutex_unlock(&s->mu);
-    if (!err)
-        err = ring(s, 0);
-    return mely__handle_done(self, err);
+    int err = 0;
+    if (!rt || rt->streams_dead || refused(s)) {
+        err = -EPIPE;
+    } else {
+        size_t q = atomic_fetch_add_explicit(&s->inflight, x->len, memory_order_relaxed);
+        if (over_cap(s, q + atomic_load_explicit(&s->out_seen, memory_order_relaxed), x->len)) {
+            atomic_fetch_sub_explicit(&s->inflight, x->len, memory_order_relaxed);
+            err = cap_refuse(s);
+        }
+    }
+    if (err) {
+        send_free(x);
+        return rt ? mely__handle_done(self, err) : err;
+    }
+    struct send *head = atomic_load_explicit(&s->sends, memory_order_relaxed);
+    do /* bounded: retried only when another writer pushed in between */
+        x->next = head;
+    while (!atomic_compare_exchange_weak_explicit(&s->sends, &head, x, memory_order_release,
+                                                  memory_order_relaxed));
+    /* A failed ring (out of memory) leaves the write stacked for the next
+     * bell, which any later write or request rings. */
+    if (!head)
+        (void)ring(s, 0);
+    return mely__handle_done(self, 0);
+}
+
+static struct send *send_bytes(const void *data, size_t len)
+{
+    if (len > SIZE_MAX - sizeof(struct send))
+        return NULL;
+    struct send *x = malloc(sizeof(*x) + len);
+    if (x) {
+        *x = (struct send){ .len = len };
+        if (len)
+            memcpy(x->data, data, len);
+    }
+    return x;
 }
 
 struct bytes {
@@ -878,8 +1375,34 @@ int mely_stream_write(mely_stream_t *s, const void *data, size_t len)
 {
     if (!s || (!data && len))
         return MELY_EINVAL;
-    struct bytes x = { data, len };
-    return write_with(s, add_bytes, &x);
+    if (own(s)) {
+        struct bytes x = { data, len };
+        return write_own(s, len, add_bytes, &x);
+    }
+    if (refused(s))
+        return -EPIPE;
+    struct send *x = send_bytes(data, len);
+    return x ? write_other(s, x) : MELY_ENOMEM;
+}
+
+static int add_block_ctx(struct evbuffer *b, const void *ctx)
+{
+    return add_block(b, (mely_block_t *)ctx);
+}
+
+int mely_stream_write_block(mely_stream_t *s, mely_block_t *b)
+{
+    if (!s || !b)
+        return MELY_EINVAL;
+    if (own(s))
+        return write_own(s, b->len, add_block_ctx, b);
+    if (refused(s))
+        return -EPIPE;
+    struct send *x = malloc(sizeof(*x));
+    if (!x)
+        return MELY_ENOMEM;
+    *x = (struct send){ .len = b->len, .block = mely_block_ref(b) };
+    return write_other(s, x);
 }
 
 struct format {
@@ -897,16 +1420,43 @@ static int add_format(struct evbuffer *b, const void *ctx)
     return n < 0 ? -1 : 0;
 }
 
+/* The formatted string as a send, or NULL (*err says why). */
+static struct send *send_format(const char *fmt, va_list ap, int *err)
+{
+    va_list copy;
+    va_copy(copy, ap);
+    int n = vsnprintf(NULL, 0, fmt, copy);
+    va_end(copy);
+    *err = n < 0 ? MELY_EINVAL : MELY_ENOMEM;
+    struct send *x = n < 0 ? NULL : malloc(sizeof(*x) + (size_t)n + 1);
+    if (x) {
+        *x = (struct send){ .len = (size_t)n };
+        va_copy(copy, ap);
+        vsnprintf(x->data, (size_t)n + 1, fmt, copy);
+        va_end(copy);
+    }
+    return x;
+}
+
 int mely_stream_vprintf(mely_stream_t *s, const char *fmt, va_list ap)
 {
     if (!s || !fmt)
         return MELY_EINVAL;
-    va_list copy;
-    va_copy(copy, ap);
-    struct format f = { fmt, &copy };
-    int err = write_with(s, add_format, &f);
-    va_end(copy);
-    return err;
+    if (own(s)) {
+        /* The cap is checked before formatting: a formatted string may
+         * overshoot it by its own length. */
+        va_list copy;
+        va_copy(copy, ap);
+        struct format f = { fmt, &copy };
+        int err = write_own(s, 0, add_format, &f);
+        va_end(copy);
+        return err;
+    }
+    if (refused(s))
+        return -EPIPE;
+    int err;
+    struct send *x = send_format(fmt, ap, &err);
+    return x ? write_other(s, x) : err;
 }
 
 int mely_stream_printf(mely_stream_t *s, const char *fmt, ...)
@@ -918,18 +1468,18 @@ int mely_stream_printf(mely_stream_t *s, const char *fmt, ...)
     return err;
 }
 
+static int add_buffer(struct evbuffer *out, const void *buf)
+{
+    return evbuffer_add_buffer(out, (struct evbuffer *)buf);
+}
+
 int mely_stream_write_buffer(mely_stream_t *s, struct evbuffer *buf)
 {
     if (!s || !buf || !own(s))
         return MELY_EINVAL;
-    if (s->state != S_OPEN || s->failed)
-        return -EPIPE;
     if (buf == s->in)
         drop_taken(s);
-    if (evbuffer_add_buffer(s->out, buf) != 0)
-        return MELY_ENOMEM;
-    settle_if_idle(s);
-    return 0;
+    return write_own(s, evbuffer_get_length(buf), add_buffer, buf);
 }
 
 /* ---- the stream's color's own calls -------------------------------------------- */
@@ -946,16 +1496,20 @@ struct evbuffer *mely_stream_input(mely_stream_t *s)
     if (!s || !own(s))
         return NULL;
     drop_taken(s);
-    /* Outside the stream's callbacks, what the caller drains is seen by a
-     * settle after its event (reading may resume). */
+    /* Outside the stream's callbacks, what the caller drains is seen by the
+     * settle at the batch's end (reading may resume). */
     if (s->depth == 0)
-        ring(s, 0);
+        touch(s);
     return s->in;
 }
 
 struct evbuffer *mely_stream_output(mely_stream_t *s)
 {
-    return s && own(s) ? s->out : NULL;
+    if (!s || !own(s))
+        return NULL;
+    if (s->depth == 0)
+        touch(s); /* what the caller appends is sent at the batch's end */
+    return s->out;
 }
 
 int mely_stream_watermark(mely_stream_t *s, unsigned what, size_t low, size_t high)
@@ -974,7 +1528,7 @@ int mely_stream_watermark(mely_stream_t *s, unsigned what, size_t low, size_t hi
     if (err)
         return err;
     s->ops = o;
-    settle_if_idle(s);
+    touch(s);
     return 0;
 }
 
@@ -994,7 +1548,7 @@ int mely_stream_timeouts(mely_stream_t *s, uint64_t read_ns, uint64_t write_ns)
     s->ops.read_timeout_ns = read_ns;
     s->ops.write_timeout_ns = write_ns;
     s->last_read = s->last_write = now; /* periods start now */
-    settle_if_idle(s);
+    touch(s);
     return 0;
 }
 
@@ -1003,23 +1557,16 @@ int mely_stream_reading(mely_stream_t *s, int on)
     if (!s || !own(s))
         return MELY_EINVAL;
     s->reading = on != 0;
-    settle_if_idle(s);
+    touch(s);
     return 0;
 }
 
-int mely_stream_close(mely_stream_t *s, unsigned flags)
+/* ---- closing and half-closing, from anywhere -------------------------------------- */
+
+/* From another color: marks writes refused (`bit`) and queues req behind
+ * this thread's writes. */
+static int ask(struct mely_stream *s, unsigned bit, unsigned req)
 {
-    if (!s || (flags & ~MELY_STREAM_FLUSH))
-        return MELY_EINVAL;
-    if (own(s)) {
-        enter(s);
-        if (flags & MELY_STREAM_FLUSH)
-            close_flush(s);
-        else
-            close_now(s);
-        leave(s);
-        return 0;
-    }
     struct mely__worker *self;
     mely_t m = handle(s);
     struct mely__rt *rt = mely__handle_enter(&m, &self);
@@ -1027,10 +1574,39 @@ int mely_stream_close(mely_stream_t *s, unsigned flags)
         return 0;
     if (rt->streams_dead)
         return mely__handle_done(self, 0);
-    pthread_mutex_lock(&s->mu); /* writes made before this call still go */
-    atomic_store(&s->shut, true);
-    pthread_mutex_unlock(&s->mu);
-    return mely__handle_done(self, ring(s, flags & MELY_STREAM_FLUSH ? REQ_FLUSH : REQ_CLOSE));
+    atomic_fetch_or(&s->shut, bit);
+    return mely__handle_done(self, ring(s, req));
+}
+
+int mely_stream_close(mely_stream_t *s, unsigned flags)
+{
+    if (!s || (flags & ~MELY_STREAM_FLUSH))
+        return MELY_EINVAL;
+    if (!own(s))
+        return ask(s, REFUSE_CLOSE, flags & MELY_STREAM_FLUSH ? REQ_FLUSH : REQ_CLOSE);
+    enter(s);
+    if (flags & MELY_STREAM_FLUSH)
+        close_flush(s);
+    else
+        close_now(s);
+    leave(s);
+    return 0;
+}
+
+int mely_stream_shutdown(mely_stream_t *s)
+{
+    if (!s)
+        return MELY_EINVAL;
+    if (!own(s))
+        return refused(s) ? (atomic_load(&s->shut) & REFUSE_CLOSE ? -EPIPE : 0)
+                          : ask(s, REFUSE_WR, REQ_SHUTWR);
+    if (s->state != S_OPEN)
+        return -EPIPE;
+    take_sends(s); /* writes made before the half-close go first */
+    s->shut_asked = true;
+    atomic_fetch_or(&s->shut, REFUSE_WR);
+    touch(s);
+    return 0;
 }
 
 int mely_stream_fd(const mely_stream_t *s)
@@ -1043,7 +1619,159 @@ mely_color_t mely_stream_color(const mely_stream_t *s)
     return s ? s->to.color : 0;
 }
 
+size_t mely_stream_queued(const mely_stream_t *s)
+{
+    if (!s)
+        return 0;
+    if (own(s))
+        return s->state == S_CLOSED ? 0 : queued_own(s);
+    if (atomic_load(&((mely_stream_t *)s)->fd_seen) < 0)
+        return 0;
+    struct mely_stream *m = (struct mely_stream *)s;
+    return atomic_load_explicit(&m->out_seen, memory_order_relaxed) +
+           atomic_load_explicit(&m->inflight, memory_order_relaxed);
+}
+
+/* ---- relaying two streams into each other ---------------------------------------- */
+
+/*
+ * mely_stream_relay: both streams on one color, so each one's input moves
+ * into the other's output without a copy (evbuffer_add_buffer), in the
+ * read path. Backpressure: a side stops being read while the other's output
+ * holds more than its write_high (the other's drained resumes it). When a
+ * side reaches EOF, the other is half-closed once what came before is sent;
+ * when both sides are done, or on an error or timeout of either, both close
+ * (after flushing, unless a write failed) and `done` runs once.
+ */
+static void relay_free(struct mely_stream *s)
+{
+    struct relay *r = s->relay;
+    if (!r)
+        return;
+    if (atomic_fetch_sub(&r->pair->refs, 1) == 1)
+        free(r->pair);
+    free(r);
+    s->relay = NULL;
+}
+
+/* Moves s's input to its peer's output, while the peer can take it. */
+static bool relay_deliver(struct mely_stream *s)
+{
+    struct mely_stream *p = s->relay->peer;
+    if (!p || p->state != S_OPEN || p->failed || p->shut_asked) {
+        evbuffer_drain(s->in, evbuffer_get_length(s->in)); /* nowhere to go */
+        return false;
+    }
+    if (evbuffer_get_length(s->in) == 0)
+        return false;
+    if (evbuffer_add_buffer(p->out, s->in) != 0) {
+        report(s, MELY_STREAM_ERROR, MELY_ENOMEM);
+        return false;
+    }
+    touch(p);
+    if (evbuffer_get_length(p->out) > p->ops.write_high)
+        mely_stream_reading(s, 0); /* resumed by p's drained */
+    return true;
+}
+
+static void relay_finish(struct mely_stream *s, int err)
+{
+    struct relay *r = s->relay;
+    if (r->pair->finished)
+        return;
+    r->pair->finished = true;
+    struct mely_stream *p = r->peer;
+    if (!p)
+        return;
+    if (r->pair->done) {
+        s->depth++;
+        r->pair->done(s, p, err, r->pair->arg);
+        s->depth--;
+    }
+    mely_stream_close(s, err ? 0 : MELY_STREAM_FLUSH);
+    mely_stream_close(p, err ? 0 : MELY_STREAM_FLUSH);
+}
+
+/* The peer's output fell to its low mark: read s again. */
+static void relay_drained(struct mely_stream *p)
+{
+    struct mely_stream *s = p->relay->peer;
+    if (s && !s->reading && s->state == S_OPEN) {
+        s->reading = true;
+        touch(s);
+    }
+}
+
+static bool relay_report(struct mely_stream *s, unsigned what, int err)
+{
+    struct relay *r = s->relay;
+    if (what & MELY_STREAM_CONNECTED)
+        return false; /* the program's own event callback hears it */
+    if (what & MELY_STREAM_EOF && r->peer) {
+        r->eof = true;
+        mely_stream_shutdown(r->peer); /* after what came before */
+        if (r->peer->relay->eof)
+            relay_finish(s, 0);
+        return true;
+    }
+    relay_finish(s, err ? err : -ETIMEDOUT);
+    return true;
+}
+
+int mely_stream_relay(mely_stream_t *a, mely_stream_t *b, mely_relay_fn done, void *arg)
+{
+    if (!a || !b || a == b || !own(a) || a->rt != b->rt || a->to.color != b->to.color ||
+        a->relay || b->relay || a->ops.line || b->ops.line)
+        return MELY_EINVAL;
+    if (a->state != S_OPEN || b->state != S_OPEN)
+        return -EPIPE;
+    struct relay *ra = malloc(sizeof(*ra)), *rb = malloc(sizeof(*rb));
+    struct relay_pair *pair = malloc(sizeof(*pair));
+    if (!ra || !rb || !pair) {
+        free(ra);
+        free(rb);
+        free(pair);
+        return MELY_ENOMEM;
+    }
+    *pair = (struct relay_pair){ .done = done, .arg = arg };
+    atomic_init(&pair->refs, 2);
+    *ra = (struct relay){ .peer = b, .pair = pair };
+    *rb = (struct relay){ .peer = a, .pair = pair };
+    a->relay = ra;
+    b->relay = rb;
+    /* Each side holds its peer until its own closed callback: a side may
+     * close first (a close of the program's), and the other still reads
+     * its relay. */
+    mely_stream_ref(a);
+    mely_stream_ref(b);
+    /* What is in either input already goes at once. */
+    relay_deliver(a);
+    relay_deliver(b);
+    touch(a);
+    touch(b);
+    return 0;
+}
+
 /* ---- the runtime's side ---------------------------------------------------------- */
+
+static void tell_drain(struct mely__rt *rt)
+{
+    void (*watch)(struct mely__rt *) = atomic_load(&rt->drain_watch);
+    if (watch)
+        watch(rt);
+}
+
+void mely__stream_closed(struct mely__rt *rt)
+{
+    atomic_fetch_sub(&rt->streams_open, 1);
+    tell_drain(rt);
+}
+
+void mely__stream_gone(struct mely__rt *rt)
+{
+    atomic_fetch_sub(&rt->streams_alive, 1);
+    tell_drain(rt);
+}
 
 /* Takes a reference unless the last one is gone (the stream is being
  * freed). */
@@ -1056,7 +1784,13 @@ static bool ref_live(struct mely_stream *s)
     return false;
 }
 
-int mely__streams_ask_all(struct mely__rt *rt, bool flush)
+static const unsigned ask_req[] = {
+    [MELY__ASK_DRAIN] = REQ_DRAIN,
+    [MELY__ASK_QUIET] = REQ_QUIET,
+    [MELY__ASK_CUT] = REQ_CLOSE,
+};
+
+int mely__streams_ask_all(struct mely__rt *rt, enum mely__stream_ask what)
 {
     /* Referenced under the lock, rung outside it: a bell that cannot be
      * posted drops its reference, which may free the stream (stream_mu). */
@@ -1073,7 +1807,7 @@ int mely__streams_ask_all(struct mely__rt *rt, bool flush)
     if (!all)
         return MELY_ENOMEM;
     for (size_t i = 0; i < k; i++) {
-        ring(all[i], flush ? REQ_FLUSH : REQ_CLOSE);
+        ring(all[i], ask_req[what]);
         mely_stream_unref(all[i]);
     }
     free(all);
@@ -1104,104 +1838,4 @@ void mely__streams_free(struct mely__rt *rt)
         }
         stream_free(s);
     }
-}
-
-/* ---- draining ----------------------------------------------------------------- */
-
-bool mely__drain_active(struct mely__rt *rt)
-{
-    return atomic_load(&rt->draining);
-}
-
-/* Ends the drain: its timer goes, and the runtime stops. */
-static void finish(struct mely__rt *rt)
-{
-    pthread_mutex_lock(&rt->stream_mu);
-    bool was = atomic_exchange(&rt->draining, false);
-    mely_timer_t t = atomic_exchange(&rt->drain_timer, 0);
-    pthread_mutex_unlock(&rt->stream_mu);
-    if (!was)
-        return; /* another thread finished it */
-    mely_t m = mely__handle_of(rt);
-    if (t)
-        mely_timer_cancel(&m, t);
-    mely__request_stop(rt);
-}
-
-/* Done when every stream is closed and no event holds one any more (the
- * events that carry a stream to other colors run, instead of being
- * discarded with their memory by the shutdown that follows); after the
- * timeout, when every stream is closed. */
-static void check(struct mely__rt *rt)
-{
-    if (mely__drain_active(rt) && atomic_load(&rt->streams_open) == 0 &&
-        (atomic_load(&rt->streams_alive) == 0 || atomic_load(&rt->drain_cut)))
-        finish(rt);
-}
-
-void mely__drain_stream_closed(struct mely__rt *rt)
-{
-    atomic_fetch_sub(&rt->streams_open, 1);
-    check(rt);
-}
-
-void mely__drain_stream_gone(struct mely__rt *rt)
-{
-    atomic_fetch_sub(&rt->streams_alive, 1);
-    check(rt);
-}
-
-/* The drain's timeout: what is left closes without flushing. */
-static void cut(void *arg)
-{
-    struct mely__rt *rt = arg;
-    pthread_mutex_lock(&rt->stream_mu);
-    bool on = atomic_exchange(&rt->drain_timer, 0) != 0;
-    if (on)
-        atomic_store(&rt->drain_cut, true);
-    pthread_mutex_unlock(&rt->stream_mu);
-    if (on) {
-        mely__streams_ask_all(rt, false);
-        check(rt);
-    }
-}
-
-/* Marks the drain begun and sets its timer, both under stream_mu so that a
- * drain finishing at once (finish) finds the timer to cancel. */
-static int begin(struct mely__rt *rt, uint64_t timeout_ns)
-{
-    int err = 0;
-    mely_t m = mely__handle_of(rt);
-    mely_timer_t t = 0;
-    pthread_mutex_lock(&rt->stream_mu);
-    if (atomic_load(&rt->draining))
-        err = MELY_EBUSY;
-    else if (timeout_ns)
-        err = mely_timer_after(&m, timeout_ns, MELY_TO(MELY_COLOR_PINNED(0)), cut, rt, &t);
-    if (!err) {
-        atomic_store(&rt->drain_timer, t);
-        atomic_store(&rt->drain_cut, false);
-        atomic_store(&rt->draining, true);
-    }
-    pthread_mutex_unlock(&rt->stream_mu);
-    return err;
-}
-
-static int drain_in(struct mely__rt *rt, uint64_t timeout_ns)
-{
-    int err = begin(rt, timeout_ns);
-    if (err)
-        return err;
-    mely__listeners_pause(rt);
-    if (mely__streams_ask_all(rt, true) != 0) /* out of memory: cut short */
-        mely__streams_ask_all(rt, false);
-    check(rt); /* nothing to wait for? */
-    return 0;
-}
-
-int mely_drain(mely_t *m, uint64_t timeout_ns)
-{
-    struct mely__worker *self;
-    struct mely__rt *rt = mely__handle_enter(m, &self);
-    return rt ? mely__handle_done(self, drain_in(rt, timeout_ns)) : MELY_ESHUTDOWN;
 }

@@ -78,7 +78,8 @@ typedef struct mely_stream mely_stream_t;
  * The bits never overlap MELY_READ, MELY_WRITE, MELY_ONESHOT or MELY_SIGNAL
  * (mely.h), so `what & MELY_STREAM_EOF` is never true for a timeout. They
  * come one at a time, except MELY_STREAM_TIMEOUT, which always comes with
- * MELY_READ or MELY_WRITE (which side made no progress).
+ * MELY_READ (the read timeout), MELY_WRITE (the write timeout) or both (the
+ * idle timeout): the sides that made no progress.
  */
 #define MELY_STREAM_EOF 0x10u       /* the peer closed its side: no more input */
 #define MELY_STREAM_ERROR 0x20u     /* reading or writing failed: `err` says why
@@ -111,8 +112,8 @@ typedef struct mely_stream mely_stream_t;
  *           were sent: the place to produce more.
  *  event    end of input, an error, a timeout, or a connection made (the
  *           MELY_STREAM_* bits, err for errors). NULL: the stream closes on
- *           EOF, errors and timeouts (after flushing its output on EOF and
- *           read timeouts).
+ *           EOF, errors and timeouts (after flushing its output on EOF, read
+ *           and idle timeouts).
  *  closed   the last callback: the stream's socket is closed. Free arg here.
  *  drain    mely_drain() began: finish the exchanges under way and close the
  *           stream (MELY_STREAM_FLUSH) before the drain's deadline. The
@@ -136,6 +137,10 @@ typedef struct mely_stream mely_stream_t;
  *                         (default: none)
  *  connect_timeout_ns     mely_stream_connect's connection is not up after this
  *                         long: MELY_STREAM_ERROR with -ETIMEDOUT (default: none)
+ *  idle_timeout_ns        nothing was read and nothing sent for this long
+ *                         (default: none): MELY_STREAM_TIMEOUT | MELY_READ |
+ *                         MELY_WRITE (a subscriber that only receives is not
+ *                         idle; a connection that does nothing is)
  *  output_max             the most bytes the stream holds queued for sending
  *                         (its output, and writes from other colors on their
  *                         way; mely_stream_queued): a write beyond it appends
@@ -165,6 +170,7 @@ typedef struct mely_stream_ops {
     uint64_t connect_timeout_ns;
     size_t output_max;
     unsigned flags;
+    uint64_t idle_timeout_ns;
 } mely_stream_ops_t;
 
 /*

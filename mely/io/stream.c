@@ -177,6 +177,7 @@ struct mely_stream {
     uint64_t timer_at;             /* its deadline, when timer != 0 */
     uint64_t last_read, last_write; /* progress, for the timeouts */
     uint64_t connect_by, linger_by; /* deadlines, when connecting or lingering */
+    uint64_t last_moved;           /* a byte read or sent, for the idle timeout */
     struct mely__batchend node;    /* settle at the batch's end (touch) */
     struct relay *relay;           /* mely_stream_relay's, or NULL */
 
@@ -214,7 +215,8 @@ static uint64_t deadline(uint64_t since, uint64_t timeout)
 
 static bool timeouts_on(const struct mely_stream *s)
 {
-    return s->ops.read_timeout_ns || s->ops.write_timeout_ns || s->connecting || s->lingering;
+    return s->ops.read_timeout_ns || s->ops.write_timeout_ns || s->ops.idle_timeout_ns ||
+           s->connecting || s->lingering;
 }
 
 /* ---- blocks ---------------------------------------------------------------- */
@@ -647,8 +649,8 @@ static bool flush(struct mely_stream *s)
     mely__count(&ctr->stream_sends, 1);
     if (n > 0) {
         mely__count(&ctr->stream_bytes, (uint64_t)n);
-        if (s->ops.write_timeout_ns)
-            s->last_write = mely_now_ns();
+        if (s->ops.write_timeout_ns || s->ops.idle_timeout_ns)
+            s->last_write = s->last_moved = mely_now_ns();
     }
     write_watch(s, evbuffer_get_length(s->out) > 0);
     return n > 0;
@@ -738,6 +740,8 @@ static uint64_t next_deadline(const struct mely_stream *s)
         at = earliest(at, deadline(s->last_read, s->ops.read_timeout_ns));
     if (s->wr_armed)
         at = earliest(at, deadline(s->last_write, s->ops.write_timeout_ns));
+    if (s->state == S_OPEN)
+        at = earliest(at, deadline(s->last_moved, s->ops.idle_timeout_ns));
     return at;
 }
 
@@ -836,7 +840,7 @@ static void report(struct mely_stream *s, unsigned what, int err)
     }
     if (what & MELY_STREAM_CONNECTED)
         return;
-    if (what & MELY_STREAM_EOF || what == (MELY_STREAM_TIMEOUT | MELY_READ))
+    if (what & MELY_STREAM_EOF || (what & MELY_STREAM_TIMEOUT && what & MELY_READ))
         close_flush(s);
     else
         close_now(s);
@@ -906,8 +910,8 @@ static void on_readable(int fd, unsigned ready, void *arg)
     }
     ssize_t n = fill(s);
     if (n > 0) {
-        if (s->ops.read_timeout_ns)
-            s->last_read = mely_now_ns();
+        if (s->ops.read_timeout_ns || s->ops.idle_timeout_ns)
+            s->last_read = s->last_moved = mely_now_ns();
         deliver(s);
     } else if (n == 0) {
         s->eof = true;
@@ -984,7 +988,7 @@ static void start(struct mely_stream *s)
     s->rd_armed = !s->connecting;
     s->wr_armed = s->connecting;
     uint64_t now = timeouts_on(s) ? mely_now_ns() : 0;
-    s->last_read = s->last_write = now;
+    s->last_read = s->last_write = s->last_moved = now;
     if (s->connecting)
         s->connect_by = deadline(now, s->ops.connect_timeout_ns);
 }
@@ -1092,6 +1096,11 @@ static void on_timer(void *arg)
             close_now(s);
         else
             report(s, MELY_STREAM_TIMEOUT | MELY_WRITE, 0);
+    }
+    uint64_t idle = deadline(s->last_moved, s->ops.idle_timeout_ns);
+    if (s->state == S_OPEN && idle && now >= idle) {
+        s->last_moved = now;
+        report(s, MELY_STREAM_TIMEOUT | MELY_READ | MELY_WRITE, 0);
     }
     leave(s);
 }
@@ -1398,10 +1407,14 @@ int mely_stream_write_block(mely_stream_t *s, mely_block_t *b)
         return write_own(s, b->len, add_block_ctx, b);
     if (refused(s))
         return -EPIPE;
-    struct send *x = malloc(sizeof(*x));
+    /* A small block travels as a copy: the stream copies it into the output
+     * anyway, and the block's count is a line every subscriber's worker
+     * would write. */
+    struct send *x = b->len <= COPY_MAX ? send_bytes(b->data, b->len) : malloc(sizeof(*x));
     if (!x)
         return MELY_ENOMEM;
-    *x = (struct send){ .len = b->len, .block = mely_block_ref(b) };
+    if (b->len > COPY_MAX)
+        *x = (struct send){ .len = b->len, .block = mely_block_ref(b) };
     return write_other(s, x);
 }
 
@@ -1547,7 +1560,7 @@ int mely_stream_timeouts(mely_stream_t *s, uint64_t read_ns, uint64_t write_ns)
     uint64_t now = mely_now_ns();
     s->ops.read_timeout_ns = read_ns;
     s->ops.write_timeout_ns = write_ns;
-    s->last_read = s->last_write = now; /* periods start now */
+    s->last_read = s->last_write = s->last_moved = now; /* periods start now */
     touch(s);
     return 0;
 }

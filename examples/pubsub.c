@@ -163,16 +163,10 @@ static void on_req(void *arg)
 {
     struct req *q = arg;
     struct room **at = find(my_part(), q->name, q->len);
-    if (q->op == OP_SUB) {
-        if (subscribe(at, q->name, q->len, q->s))
-            mely_stream_printf(q->s, "OK SUB %s\n", q->name);
-        else
-            mely_stream_printf(q->s, "ERR out of memory\n");
-    } else {
+    if (q->op != OP_SUB)
         unsubscribe(at, q->s);
-        if (q->op == OP_UNSUB)
-            mely_stream_printf(q->s, "OK UNSUB %s\n", q->name);
-    }
+    else if (!subscribe(at, q->name, q->len, q->s))
+        mely_stream_printf(q->s, "ERR out of memory\n");
     if (q->op != OP_LEAVE)
         mely_stream_unref(q->s);
     free(q);
@@ -237,6 +231,18 @@ static int to_room(enum op op, mely_stream_t *s, const char *name, size_t len)
     return err;
 }
 
+/* "OK SUB <room>" from the connection's color, right after the request is
+ * posted: replies keep the order of the commands, and the subscription
+ * holds for any PUB that follows the reply (it is posted to the room's color
+ * after the SUB, in happens-before order: mely.h's ordering rule). */
+static void reply(struct conn *c, enum op op, int err, const char *name, size_t len)
+{
+    if (err)
+        mely_stream_printf(c->s, "ERR out of memory\n");
+    else
+        mely_stream_printf(c->s, "OK %s %.*s\n", op == OP_SUB ? "SUB" : "UNSUB", (int)len, name);
+}
+
 static struct joined **joined_at(struct conn *c, const char *name, size_t len)
 {
     struct joined **j = &c->rooms;
@@ -258,8 +264,7 @@ static void sub(struct conn *c, const char *name, size_t len)
         j->len = len;
         *at = j;
     }
-    if (to_room(OP_SUB, c->s, name, len) != 0)
-        mely_stream_printf(c->s, "ERR out of memory\n");
+    reply(c, OP_SUB, to_room(OP_SUB, c->s, name, len), name, len);
 }
 
 static void unsub(struct conn *c, const char *name, size_t len)
@@ -270,8 +275,7 @@ static void unsub(struct conn *c, const char *name, size_t len)
         *at = j->next;
         free(j);
     }
-    if (to_room(OP_UNSUB, c->s, name, len) != 0)
-        mely_stream_printf(c->s, "ERR out of memory\n");
+    reply(c, OP_UNSUB, to_room(OP_UNSUB, c->s, name, len), name, len);
 }
 
 /* PUB: the MSG line, formatted once, goes to the room's color. */

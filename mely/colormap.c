@@ -14,7 +14,7 @@ void mely__colormap_init(struct mely__rt *rt)
 bool mely__colorq_busy(const struct mely__worker *owner, mely_color_t color)
 {
     const struct mely__colorq *cq = mely__cq_of(owner->rt, color);
-    return cq && (cq->queued || cq->count != 0);
+    return cq && (cq->queued || cq->count != 0 || cq->held != 0);
 }
 
 /* Like a steal (steal.c), the owner changes under both workers' locks, so

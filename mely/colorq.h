@@ -31,6 +31,8 @@ struct mely__colorq {
     int8_t sq_level;  /* its stealing-queue interval, -1: none (stealq.h) */
     uint8_t pshift;   /* the highest penalty of the events queued since it was
                          last empty, as log2 (cost.h; penalty policies only) */
+    uint16_t held;    /* work held to the end of its worker's turn: not
+                         movable meanwhile (turnend.h) */
     uint64_t units;   /* the sum of its events' expected costs (event.h) */
     struct mely__colorq *sq_prev, *sq_next; /* stealing-queue links */
     uint32_t prio_count[MELY_PRIO_LEVELS];
@@ -145,7 +147,8 @@ static inline void mely__colorq_note_pshift(struct mely__colorq *cq, uint8_t psh
 static inline bool mely__colorq_movable(const struct mely__colorq *cq,
                                         const struct mely__colorq *running)
 {
-    return cq->queued && cq != running && cq->count != 0 && cq->color < MELY_COLORS;
+    return cq->queued && cq != running && cq->count != 0 && cq->color < MELY_COLORS &&
+           cq->held == 0;
 }
 
 #endif

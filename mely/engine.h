@@ -30,6 +30,9 @@ struct mely__engine {
     const char *name;
     /* Remote posts travel through the owner's inbox (else: its lock). */
     bool inboxes;
+    /* Colors can be held to the end of a worker's turn (turnend.h): its
+     * steals and moves leave a held color-queue alone. */
+    bool holds;
     /* The worker's event loop, on its own thread, until a stop. */
     void (*loop)(struct mely__worker *w);
     /* Under both locks: one steal attempt from victim with the policy ops;

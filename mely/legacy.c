@@ -107,15 +107,15 @@ static void legacy_loop(struct mely__worker *w)
             (void)mely__trace_run(w->trace, ev, ev->color);
         else
             ev->fn(ev->arg);
-        if (w->batch_end) /* an event is the legacy engine's batch */
-            mely__batchend_run(&w->batch_end);
+        if (w->batch_end) /* an event is the legacy engine's batch and turn */
+            mely__turnend_run_batch(w);
         mely__stall_end(&w->stall, run);
         mely__current_color = -1;
         if (mely__outbox_pending(&w->outbox))
             mely__outbox_flush(w);
         mely__evcache_free(rt, &w->evcache, ev);
         mely__count(&w->ctr.events_run, 1);
-        mely__poller_tick(w, &w->io, &w->timers);
+        mely__poller_tick(w, &w->io, &w->timers, w->turn_end);
         mely__spin_lock(&w->lock, &w->ctr);
         w->legacy.running = NOT_RUNNING;
         w->quiet_seq++;

@@ -33,7 +33,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "mely/batchend.h"
 #include "mely/colorq.h"
 #include "mely/coreq.h"
 #include "mely/counters.h"
@@ -48,6 +47,7 @@
 #include "mely/stall.h"
 #include "mely/stealops.h"
 #include "mely/stealq.h"
+#include "mely/turnend.h"
 
 #define MELY__CACHELINE 64
 
@@ -106,7 +106,9 @@ struct mely__worker {
     struct mely__colorq run;      /* the events detached from run_cq (only their
                                      event fields are used) */
     struct mely__outbox outbox;   /* staged posts to other workers (outbox.h) */
-    struct mely__batchend *batch_end; /* work for the end of the batch (batchend.h) */
+    struct mely__turnend *batch_end; /* work queued in this batch, and held to */
+    struct mely__turnend *turn_end;  /* the end of the turn (turnend.h) */
+    uint64_t turn_seq;            /* turns ended: held tags name the turn */
     _Atomic uint32_t post_seq;    /* odd while a flush publishes (deliver.c) */
     uint32_t *head_seen;          /* per owner: its inbox's head, as last read */
     struct mely__poller io;       /* the poller (io/poller.c); nwatches is shared */

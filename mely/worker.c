@@ -60,6 +60,8 @@ static void end_batch(struct mely__worker *w, struct mely__colorq *cq)
     mely__colorq_prepend(cq, &w->run);
     w->run_cq = NULL;
     w->quiet_seq++;
+    if (w->batch_end)
+        mely__turnend_hold(w, cq); /* work for the end of the turn */
     mely__stealq_refile(w, cq);
     if (mely__colorq_empty(cq)) {
         mely__coreq_remove(&w->coreq, cq);
@@ -123,11 +125,6 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
         mely__evcache_free(rt, &w->evcache, ev);
         ran++;
     }
-    if (w->batch_end) { /* still on the color: batchend.h */
-        mely__batchend_run(&w->batch_end);
-        if (mely__outbox_pending(&w->outbox))
-            mely__outbox_flush(w);
-    }
     mely__stall_end(&w->stall, run);
     mely__current_color = -1;
     mely__count(&w->ctr.events_run, ran);
@@ -152,7 +149,7 @@ static void loop(struct mely__worker *w)
         mely__trace_follow(w);
         if (cq) {
             run_detached(w, cq);
-            mely__poller_tick(w, &w->io, &w->timers);
+            mely__poller_tick(w, &w->io, &w->timers, w->turn_end);
         } else {
             mely__idle(w);
         }
@@ -161,6 +158,7 @@ static void loop(struct mely__worker *w)
     if (cq)
         end_batch(w, cq);
     mely__spin_unlock(&w->lock);
+    mely__turnend_run(w); /* a stop ends the turn too */
 }
 
 static unsigned enqueue_stealq(struct mely__worker *w, struct mely__worker *self,
@@ -172,6 +170,7 @@ static unsigned enqueue_stealq(struct mely__worker *w, struct mely__worker *self
 const struct mely__engine mely__engine_mely = {
     .name = "mely",
     .inboxes = true,
+    .holds = true,
     .loop = loop,
     .steal_from = mely__steal_colorq,
     .enqueue = enqueue_stealq,

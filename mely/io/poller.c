@@ -53,6 +53,7 @@
 #include "mely/cycles.h"
 #include "mely/io/poller.h"
 #include "mely/io/timer.h"
+#include "mely/turnend.h"
 #include "mely/log.h"
 #include "mely/outbox.h"
 #include "mely/runtime.h"
@@ -214,29 +215,41 @@ static void poll_nonblock(struct mely__worker *w, uint64_t now)
     loop_base(w, EVLOOP_NONBLOCK);
 }
 
+/* The turn is over (turnend.h): what it wrote leaves before more is read. */
+static void turn_over(struct mely__worker *w, uint64_t now)
+{
+    mely__turnend_run(w);
+    if (mely__poller_watched(&w->io)) {
+        poll_nonblock(w, now);
+    } else { /* the turn's rhythm without a poll */
+        w->io.last_poll_ns = now;
+        w->io.poll_target = mely__counter_read(&w->ctr.events_run) +
+                            atomic_load_explicit(&w->nevents, memory_order_relaxed);
+    }
+}
+
 void mely__poller_tick_slow(struct mely__worker *w)
 {
     uint64_t now = mely__now_ns();
-    if (mely__poller_watched(&w->io)) {
-        uint64_t since = now - w->io.last_poll_ns;
-        if (since >= POLL_MAX_US * 1000u ||
-            (since >= MELY_POLL_US * 1000u &&
-             mely__counter_read(&w->ctr.events_run) >= w->io.poll_target))
-            poll_nonblock(w, now);
-    }
+    uint64_t since = now - w->io.last_poll_ns;
+    if ((mely__poller_watched(&w->io) || w->turn_end) &&
+        (since >= POLL_MAX_US * 1000u ||
+         (since >= MELY_POLL_US * 1000u &&
+          mely__counter_read(&w->ctr.events_run) >= w->io.poll_target)))
+        turn_over(w, now);
     expire(w, now);
 }
 
 void mely__poller_poll(struct mely__worker *w)
 {
     uint64_t now = mely__now_ns();
-    if (mely__poller_watched(&w->io))
-        poll_nonblock(w, now);
+    turn_over(w, now);
     expire(w, now);
 }
 
 void mely__poller_block(struct mely__worker *w)
 {
+    mely__turnend_run(w); /* none is left by idle.c's polls: a safeguard */
     /* Read after `parked` was set (timer.c explains the order). */
     uint64_t next = mely__timers_next(&w->timers);
     uint64_t now = mely__now_ns();

@@ -41,13 +41,14 @@ struct mely__poller {
 int mely__pollers_init(struct mely__rt *rt);
 void mely__pollers_free(struct mely__rt *rt);
 
-/* Between two batches: polls the base without blocking if MELY_POLL_US
- * passed since the last poll and there are watches, and posts due timers.
- * Own thread only. */
+/* Between two batches: ends the worker's turn (turnend.h) and polls the
+ * base without blocking if MELY_POLL_US passed since the last poll (and the
+ * events queued at that poll ran) or 1 ms, and there are watches or work for
+ * the turn's end; posts due timers. Own thread only. */
 void mely__poller_tick_slow(struct mely__worker *w);
 
-/* Polls the base now without blocking (if it has watches) and posts due
- * timers. Own thread only. */
+/* Ends the worker's turn, polls the base now without blocking (if it has
+ * watches) and posts due timers. Own thread only. */
 void mely__poller_poll(struct mely__worker *w);
 
 /* Sleeps in the base until readiness, a wake-up or the next timer, then
@@ -61,13 +62,14 @@ static inline bool mely__poller_watched(const struct mely__poller *p)
     return atomic_load_explicit((_Atomic uint32_t *)&p->nwatches, memory_order_relaxed) != 0;
 }
 
-/* Between two batches, for worker w whose poller is p and timers t:
- * mely__poller_tick_slow() if it has watches or timers; two loads when it
- * has neither. Own thread only. */
+/* Between two batches, for worker w whose poller is p, timers t and list of
+ * work for its turn's end turn_end (turnend.h): mely__poller_tick_slow() if
+ * it has watches, timers or such work; three loads when it has none. Own
+ * thread only. */
 static inline void mely__poller_tick(struct mely__worker *w, struct mely__poller *p,
-                                     struct mely__timers *t)
+                                     struct mely__timers *t, const void *turn_end)
 {
-    if (mely__poller_watched(p) || mely__timers_next(t) != MELY__NEVER)
+    if (mely__poller_watched(p) || mely__timers_next(t) != MELY__NEVER || turn_end)
         mely__poller_tick_slow(w);
 }
 

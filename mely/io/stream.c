@@ -6,7 +6,7 @@
  * both of the stream's color, plus two evbuffers. Everything that touches
  * the buffers, the watches and the state runs on the stream's color, so it
  * needs no lock: the watches' handlers, a timer, a "bell" event, and the end
- * of the batch.
+ * of the worker's turn.
  *
  *   on_readable   reads once (at most READ_CHUNK, one read() into space
  *                 reserved in the input: no copy, no FIONREAD), hands the
@@ -21,13 +21,15 @@
  *
  * When bytes leave. None of these sends anything itself, and neither does a
  * write made from the stream's color: they mark the stream (touch) for the
- * end of the worker's batch (mely/batchend.h), still on the stream's color,
- * where settle() runs once per stream: it sends the output (one writev
- * through evbuffer_write), arms or pauses the write watch, runs the drained
- * callback, finishes a close-after-flush, pauses or resumes reading for the
- * watermarks, and sets the timer. So twenty events of a batch that each
- * write one message to a stream cost twenty appends and one writev, and no
- * byte waits longer than the batch that wrote it.
+ * end of the worker's turn (mely/turnend.h: the batches between two polls,
+ * 50 µs to 1 ms of them when busy, or until the worker goes idle), run on
+ * the stream's color, where settle() runs once per stream: it sends the
+ * output (one writev through evbuffer_write), arms or pauses the write
+ * watch, runs the drained callback, finishes a close-after-flush, pauses or
+ * resumes reading for the watermarks, and sets the timer. So a hundred
+ * events of a turn that each write one message to a stream cost a hundred
+ * appends and one writev, as in a libevent loop turn, and no byte waits
+ * past the worker's next poll.
  *
  * Writes from other colors. A writer pushes a `struct send` (the bytes, or
  * a block reference) on the stream's stack (`sends`, one compare-and-swap)
@@ -39,16 +41,17 @@
  * mutex is on the path, and under load one post carries many writes.
  *
  * Output bound. `inflight` counts the bytes of sends not yet appended (the
- * writer adds before pushing; the batch's end subtracts what arrived) and
- * `out_seen` the output's length at the last batch's end: together, what
+ * writer adds before pushing; the turn's end subtracts what arrived) and
+ * `out_seen` the output's length at the last turn's end: together, what
  * mely_stream_queued() reports and every write checks against
  * ops.output_max, from any thread.
  *
  * Lifetime: `refs` counts the runtime's reference (from open to the end of
  * on_closed), one per bell in flight, and the user's. The last one frees the
- * stream, with any sends still stacked. A stream marked for the batch's end
- * is open, so the runtime's reference holds it: its on_closed is posted
- * behind the batch (never a head post). A timer needs no reference: only the
+ * stream, with any sends still stacked. A stream marked for the turn's end
+ * may be closed, and its closed callback run, before the turn ends: then
+ * on_closed leaves the runtime's reference for the turn's end to drop. A
+ * timer needs no reference: only the
  * stream's color sets and cancels it, so a cancel from there either wins or
  * finds it run already. At shutdown, queued events are discarded uncalled,
  * so mely__streams_free() closes what is open, runs the closed callbacks not
@@ -65,6 +68,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -162,7 +167,9 @@ struct mely_stream {
     bool write_paused; /* reading paused by write_high, until write_low */
     bool held;         /* input was held back from the callbacks (may_deliver) */
     bool closed_run;   /* the closed callback ran */
-    bool marked;       /* on the worker's batch-end list */
+    bool marked;       /* on the worker's list for the turn's end */
+    bool unref_at_end; /* on_closed ran while marked: the turn's end drops
+                          the runtime's reference */
     bool draining;     /* the drain reached the stream (drain.c) */
     bool cap_hit;      /* a write hit the cap: close (MELY_STREAM_CAP_CLOSE) */
     bool shut_asked;   /* mely_stream_shutdown: SHUT_WR once the output is sent */
@@ -172,13 +179,13 @@ struct mely_stream {
     mely_watch_t *rd, *wr;
     struct evbuffer *in, *out;
     size_t taken;      /* the line readln handed out, drained at the next call */
-    size_t arrived;    /* bytes of sends appended since the batch began */
+    size_t arrived;    /* bytes of sends appended since the turn began */
     mely_timer_t timer;
     uint64_t timer_at;             /* its deadline, when timer != 0 */
     uint64_t last_read, last_write; /* progress, for the timeouts */
     uint64_t connect_by, linger_by; /* deadlines, when connecting or lingering */
     uint64_t last_moved;           /* a byte read or sent, for the idle timeout */
-    struct mely__batchend node;    /* settle at the batch's end (touch) */
+    struct mely__turnend node;     /* settle at the turn's end (touch) */
     struct relay *relay;           /* mely_stream_relay's, or NULL */
 
     /* Any thread, on a line of their own: writers of other colors touch them. */
@@ -188,8 +195,10 @@ struct mely_stream {
     _Atomic unsigned shut;         /* SHUT_*: writes are refused */
     _Atomic(struct send *) sends;  /* other colors' writes, newest first */
     _Atomic size_t inflight;       /* their bytes, until appended */
-    _Atomic size_t out_seen;       /* the output's length at the last batch end */
+    _Atomic size_t out_seen;       /* the output's length at the last turn's end */
     _Atomic int fd_seen;           /* fd, for mely_stream_fd from any thread */
+    _Atomic uint64_t held_tag;     /* the worker and turn holding the color
+                                      for a claim (mely/turnend.h) */
     struct mely_stream *prev, *next; /* rt->streams, under rt->stream_mu */
 };
 
@@ -423,7 +432,7 @@ static int ring(struct mely_stream *s, unsigned req)
     return err;
 }
 
-/* ---- the batch's end ------------------------------------------------------------- */
+/* ---- the turn's end ------------------------------------------------------------- */
 
 static void settle(struct mely_stream *s);
 
@@ -440,22 +449,25 @@ static void publish(struct mely_stream *s)
     }
 }
 
-static void at_batch_end(struct mely__batchend *node)
+static void at_turn_end(struct mely__turnend *node)
 {
     struct mely_stream *s = (struct mely_stream *)((char *)node - offsetof(struct mely_stream, node));
     s->marked = false;
     settle(s);
     publish(s);
+    if (s->unref_at_end) {
+        s->unref_at_end = false;
+        mely_stream_unref(s); /* may free s: last */
+    }
 }
 
-/* Own: has the batch's end settle s (once, however often it is touched). */
+/* Own: has the turn's end settle s (once, however often it is touched). */
 static void touch(struct mely_stream *s)
 {
     if (s->marked || s->state == S_CLOSED)
         return;
     s->marked = true;
-    s->node.run = at_batch_end;
-    mely__batchend_add(&mely__self->batch_end, &s->node);
+    mely__turnend_add(mely__self, &s->node);
 }
 
 static void enter(struct mely_stream *s)
@@ -572,7 +584,7 @@ static void close_now(struct mely_stream *s)
     s->timer = 0;
     publish(s); /* nothing queued any more */
     /* The runtime's reference goes with on_closed; it runs after the
-     * callback that closed, never inside it, and after the batch. */
+     * callback that closed, never inside it. */
     if (mely_post_ex(&m, s->to.color, s->to.prio, NULL, on_closed, s, 0) != 0)
         on_closed(s); /* out of memory: run it now rather than never */
 }
@@ -792,8 +804,7 @@ static void cap_close(struct mely_stream *s)
     close_now(s);
 }
 
-/* At the end of the batch (and of its own callbacks when not in one: see
- * touch): see the top of the file. */
+/* At the end of the turn: see the top of the file. */
 static void settle(struct mely_stream *s)
 {
     if (s->state != S_CLOSED && s->cap_hit)
@@ -968,7 +979,7 @@ static void on_writable(int fd, unsigned ready, void *arg)
     enter(s);
     if (s->connecting)
         connected(s);
-    leave(s); /* sends, at the batch's end */
+    leave(s); /* sends, at the turn's end */
 }
 
 /* Arms the stream's first watch: reading, or (connecting) the write watch
@@ -996,6 +1007,10 @@ static void start(struct mely_stream *s)
 /* Appends the writes other colors stacked, in the order they were made. */
 static void take_sends(struct mely_stream *s)
 {
+    /* A load first: most of the time nothing is stacked, and an exchange
+     * would take the line from the writers for nothing. */
+    if (!atomic_load_explicit(&s->sends, memory_order_relaxed))
+        return;
     struct send *x = atomic_exchange_explicit(&s->sends, NULL, memory_order_acquire);
     if (!x)
         return;
@@ -1119,7 +1134,10 @@ static void on_closed(void *arg)
         mely_stream_unref(s->relay->peer);
         s->relay->peer = NULL;
     }
-    mely_stream_unref(s);
+    if (s->marked)
+        s->unref_at_end = true; /* the turn's end still runs s */
+    else
+        mely_stream_unref(s);
 }
 
 /* ---- opening ---------------------------------------------------------------- */
@@ -1156,6 +1174,7 @@ static struct mely_stream *stream_new(struct mely__rt *rt, int fd, mely_to_t to,
     atomic_init(&s->fd_seen, fd);
     s->reading = true;
     atomic_init(&s->refs, 1);
+    s->node.run = at_turn_end;
     s->in = evbuffer_new();
     s->out = evbuffer_new();
     if (!s->in || !s->out) {
@@ -1193,7 +1212,11 @@ static int stream_start(struct mely_stream *s, mely_stream_t **out)
 }
 
 /* What mely_watch would refuse, said at once (the watch itself is set
- * later, on the stream's color); and non-blocking. */
+ * later, on the stream's color); and non-blocking. A TCP socket gets
+ * TCP_NODELAY: the stream sends once per turn already, and Nagle's
+ * algorithm would hold each of those sends until the previous one is
+ * acknowledged (a delayed ACK: up to 40 ms; a broker under load parked
+ * 64% of the time waiting so). Not a socket, or not TCP: left alone. */
 static int pollable(int fd)
 {
     struct stat st;
@@ -1202,6 +1225,10 @@ static int pollable(int fd)
         return -errno;
     if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
         return -EPERM;
+    if (S_ISSOCK(st.st_mode)) {
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
     return fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 ? 0 : -errno;
 }
 
@@ -1278,7 +1305,7 @@ static bool own_refused(const struct mely_stream *s)
 }
 
 /* Bytes queued, as the cap counts them: exact on the stream's color (the
- * sends that arrived this batch are in the output, and still in inflight
+ * sends that arrived this turn are in the output, and still in inflight
  * until its end). */
 static size_t queued_own(const struct mely_stream *s)
 {
@@ -1293,14 +1320,16 @@ static bool over_cap(const struct mely_stream *s, size_t q, size_t len)
     return len > s->ops.output_max || q > s->ops.output_max - len;
 }
 
-/* The cap refused a write: -ENOBUFS, and the stream closes at the batch's
- * end with MELY_STREAM_CAP_CLOSE. */
-static int cap_refuse(struct mely_stream *s)
+/* The cap refused a write: -ENOBUFS, and the stream closes at the turn's
+ * end with MELY_STREAM_CAP_CLOSE. `here`: the caller acts on the stream's
+ * color (its own, or held: claim_here), where the flag is set directly. */
+static int cap_refuse(struct mely_stream *s, bool here)
 {
     if (s->ops.flags & MELY_STREAM_CAP_CLOSE) {
-        if (own(s)) {
+        if (here) {
             s->cap_hit = true;
-            touch(s);
+            if (s->depth == 0)
+                touch(s);
         } else {
             ring(s, REQ_CAP);
         }
@@ -1308,23 +1337,37 @@ static int cap_refuse(struct mely_stream *s)
     return -ENOBUFS;
 }
 
-/* Own color: appends with add() (0 or -1, as libevent's) len bytes. */
-static int write_own(struct mely_stream *s, size_t len, int (*add)(struct evbuffer *, const void *),
-                     const void *ctx)
+/* Whether the calling worker owns the stream's color: then it holds the
+ * color to the end of its turn (mely/turnend.h) and writes without a hop,
+ * as if it ran on it. */
+static bool claim_here(struct mely_stream *s)
+{
+    struct mely__worker *w = mely__self;
+    if (!w || w->rt != s->rt)
+        return false;
+    if (mely__turnend_held(&s->held_tag, w->index, w->turn_seq))
+        return true; /* claimed earlier in this turn: still held */
+    return mely__turnend_claim(w, s->to.color, &s->marked, &s->node, &s->shut, &s->held_tag);
+}
+
+/* On the stream's color, or holding it: appends with add() (0 or -1, as
+ * libevent's) len bytes. */
+static int write_here(struct mely_stream *s, size_t len, int (*add)(struct evbuffer *, const void *),
+                      const void *ctx)
 {
     if (own_refused(s))
         return -EPIPE;
     if (over_cap(s, queued_own(s), len))
-        return cap_refuse(s);
+        return cap_refuse(s, true);
     if (add(s->out, ctx) != 0)
         return MELY_ENOMEM;
     if (s->depth == 0)
-        touch(s);
+        touch(s); /* held: queued already, touch does nothing */
     return 0;
 }
 
-/* Another color: stacks x for the stream's color (x is the stream's, or
- * freed, from here on). */
+/* Another worker owns the color: stacks x for the stream's color (x is the
+ * stream's, or freed, from here on). */
 static int write_other(struct mely_stream *s, struct send *x)
 {
     struct mely__worker *self;
@@ -1337,7 +1380,7 @@ static int write_other(struct mely_stream *s, struct send *x)
         size_t q = atomic_fetch_add_explicit(&s->inflight, x->len, memory_order_relaxed);
         if (over_cap(s, q + atomic_load_explicit(&s->out_seen, memory_order_relaxed), x->len)) {
             atomic_fetch_sub_explicit(&s->inflight, x->len, memory_order_relaxed);
-            err = cap_refuse(s);
+            err = cap_refuse(s, false);
         }
     }
     if (err) {
@@ -1354,6 +1397,25 @@ static int write_other(struct mely_stream *s, struct send *x)
     if (!head)
         (void)ring(s, 0);
     return mely__handle_done(self, 0);
+}
+
+/* A write, from wherever it comes: appended at once on the stream's color
+ * or a color held here (the stack's earlier writes first), else made into
+ * a send by make() and stacked. */
+static int write_any(struct mely_stream *s, size_t len, int (*add)(struct evbuffer *, const void *),
+                     const void *ctx, struct send *(*make)(const void *ctx, int *err))
+{
+    if (own(s))
+        return write_here(s, len, add, ctx);
+    if (refused(s))
+        return -EPIPE;
+    if (claim_here(s)) {
+        take_sends(s); /* this thread's earlier writes may be there: they go first */
+        return write_here(s, len, add, ctx);
+    }
+    int err = MELY_ENOMEM;
+    struct send *x = make(ctx, &err);
+    return x ? write_other(s, x) : err;
 }
 
 static struct send *send_bytes(const void *data, size_t len)
@@ -1380,18 +1442,19 @@ static int add_bytes(struct evbuffer *b, const void *ctx)
     return evbuffer_add(b, x->data, x->len);
 }
 
+static struct send *make_bytes(const void *ctx, int *err)
+{
+    const struct bytes *x = ctx;
+    (void)err;
+    return send_bytes(x->data, x->len);
+}
+
 int mely_stream_write(mely_stream_t *s, const void *data, size_t len)
 {
     if (!s || (!data && len))
         return MELY_EINVAL;
-    if (own(s)) {
-        struct bytes x = { data, len };
-        return write_own(s, len, add_bytes, &x);
-    }
-    if (refused(s))
-        return -EPIPE;
-    struct send *x = send_bytes(data, len);
-    return x ? write_other(s, x) : MELY_ENOMEM;
+    struct bytes x = { data, len };
+    return write_any(s, len, add_bytes, &x, make_bytes);
 }
 
 static int add_block_ctx(struct evbuffer *b, const void *ctx)
@@ -1399,23 +1462,26 @@ static int add_block_ctx(struct evbuffer *b, const void *ctx)
     return add_block(b, (mely_block_t *)ctx);
 }
 
+/* A small block travels as a copy: the stream copies it into the output
+ * anyway, and the block's count is a line every subscriber's worker would
+ * write. */
+static struct send *make_block(const void *ctx, int *err)
+{
+    mely_block_t *b = (mely_block_t *)ctx;
+    (void)err;
+    if (b->len <= COPY_MAX)
+        return send_bytes(b->data, b->len);
+    struct send *x = malloc(sizeof(*x));
+    if (x)
+        *x = (struct send){ .len = b->len, .block = mely_block_ref(b) };
+    return x;
+}
+
 int mely_stream_write_block(mely_stream_t *s, mely_block_t *b)
 {
     if (!s || !b)
         return MELY_EINVAL;
-    if (own(s))
-        return write_own(s, b->len, add_block_ctx, b);
-    if (refused(s))
-        return -EPIPE;
-    /* A small block travels as a copy: the stream copies it into the output
-     * anyway, and the block's count is a line every subscriber's worker
-     * would write. */
-    struct send *x = b->len <= COPY_MAX ? send_bytes(b->data, b->len) : malloc(sizeof(*x));
-    if (!x)
-        return MELY_ENOMEM;
-    if (b->len > COPY_MAX)
-        *x = (struct send){ .len = b->len, .block = mely_block_ref(b) };
-    return write_other(s, x);
+    return write_any(s, b->len, add_block_ctx, b, make_block);
 }
 
 struct format {
@@ -1434,42 +1500,36 @@ static int add_format(struct evbuffer *b, const void *ctx)
 }
 
 /* The formatted string as a send, or NULL (*err says why). */
-static struct send *send_format(const char *fmt, va_list ap, int *err)
+static struct send *make_format(const void *ctx, int *err)
 {
+    const struct format *f = ctx;
     va_list copy;
-    va_copy(copy, ap);
-    int n = vsnprintf(NULL, 0, fmt, copy);
+    va_copy(copy, *f->ap);
+    int n = vsnprintf(NULL, 0, f->fmt, copy);
     va_end(copy);
     *err = n < 0 ? MELY_EINVAL : MELY_ENOMEM;
     struct send *x = n < 0 ? NULL : malloc(sizeof(*x) + (size_t)n + 1);
     if (x) {
         *x = (struct send){ .len = (size_t)n };
-        va_copy(copy, ap);
-        vsnprintf(x->data, (size_t)n + 1, fmt, copy);
+        va_copy(copy, *f->ap);
+        vsnprintf(x->data, (size_t)n + 1, f->fmt, copy);
         va_end(copy);
     }
     return x;
 }
 
+/* The cap is checked before formatting where the string is appended at
+ * once: a formatted string may overshoot it by its own length. */
 int mely_stream_vprintf(mely_stream_t *s, const char *fmt, va_list ap)
 {
     if (!s || !fmt)
         return MELY_EINVAL;
-    if (own(s)) {
-        /* The cap is checked before formatting: a formatted string may
-         * overshoot it by its own length. */
-        va_list copy;
-        va_copy(copy, ap);
-        struct format f = { fmt, &copy };
-        int err = write_own(s, 0, add_format, &f);
-        va_end(copy);
-        return err;
-    }
-    if (refused(s))
-        return -EPIPE;
-    int err;
-    struct send *x = send_format(fmt, ap, &err);
-    return x ? write_other(s, x) : err;
+    va_list copy;
+    va_copy(copy, ap);
+    struct format f = { fmt, &copy };
+    int err = write_any(s, 0, add_format, &f, make_format);
+    va_end(copy);
+    return err;
 }
 
 int mely_stream_printf(mely_stream_t *s, const char *fmt, ...)
@@ -1492,7 +1552,7 @@ int mely_stream_write_buffer(mely_stream_t *s, struct evbuffer *buf)
         return MELY_EINVAL;
     if (buf == s->in)
         drop_taken(s);
-    return write_own(s, evbuffer_get_length(buf), add_buffer, buf);
+    return write_here(s, evbuffer_get_length(buf), add_buffer, buf);
 }
 
 /* ---- the stream's color's own calls -------------------------------------------- */
@@ -1510,7 +1570,7 @@ struct evbuffer *mely_stream_input(mely_stream_t *s)
         return NULL;
     drop_taken(s);
     /* Outside the stream's callbacks, what the caller drains is seen by the
-     * settle at the batch's end (reading may resume). */
+     * settle at the turn's end (reading may resume). */
     if (s->depth == 0)
         touch(s);
     return s->in;
@@ -1521,7 +1581,7 @@ struct evbuffer *mely_stream_output(mely_stream_t *s)
     if (!s || !own(s))
         return NULL;
     if (s->depth == 0)
-        touch(s); /* what the caller appends is sent at the batch's end */
+        touch(s); /* what the caller appends is sent at the turn's end */
     return s->out;
 }
 

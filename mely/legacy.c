@@ -104,7 +104,7 @@ static void legacy_loop(struct mely__worker *w)
         uint64_t run = mely__stall_batch(&w->stall, (int)ev->color);
         mely__stall_begin(&w->stall, ev, &run);
         if (w->trace)
-            (void)mely__trace_run(w->trace, ev, ev->color);
+            (void)mely__trace_run(w->trace, &w->stall, ev, ev->color);
         else
             ev->fn(ev->arg);
         if (w->batch_end) /* an event is the legacy engine's batch and turn */

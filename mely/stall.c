@@ -25,9 +25,9 @@
 
 /* What the monitor remembers of one worker. */
 struct watch {
-    uint64_t word;                /* the run seen last, or 0 */
-    uint64_t seen_ns;             /* the tick that first saw it */
-    uint64_t warned;              /* the run last warned about, or 0 */
+    uint64_t word;                /* the word of the run seen last, or 0 */
+    uint64_t seen_ns;             /* the tick that first saw the run */
+    bool warned;                  /* that run was warned about */
 };
 
 struct mely__stall_monitor {
@@ -107,25 +107,37 @@ static void warn(struct mely__stall_monitor *mon, const struct mely__worker *w, 
     mon->unsaid = 0;
 }
 
+/* Whether word a and word b are one run: b runs, with a's run number (a
+ * renamed run changes its handler, never its number: stall.h). */
+static bool same_run(uint64_t a, uint64_t b)
+{
+    return (a & MELY__STALL_RUNNING) && (b & MELY__STALL_RUNNING) &&
+           !((a ^ b) & ~MELY__STALL_RUNNING);
+}
+
 /* Checks worker w, whose memory is wa, once, at time ns. */
 static void check_worker(struct mely__stall_monitor *mon, struct mely__worker *w,
                          struct watch *wa, uint64_t ns)
 {
     uint64_t word = atomic_load_explicit(&w->stall.word, memory_order_acquire);
-    if (!(word & MELY__STALL_RUNNING) || word == wa->warned)
-        return; /* no handler runs, or this run was said */
-    if (word != wa->word) {
+    if (!(word & MELY__STALL_RUNNING))
+        return; /* no handler runs */
+    if (!same_run(wa->word, word)) {
         *wa = (struct watch){.word = word, .seen_ns = ns};
         return;
     }
+    wa->word = word; /* perhaps renamed */
+    if (wa->warned)
+        return; /* this run was said */
     uint64_t ms = (ns - wa->seen_ns) / 1000000u;
     if (ms < mon->rt->stall_ms)
         return;
     int color = atomic_load_explicit(&w->stall.color, memory_order_relaxed);
-    /* The same run still: the color is its batch's. */
-    if (atomic_load_explicit(&w->stall.word, memory_order_relaxed) != word)
+    /* The same run still: the color is its batch's. Its name as of now. */
+    word = atomic_load_explicit(&w->stall.word, memory_order_relaxed);
+    if (!same_run(wa->word, word))
         return;
-    wa->warned = word;
+    wa->warned = true;
     atomic_fetch_add_explicit(&w->stalls, 1, memory_order_relaxed);
     warn(mon, w, word & MELY__STALL_RUNNING, color, ms, ns);
 }

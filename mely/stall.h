@@ -19,16 +19,30 @@
  * descriptor) | the descriptor's or function's address. User-space code and
  * data lie below 2^47 on x86-64 (and arm64 with 48-bit addresses); a handler
  * above that is stored as MELY__STALL_DESC alone and named as unknown. The
- * run number has 16 bits: a warning needs the same word at every tick for
- * MELY_STALL_MS, at least four ticks, so a flood of one handler that wraps
+ * run number has 16 bits: a warning needs the same run number at every tick
+ * for MELY_STALL_MS, at least four ticks, so a flood of handlers that wraps
  * the number exactly between every two ticks is the only false warning,
  * and it does not happen by chance. Nothing else changes when no handler
  * is slow.
+ *
+ * Renaming a run (mely__stall_rename; runname.h has the callers' side). The
+ * runtime's own dispatchers (an fd watch's watch_run, a timer's fire) run
+ * the program's callback inside their handler; named by the event, every
+ * such run would be the dispatcher's. The dispatcher stores the word again
+ * just before the callback, with the same run number and the callback's
+ * address: the monitor tells runs apart by their number alone, so a renamed
+ * run is the same run, timed from the tick that first saw it and warned
+ * about once, under the name the word holds when the warning is said. A
+ * run renamed several times keeps the last name. The trace record of a run
+ * takes its name from the word too (trace.h), after the handler returns.
+ * The cost: a load of this line (the worker's own, in its cache) and a
+ * store, per rename.
  */
 #ifndef MELY_STALL_H
 #define MELY_STALL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,17 +73,48 @@ static inline uint64_t mely__stall_batch(struct mely__stall_word *s, int color)
     return atomic_load_explicit(&s->word, memory_order_relaxed) & ~MELY__STALL_RUNNING;
 }
 
+/* The handler part of a word (above): desc if not NULL, else fn. */
+static inline uint64_t mely__stall_handler(const mely_handler_t *desc, const void *fn)
+{
+    uintptr_t a = desc ? (uintptr_t)desc : (uintptr_t)fn;
+    return (a & ~MELY__STALL_ADDR) ? MELY__STALL_DESC
+                                   : (uint64_t)a | (desc ? MELY__STALL_DESC : 0);
+}
+
 /* The worker's thread, before ev's handler: a new run. */
 static inline void mely__stall_begin(struct mely__stall_word *s, const struct mely__event *ev,
                                      uint64_t *run)
 {
-    uintptr_t a = ev->desc ? (uintptr_t)ev->desc : (uintptr_t)ev->fn;
-    uint64_t h = (a & ~MELY__STALL_ADDR) ? MELY__STALL_DESC
-                                         : (uint64_t)a | (ev->desc ? MELY__STALL_DESC : 0);
+    uint64_t h = mely__stall_handler(ev->desc, (const void *)ev->fn);
     *run += 1ull << MELY__STALL_RUN_SHIFT;
     /* Release (a plain store on x86): a monitor that sees this word also
      * sees the batch's color. */
     atomic_store_explicit(&s->word, *run | h, memory_order_release);
+}
+
+/* The worker's thread: the running handler is desc's (if not NULL), else
+ * fn's, from now on (the renaming above). The run number stays: it is
+ * reread from the word, which only this thread writes. Outside a handler
+ * (no run in the word) it does nothing: no run is made up. */
+static inline void mely__stall_rename(struct mely__stall_word *s, const mely_handler_t *desc,
+                                      const void *fn)
+{
+    uint64_t word = atomic_load_explicit(&s->word, memory_order_relaxed);
+    if (!(word & MELY__STALL_RUNNING))
+        return;
+    /* Release, as mely__stall_begin's. */
+    atomic_store_explicit(&s->word, (word & ~MELY__STALL_RUNNING) | mely__stall_handler(desc, fn),
+                          memory_order_release);
+}
+
+/* The worker's thread, after a handler of its own: the descriptor (*desc)
+ * or function the run was last named by, or NULL if the word cannot say
+ * (a handler above the 47-bit address space). */
+static inline const void *mely__stall_named(const struct mely__stall_word *s, bool *desc)
+{
+    uint64_t h = atomic_load_explicit((_Atomic uint64_t *)&s->word, memory_order_relaxed);
+    *desc = h & MELY__STALL_DESC;
+    return (const void *)(uintptr_t)(h & MELY__STALL_ADDR);
 }
 
 /* The worker's thread, after the batch's last handler: none runs. */

@@ -43,10 +43,12 @@
 #include "mely/cycles.h"
 #include "mely/event.h"
 #include "mely/runtime.h"
+#include "mely/stall.h"
 
 /* `val` is the cycles the record's span took, for every kind but TIMERS. */
 enum mely__trace_kind {
-    MELY__TR_RUN,    /* a handler ran: u.who = its descriptor or function */
+    MELY__TR_RUN,    /* a handler ran: u.who = its descriptor or function
+                        (the program's callback a dispatcher ran: runname.h) */
     MELY__TR_STEAL,  /* this worker took a color: arg = victim, u.steal */
     MELY__TR_PARK,   /* it slept: arg = 1 if woken by another thread */
     MELY__TR_POLL,   /* it polled: arg = watch events queued */
@@ -85,20 +87,30 @@ static inline struct mely__trec *mely__trace_next(struct mely__trace *t)
     return &t->rec[t->head++ & t->mask];
 }
 
-/* Runs ev's handler and records it; returns the cycles it took. */
-static inline uint64_t mely__trace_run(struct mely__trace *t, const struct mely__event *ev,
-                                       uint32_t color)
+/* Runs ev's handler and records it; returns the cycles it took. The run is
+ * named as the worker's stall word s names it when the handler returns:
+ * ev's descriptor or function, or the program's callback a dispatcher ran
+ * (mely__name_run, runname.h; stall.h has the renaming). One load of a line
+ * the worker writes anyway. */
+static inline uint64_t mely__trace_run(struct mely__trace *t, const struct mely__stall_word *s,
+                                       const struct mely__event *ev, uint32_t color)
 {
     uint64_t start = mely__cycles();
     ev->fn(ev->arg);
     uint64_t took = mely__cycles() - start;
+    bool desc;
+    const void *who = mely__stall_named(s, &desc);
+    if (!who) { /* the word could not hold it: the event's own */
+        desc = ev->desc != NULL;
+        who = desc ? (const void *)ev->desc : (const void *)ev->fn;
+    }
     struct mely__trec *r = mely__trace_next(t);
     *r = (struct mely__trec){.tsc = start,
                              .val = took,
-                             .u.who = ev->desc ? (const void *)ev->desc : (const void *)ev->fn,
+                             .u.who = who,
                              .color = color,
                              .kind = MELY__TR_RUN,
-                             .desc = ev->desc != NULL};
+                             .desc = desc};
     return took;
 }
 

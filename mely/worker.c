@@ -82,7 +82,7 @@ static void run_observed(struct mely__worker *w, struct mely__trace *trace,
     bool measure = rt->cost.measure && mely__cost_measures(rt, ev->desc, &w->sample_rng);
 
     if (trace) {
-        uint64_t took = mely__trace_run(trace, ev, color);
+        uint64_t took = mely__trace_run(trace, &w->stall, ev, color);
         if (measure)
             mely__cost_record(rt, mely__cost_key(ev->desc, ev->fn), took);
     } else if (measure) {

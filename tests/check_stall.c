@@ -2,9 +2,13 @@
  * check_stall.c: stall warnings (MELY_STALL_MS, mely/stall.h). A handler
  * that runs 300 ms yields exactly one warning through the log hook while it
  * runs, naming it (by its descriptor's name, or by its symbol), and the
- * `stalls` counter says 1; 10,000 handlers of 1 ms yield none; MELY_STALL_MS=0
- * yields none; at most 10 lines a second are said, every stall counted; a
- * malformed MELY_STALL_MS is refused.
+ * `stalls` counter says 1; a slow timer callback and a slow fd watch
+ * callback are named by the program's function (or the descriptor of their
+ * mely_to_t), not by the runtime's dispatcher that calls them (io/timer.c's
+ * fire, io/watch.c's watch_run: runname.h), on both engines; 10,000
+ * handlers of 1 ms yield none; MELY_STALL_MS=0 yields none; at most 10
+ * lines a second are said, every stall counted; a malformed MELY_STALL_MS is
+ * refused.
  *
  * The program is linked with -export-dynamic so that dladdr() can name its
  * handlers, as it names those of a shared library.
@@ -13,11 +17,13 @@
 #define _GNU_SOURCE
 #endif
 #include <check.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mely/mely.h"
 #include "tests/testutil.h"
@@ -92,6 +98,23 @@ static void short_sleeper(void *arg)
         note("repost failed");
 }
 
+/* A timer's callback, 300 ms (exported: named through dladdr). */
+void stall_test_slow_timer(void *arg)
+{
+    stall_test_sleeper(arg);
+}
+
+/* An fd watch's callback: takes the byte that made the pipe readable, then
+ * sleeps 300 ms (exported). */
+void stall_test_slow_watch(int fd, unsigned ready, void *arg)
+{
+    (void)ready;
+    char c;
+    if (read(fd, &c, 1) != 1)
+        note("the watched pipe had no byte");
+    stall_test_sleeper(arg);
+}
+
 /* ---- the tests ------------------------------------------------------------------ */
 
 /* Runs one 300 ms handler (through descriptor desc, or fn without one). */
@@ -128,6 +151,67 @@ START_TEST(slow_handler_named_by_its_symbol)
     mely_set_log(NULL, NULL);
     ck_assert_uint_eq(warnings(), 1);
     ck_assert_msg(strstr(rec_msg[0], "stall_test_sleeper"), "the warning is \"%s\"", rec_msg[0]);
+    ck_assert_uint_eq(stalls, 1);
+}
+END_TEST
+
+/* The engines a dispatcher's callback is named under (NULL: mely). */
+static const char *const engines[] = {NULL, "legacy"};
+
+/* Asserts one stall warning, naming `name` and not the library's own code
+ * (a dispatcher is a static function of libmely: "libmely.so.0+0x..."). */
+static void assert_named(const char *name)
+{
+    ck_assert_uint_eq(warnings(), 1);
+    ck_assert_msg(strstr(rec_msg[0], name) && !strstr(rec_msg[0], "libmely"),
+                  "the warning is \"%s\", not about %s", rec_msg[0], name);
+}
+
+/* A timer whose callback runs 300 ms: named by the callback, or by the
+ * descriptor of its mely_to_t when it has one (_i: engine, then with one). */
+START_TEST(slow_timer_named_by_its_callback)
+{
+    const char *engine = engines[_i % 2];
+    bool with_desc = _i >= 2;
+    init_runtime_engine(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, NULL, engine);
+    start_recording();
+    mely_to_t to = MELY_TO(5);
+    if (with_desc)
+        to.handler = &slow_desc;
+    ck_assert_int_eq(mely_timer_after(&rt, 1000000, to, stall_test_slow_timer,
+                                      (void *)(uintptr_t)300, NULL),
+                     0);
+    run_bounded(&rt, 30, "a 300 ms timer callback");
+    uint64_t stalls = total_stalls(&rt, 2);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+    mely_set_log(NULL, NULL);
+    assert_no_notes();
+    assert_named(with_desc ? "slow_300ms_handler" : "stall_test_slow_timer");
+    ck_assert_uint_eq(stalls, 1);
+}
+END_TEST
+
+/* An fd watch whose callback runs 300 ms: named by the callback (_i: engine). */
+START_TEST(slow_watch_named_by_its_callback)
+{
+    int p[2];
+    ck_assert_int_eq(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+    ck_assert_int_eq(write(p[1], "x", 1), 1);
+    init_runtime_engine(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, NULL, engines[_i]);
+    start_recording();
+    mely_watch_t *wt;
+    ck_assert_int_eq(mely_watch(&rt, p[0], MELY_READ | MELY_ONESHOT, MELY_TO(5),
+                                stall_test_slow_watch, (void *)(uintptr_t)300, &wt),
+                     0);
+    run_bounded(&rt, 30, "a 300 ms watch callback");
+    uint64_t stalls = total_stalls(&rt, 2);
+    ck_assert_int_eq(mely_watch_remove(wt), 0);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+    mely_set_log(NULL, NULL);
+    close(p[0]);
+    close(p[1]);
+    assert_no_notes();
+    assert_named("stall_test_slow_watch");
     ck_assert_uint_eq(stalls, 1);
 }
 END_TEST
@@ -237,6 +321,8 @@ int main(void)
     TCase *tc = new_tcase(s, "stall", 120);
     tcase_add_test(tc, slow_handler_warns_once_by_descriptor_name);
     tcase_add_test(tc, slow_handler_named_by_its_symbol);
+    tcase_add_loop_test(tc, slow_timer_named_by_its_callback, 0, 2 * NELEM(engines));
+    tcase_add_loop_test(tc, slow_watch_named_by_its_callback, 0, NELEM(engines));
     tcase_add_test(tc, short_handlers_never_warn);
     tcase_add_test(tc, stall_ms_zero_turns_warnings_off);
     tcase_add_test(tc, stall_ms_sets_the_threshold);

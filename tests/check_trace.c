@@ -5,17 +5,26 @@
  * (tools/mely-trace --runs reads it with python3's json module) and hold
  * exactly the runs the program made: the same count, colors, handler names
  * and, per color, the same order. A small ring (MELY_TRACE_RECORDS) must drop
- * the oldest records and say how many.
+ * the oldest records and say how many. The runs of a timer, an fd watch and
+ * a listener are named by the program's callbacks, not by the runtime's
+ * dispatchers that call them (runname.h), on both engines.
+ *
+ * The program is linked with -export-dynamic so that dladdr() can name its
+ * callbacks.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <arpa/inet.h>
 #include <check.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "mely/mely.h"
@@ -226,6 +235,98 @@ START_TEST(trace_errors)
     unsetenv("MELY_TRACE");
     ck_assert_int_lt(err, 0);
     ck_assert_msg(strstr(msg, "MELY_TRACE") != NULL, "message: %s", msg);
+}
+END_TEST
+
+/* ---- runs named by the program's callbacks ------------------------------------------ */
+
+/* The callbacks (exported: named through dladdr); the third to run stops. */
+void trace_test_timer(void *arg)
+{
+    count_and_stop(arg);
+}
+
+void trace_test_watch(int fd, unsigned ready, void *arg)
+{
+    (void)ready;
+    char c;
+    if (read(fd, &c, 1) != 1)
+        note("the watched pipe had no byte");
+    count_and_stop(arg);
+}
+
+void trace_test_accept(int fd, const struct sockaddr *peer, unsigned peerlen, void *arg)
+{
+    (void)peer;
+    (void)peerlen;
+    close(fd);
+    count_and_stop(arg);
+}
+
+/* A client connected to port (the listener's backlog takes it). */
+static int connect_client(unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    return fd;
+}
+
+static const char *const engines[] = {NULL, "legacy"};
+
+/* A timer, a one-shot read watch and a listener, each run once, traced:
+ * the trace names their runs trace_test_timer, trace_test_watch and
+ * trace_test_accept, never the library's own dispatchers (static functions
+ * of libmely, named "libmely.so.0+0x..."). The listener may run once more
+ * and find nothing to accept: that run is its callback's too. */
+START_TEST(dispatched_runs_named_by_the_callbacks)
+{
+    char path[128];
+    static struct summary s; /* large: not on the stack */
+    trace_path(path, sizeof(path), "dispatch");
+    int p[2];
+    ck_assert_int_eq(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+    ck_assert_int_eq(write(p[1], "x", 1), 1);
+    init_runtime_engine(&rt, 1, 0, 10, 0, NULL, engines[_i]);
+    atomic_store(&ran, 0);
+    stop_at = 3;
+    mely_watch_t *wt;
+    mely_listener_t *l;
+    ck_assert_int_eq(mely_trace_start(&rt, path), 0);
+    ck_assert_int_eq(mely_timer_after(&rt, 1000000, MELY_TO(5), trace_test_timer, NULL, NULL), 0);
+    ck_assert_int_eq(mely_watch(&rt, p[0], MELY_READ | MELY_ONESHOT, MELY_TO(6), trace_test_watch,
+                                NULL, &wt),
+                     0);
+    ck_assert_int_eq(mely_listen(&rt, NULL, 0, 0, 0, MELY_TO(7), trace_test_accept, NULL, &l), 0);
+    int client = connect_client(mely_listener_port(l));
+    run_bounded(&rt, 30, "a timer, a watch and a listener");
+    ck_assert_int_ge(mely_trace_stop(&rt), 0);
+    ck_assert_int_eq(mely_listener_close(l), 0);
+    ck_assert_int_eq(mely_watch_remove(wt), 0);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+    close(client);
+    close(p[0]);
+    close(p[1]);
+    assert_no_notes();
+    summarize(path, &s);
+    unlink(path);
+
+    unsigned timer = 0, watch = 0, accept = 0;
+    for (unsigned r = 0; r < s.nruns; r++) {
+        if (strcmp(s.name[r], "trace_test_timer") == 0)
+            timer++;
+        else if (strcmp(s.name[r], "trace_test_watch") == 0)
+            watch++;
+        else if (strcmp(s.name[r], "trace_test_accept") == 0)
+            accept++;
+        else
+            ck_abort_msg("a run named \"%s\" (color %u)", s.name[r], s.color[r]);
+    }
+    ck_assert_uint_eq(timer, 1);
+    ck_assert_uint_eq(watch, 1);
+    ck_assert_uint_ge(accept, 1);
 }
 END_TEST
 
@@ -463,6 +564,7 @@ int main(void)
     tcase_add_test(tc, small_ring_drops_the_oldest);
     tcase_add_test(tc, env_traces_until_shutdown);
     tcase_add_test(tc, trace_errors);
+    tcase_add_loop_test(tc, dispatched_runs_named_by_the_callbacks, 0, NELEM(engines));
     tcase_add_test(tc, start_and_stop_while_running);
     tcase_add_test(tc, stop_from_a_handler_is_refused);
     tcase_add_loop_test(tc, exit_from_a_handler_writes_the_trace, 0, 2);

@@ -39,6 +39,7 @@
 #include "mely/handle.h"
 #include "mely/io/listen.h"
 #include "mely/io/watch.h"
+#include "mely/runname.h"
 #include "mely/runtime.h"
 
 enum { ACCEPT_MAX = 64 };
@@ -173,6 +174,10 @@ static void on_acceptable(int fd, unsigned ready, void *arg)
     struct lsock *s = arg;
     struct mely_listener *l = s->l;
 
+    /* The whole accept loop is the program's accept function's run (or its
+     * descriptor's), to stall warnings and traces (runname.h), not the
+     * runtime's. */
+    mely__name_run(s->to.handler, (const void *)l->fn);
     for (int n = 0; n < ACCEPT_MAX && !atomic_load(&l->closing) && !atomic_load(&l->held);
          n++) {
         struct sockaddr_storage peer;

@@ -43,6 +43,7 @@
 #include "mely/io/timer.h"
 #include "mely/park.h"
 #include "mely/post.h"
+#include "mely/runname.h"
 #include "mely/runtime.h"
 
 enum { PENDING = 1, POSTED, CANCELLED };
@@ -236,7 +237,8 @@ static struct mely__worker *home(struct mely__rt *rt, mely_color_t color)
 
 /* ---- firing ------------------------------------------------------------------- */
 
-/* The event a due timer posts: runs the user's function unless cancelled. The
+/* The event a due timer posts: runs the user's function unless cancelled,
+ * under that function's name for stall warnings and traces (runname.h). The
  * argument is pack(home worker, slot). */
 static void fire(void *arg)
 {
@@ -251,10 +253,13 @@ static void fire(void *arg)
     bool run = s->state == POSTED;
     mely_fn_t fn = s->fn;
     void *fn_arg = s->arg;
+    const mely_handler_t *desc = s->to.handler;
     slot_free(t, i);
     mely__spin_unlock(&t->lock);
-    if (run)
+    if (run) {
+        mely__name_run(desc, (const void *)fn); /* fn's run (or desc's), not fire's */
         fn(fn_arg);
+    }
 }
 
 unsigned mely__timers_expire(struct mely__worker *w, uint64_t now)

@@ -60,6 +60,7 @@
 #include "mely/io/poller.h"
 #include "mely/io/watch.h"
 #include "mely/post.h"
+#include "mely/runname.h"
 #include "mely/runtime.h"
 #include "mely/steal.h"
 #include "mely/trace.h"
@@ -223,7 +224,8 @@ static void trace_move(const struct mely_watch *wt, struct mely__worker *self, i
 }
 
 /* The colored event of a watch: runs the user's handler unless removed, then
- * makes sure the watch is armed where its color now runs. */
+ * makes sure the watch is armed where its color now runs. Stall warnings and
+ * traces name the run by the user's handler, not by watch_run (runname.h). */
 static void watch_run(void *arg)
 {
     struct mely_watch *wt = arg;
@@ -237,6 +239,10 @@ static void watch_run(void *arg)
         now = (old & ~(W_QUEUED | ~0u << W_READY_SHIFT)) | W_RUNNING;
     } while (!atomic_compare_exchange_weak(&wt->state, &old, now));
 
+    /* The run is the program's handler's (its descriptor's, if `to` has
+     * one), to stall warnings and traces (runname.h); the re-arming below
+     * counts to it. */
+    mely__name_run(wt->to.handler, (const void *)wt->fn);
     wt->fn(wt->fd, old >> W_READY_SHIFT, wt->arg);
     old = atomic_fetch_and(&wt->state, ~(uint32_t)W_RUNNING);
 

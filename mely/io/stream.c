@@ -84,6 +84,7 @@
 #include "mely/io/streams.h"
 #include "mely/io/watch.h"
 #include "mely/park.h"
+#include "mely/runname.h"
 #include "mely/runtime.h"
 #include "mely/stream.h"
 
@@ -220,6 +221,15 @@ static uint64_t deadline(uint64_t since, uint64_t timeout)
     if (!timeout || timeout == UINT64_MAX)
         return 0;
     return since > UINT64_MAX - timeout ? UINT64_MAX : since + timeout;
+}
+
+/* Stall warnings and traces name the run by the program's callback about to
+ * run, not by this file's dispatchers (mely/runname.h). Every call site runs
+ * in one of the stream's own handlers, or at the turn's end (where no run is
+ * named: it does nothing). */
+static void name_run(const struct mely_stream *s, const void *fn)
+{
+    mely__name_run(s->to.handler, fn);
 }
 
 static bool timeouts_on(const struct mely_stream *s)
@@ -786,6 +796,7 @@ static bool run_drained(struct mely_stream *s)
     }
     if (!s->ops.drained)
         return false;
+    name_run(s, (const void *)s->ops.drained);
     s->depth++;
     s->ops.drained(s, s->arg);
     s->depth--;
@@ -797,6 +808,7 @@ static void cap_close(struct mely_stream *s)
 {
     s->cap_hit = false;
     if (s->ops.event) {
+        name_run(s, (const void *)s->ops.event);
         s->depth++;
         s->ops.event(s, MELY_STREAM_ERROR, -ENOBUFS, s->arg);
         s->depth--;
@@ -844,6 +856,7 @@ static void report(struct mely_stream *s, unsigned what, int err)
     if (s->relay && relay_report(s, what, err))
         return;
     if (s->ops.event) {
+        name_run(s, (const void *)s->ops.event);
         s->depth++;
         s->ops.event(s, what, err, s->arg);
         s->depth--;
@@ -875,12 +888,14 @@ static void deliver(struct mely_stream *s)
                 report(s, MELY_STREAM_ERROR, r);
                 break;
             }
+            name_run(s, (const void *)s->ops.line);
             s->depth++;
             s->ops.line(s, line, len, s->arg);
             s->depth--;
         }
     } else if (s->ops.read && may_deliver(s) && evbuffer_get_length(s->in) > 0 &&
                evbuffer_get_length(s->in) >= s->ops.read_low) {
+        name_run(s, (const void *)s->ops.read);
         s->depth++;
         s->ops.read(s, s->arg);
         s->depth--;
@@ -1050,6 +1065,7 @@ static void start_drain(struct mely_stream *s)
         return;
     s->draining = true;
     if (s->ops.drain && s->state == S_OPEN) {
+        name_run(s, (const void *)s->ops.drain);
         s->depth++;
         s->ops.drain(s, s->arg);
         s->depth--;
@@ -1126,8 +1142,10 @@ static void on_closed(void *arg)
     struct mely__rt *rt = s->rt;
     if (!s->closed_run) {
         s->closed_run = true;
-        if (s->ops.closed)
+        if (s->ops.closed) {
+            name_run(s, (const void *)s->ops.closed);
             s->ops.closed(s, s->arg);
+        }
         mely__stream_closed(rt);
     }
     if (s->relay && s->relay->peer) { /* the reference mely_stream_relay took */
@@ -1757,6 +1775,7 @@ static void relay_finish(struct mely_stream *s, int err)
     if (!p)
         return;
     if (r->pair->done) {
+        name_run(s, (const void *)r->pair->done);
         s->depth++;
         r->pair->done(s, p, err, r->pair->arg);
         s->depth--;

@@ -42,8 +42,8 @@
  * The floor (--floor): one thread writes 32 bytes into a loopback TCP
  * connection and reads them at its other end, --floor-pairs times in 5 runs
  * (the median): the kernel's least cost for one direction of a request. A
- * request costs at least two such pairs of CPU (the command, the reply),
- * shared by client and server.
+ * request that travels alone costs two such pairs of CPU (the command, the
+ * reply), client and server together; pipelined commands may share them.
  *
  * Output: a report, then one line for scripts (run-kv.sh):
  *   kv_load: rps=R requests=N seconds=S server_us=U client_us=U server_cores=C
@@ -667,8 +667,8 @@ static int run_floor(void)
     close(fd[1]);
     double m = median(ns, FLOOR_RUNS), mc = median(cpu, FLOOR_RUNS);
     printf("kv_load: floor: a loopback TCP write()+read() pair of 32 bytes, one thread: %.0f ns "
-           "(CPU %.0f ns; median of %d runs of %u): a request costs at least 2 pairs, %.2f us of "
-           "CPU for client and server together\n",
+           "(CPU %.0f ns; median of %d runs of %u): a request that travels alone costs 2 pairs, "
+           "%.2f us of CPU for client and server together\n",
            m, mc, FLOOR_RUNS, per, 2 * m / 1000);
     printf("kv_load: floor_ns_per_pair=%.0f\n", m);
     return 0;

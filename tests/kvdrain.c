@@ -483,6 +483,8 @@ int main(int argc, char **argv)
     cl = calloc(o.clients, sizeof(*cl));
     if (!cl)
         return 1;
+    for (unsigned i = 0; i < o.clients; i++)
+        cl[i].fd = -1; /* a round that fails while connecting closes those it opened */
     printf("kvdrain: %s: %u rounds of %u clients, %u SETs in flight each, SIGTERM after "
            "%u..%u ms of load (seed %" PRIu64 ")\n",
            o.server[0], o.rounds, o.clients, o.inflight, LOAD_MIN_MS, LOAD_MAX_MS, o.seed);

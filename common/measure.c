@@ -40,6 +40,28 @@ double cpu_s(int who)
            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
+double proc_cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* Fields after the command name (in parentheses, may hold spaces): state is
+     * field 3, utime 14, stime 15. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return -1;
+    unsigned long long ut, st;
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    long hz = sysconf(_SC_CLK_TCK);
+    return hz > 0 ? (double)(ut + st) / (double)hz : -1;
+}
+
 struct cpu_window idle_window(uint64_t settle_us, uint64_t window_us)
 {
     sleep_us(settle_us);

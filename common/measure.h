@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "mely/mely.h"
 
@@ -30,6 +31,11 @@ void sleep_us(uint64_t us);
 /* User + system CPU time of getrusage(who) (RUSAGE_SELF, RUSAGE_CHILDREN or
  * RUSAGE_THREAD) in seconds; 0 if it fails. */
 double cpu_s(int who);
+
+/* User + system CPU time of process pid (its every thread), in seconds, from
+ * /proc/<pid>/stat (utime and stime: clock ticks, 10 ms here); -1 if it
+ * cannot be read. A server's cost as its clients' benchmark sees it. */
+double proc_cpu_s(pid_t pid);
 
 /* What this process used while idle: sleeps settle_us (the workers start and
  * park), then window_us, and returns the CPU time (RUSAGE_SELF) and the wall

@@ -94,7 +94,4 @@ struct echo_client_res {
  * 2 s without any completed round trip. Checks every echoed byte. */
 void echo_client_run(const struct echo_client_cfg *cfg, struct echo_client_res *res);
 
-/* user + system time of process pid, in seconds (/proc/<pid>/stat), or -1. */
-double echo_proc_cpu_s(pid_t pid);
-
 #endif /* MELY_BENCH_E2E_ECHO_H */

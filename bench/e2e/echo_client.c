@@ -92,28 +92,6 @@ int echo_listen_socket(unsigned port, bool reuseport, unsigned *bound)
     return fd;
 }
 
-double echo_proc_cpu_s(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* Fields after the command name (in parentheses, may hold spaces): state is
-     * field 3, utime 14, stime 15. */
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return -1;
-    unsigned long long ut, st;
-    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        return -1;
-    long hz = sysconf(_SC_CLK_TCK);
-    return hz > 0 ? (double)(ut + st) / (double)hz : -1;
-}
-
 /* ---- The client -------------------------------------------------------------------------- */
 
 #define CONNECT_LIMIT_NS 5000000000ull
@@ -396,12 +374,12 @@ void echo_client_run(const struct echo_client_cfg *cfg, struct echo_client_res *
         if (phase == 0 && now >= win_start) {
             phase = 1;
             t_start = now;
-            srv0 = echo_proc_cpu_s(cfg->server);
+            srv0 = proc_cpu_s(cfg->server);
             cli0 = cpu_s(RUSAGE_THREAD);
         } else if (phase == 1 && now - t_start >= win_len) {
             phase = 2;
             t_end = now;
-            double srv1 = echo_proc_cpu_s(cfg->server);
+            double srv1 = proc_cpu_s(cfg->server);
             res->client_cpu_s = cpu_s(RUSAGE_THREAD) - cli0;
             res->server_cpu_s = srv0 >= 0 && srv1 >= 0 ? srv1 - srv0 : -1;
         }

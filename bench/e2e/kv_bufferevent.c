@@ -5,8 +5,9 @@
  * commands (examples/kvstore.[ch]), the same 8 KB line limit, the same
  * backpressure (reading stops while more than 1 MiB of replies wait), and
  * the same graceful stop: SIGINT or SIGTERM stop accepting, flush and close
- * every connection (at most 5 s), free all. tests/kv-self-test.sh runs
- * tests/kvclient against both.
+ * every connection (at most 5 s), free all, and say on stderr "kv: N
+ * commands executed" (tests/kv-drain.sh counts replies against it).
+ * tests/kv-self-test.sh runs tests/kvclient against both.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -38,6 +39,7 @@ static struct event *sigint, *sigterm;
 static struct conn conns = {.prev = &conns, .next = &conns};
 static bool stopping;
 static struct kv_entry *table[BUCKETS];
+static unsigned long long executed; /* commands run by kv_command */
 
 static void conn_free(struct conn *c)
 {
@@ -68,6 +70,7 @@ static void on_read(struct bufferevent *bev, void *arg)
         const char *reply;
         size_t rlen;
         kv_command(table, BUCKETS, line, len, &reply, &rlen);
+        executed++;
         evbuffer_add(out, reply, rlen);
         free(line);
     }
@@ -177,5 +180,6 @@ int main(int argc, char **argv)
     kv_free(table, BUCKETS);
     if (base)
         event_base_free(base);
+    fprintf(stderr, "kv: %llu commands executed\n", executed);
     return rc;
 }

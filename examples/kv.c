@@ -3,15 +3,23 @@
  * `kv [PORT]` (default 7008; 0: a free port). A command per line (LF or CRLF),
  * a reply line each, in order (the commands: kvstore.h). A line over 8 KB
  * gets "ERROR line too long" and the connection closes. SIGINT, SIGTERM: a
- * graceful stop. Each connection has a color of one range, each key one of
- * another: a line goes from its connection's color to its key's, whose
- * events alone touch that key's part of the table (no lock), replies from
- * there and hands the connection back: one command per connection at a time
- * keeps replies in order. At exit, stderr says "kv: N commands executed"
- * (tests/kv-drain.sh compares N with the replies its clients got).
+ * graceful stop (mely_drain: every command read is answered). At exit,
+ * stderr says "kv: N commands executed" (tests/kv-drain.sh compares N with
+ * the replies its clients got).
+ *
+ * Each connection has a color of one range, each key one of another: a
+ * command goes from its connection's color to its key's, whose events alone
+ * touch that key's part of the table (no lock), and comes back with its
+ * reply. A connection keeps up to WINDOW commands out at once (pipelined
+ * clients get their commands run in parallel on different keys); replies
+ * come back in any order and are written in the order of the commands, a
+ * ring of WINDOW slots indexed by sequence number. A full window pauses
+ * reading until a reply frees a slot.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,18 +27,26 @@
 #include "examples/kvstore.h"
 #include "mely/stream.h"
 
-enum { KEY_COLORS = 256, BUCKETS = 256 };
+enum { KEY_COLORS = 256, BUCKETS = 256, WINDOW = 64 };
+
+struct req;
 
 struct conn { /* on the connection's color */
-    bool busy; /* a command is out on its key's color */
-    bool eof;  /* the client sent all it will: close once answered */
+    mely_stream_t *s;
+    uint64_t issued, written;  /* commands sent out, replies written */
+    struct req *ring[WINDOW];  /* replies back, not yet written: seq % WINDOW */
+    bool eof;                  /* the client sent all it will: close once answered */
+    bool closing;              /* a reply ends the connection (line too long) */
 };
 
 struct req {
-    mely_stream_t *s; /* a reference */
+    mely_stream_t *s; /* a reference, while out on the key's color */
     struct conn *c;   /* valid while the stream is open */
-    size_t len;
-    char line[];
+    uint64_t seq;
+    size_t len;       /* the line's, then the reply's */
+    size_t cap;       /* bytes at data */
+    char *reply;      /* data, or a buffer of its own for a long reply */
+    char data[];      /* the line, then the reply */
 };
 
 static mely_t rt;
@@ -43,85 +59,152 @@ static struct {
     _Alignas(64) unsigned long long n;
 } executed[KEY_COLORS];
 
-static void serve(mely_stream_t *s, void *arg);
-
-/* Back on the connection's color: the next command, unless it closed. */
-static void resume(void *arg)
+static void req_free(struct req *r)
 {
-    struct req *r = arg;
-    if (mely_stream_fd(r->s) >= 0) {
-        r->c->busy = false;
-        mely_stream_reading(r->s, 1);
-        serve(r->s, r->c);
-    }
-    mely_stream_unref(r->s);
+    if (r->reply != r->data)
+        free(r->reply);
     free(r);
 }
 
-/* On the key's color (the line's, for a line without a key): the command. */
+/* Keeps the reply in r (kv_command's is valid until the key color's next
+ * command); false when out of memory. */
+static bool keep_reply(struct req *r, const char *reply, size_t rlen)
+{
+    r->reply = rlen <= r->cap ? r->data : malloc(rlen);
+    if (!r->reply) {
+        r->reply = r->data;
+        return false;
+    }
+    memcpy(r->reply, reply, rlen);
+    r->len = rlen;
+    return true;
+}
+
+/* ---- the connection's color -------------------------------------------------- */
+
+/* Writes the replies that are next in order. */
+static void write_ready(struct conn *c)
+{
+    struct req *r;
+    while (c->written < c->issued && (r = c->ring[c->written % WINDOW])) { /* bounded: WINDOW */
+        c->ring[c->written % WINDOW] = NULL;
+        c->written++;
+        int err = mely_stream_write(c->s, r->reply, r->len);
+        req_free(r);
+        if (err) { /* a reply lost: the client would be out of step */
+            mely_stream_close(c->s, 0);
+            return;
+        }
+    }
+    if (c->written == c->issued && (c->eof || c->closing))
+        mely_stream_close(c->s, MELY_STREAM_FLUSH);
+}
+
+/* A reply is back (or made here): into its slot, and out if it is next. */
+static void complete(struct conn *c, struct req *r)
+{
+    c->ring[r->seq % WINDOW] = r;
+    write_ready(c);
+    if (c->issued - c->written < WINDOW && !c->closing)
+        mely_stream_reading(c->s, 1); /* a slot is free: lines held back come again */
+}
+
+/* Back on the connection's color. */
+static void on_reply(void *arg)
+{
+    struct req *r = arg;
+    mely_stream_t *s = r->s;
+    if (mely_stream_fd(s) >= 0)
+        complete(r->c, r);
+    else
+        req_free(r); /* closed meanwhile: the conn is gone */
+    mely_stream_unref(s);
+}
+
+/* ---- the key's color --------------------------------------------------------- */
+
 static void execute(void *arg)
 {
     struct req *r = arg;
     mely_color_t part = (mely_color_t)mely_current_color() - key_colors.base;
     const char *reply;
     size_t rlen;
-    kv_command(&table[part * BUCKETS], BUCKETS, r->line, r->len, &reply, &rlen);
+    kv_command(&table[part * BUCKETS], BUCKETS, r->data, r->len, &reply, &rlen);
     executed[part].n++;
-    int err = mely_stream_write(r->s, reply, rlen);
-    if (err && err != -EPIPE)
-        mely_stream_close(r->s, 0); /* a reply lost: the client would be out of step */
-    if (err || mely_post(&rt, mely_stream_color(r->s), resume, r) != 0) {
-        mely_stream_unref(r->s); /* closed, or shutting down: nothing more to serve */
-        free(r);
+    if (!keep_reply(r, reply, rlen))
+        keep_reply(r, "ERROR out of memory\n", 20);
+    if (mely_post(&rt, mely_stream_color(r->s), on_reply, r) != 0) {
+        mely_stream_unref(r->s); /* shutting down: nothing more to serve */
+        req_free(r);
     }
 }
 
-/* On the connection's color: sends the line to its key's color. */
-static bool dispatch(mely_stream_t *s, struct conn *c, const char *line, size_t len)
+/* ---- reading commands -------------------------------------------------------- */
+
+static struct req *req_new(struct conn *c, const char *line, size_t len)
+{
+    size_t cap = len < 64 ? 64 : len; /* room for the usual replies */
+    struct req *r = malloc(sizeof(*r) + cap);
+    if (!r)
+        return NULL;
+    *r = (struct req){.s = c->s, .c = c, .seq = c->issued++, .len = len, .cap = cap};
+    r->reply = r->data;
+    memcpy(r->data, line, len);
+    return r;
+}
+
+/* A reply made on the connection's color, in its turn. */
+static void answer_here(struct conn *c, const char *text)
+{
+    struct req *r = req_new(c, text, strlen(text));
+    if (!r) {
+        mely_stream_close(c->s, 0);
+        return;
+    }
+    complete(c, r);
+}
+
+/* Sends the line to its key's color. */
+static void dispatch(struct conn *c, const char *line, size_t len)
 {
     size_t klen;
     const char *key = kv_key(line, len, &klen);
-    struct req *r = malloc(sizeof(*r) + len);
-    if (!r)
-        return false;
-    *r = (struct req){.s = s, .c = c, .len = len};
-    memcpy(r->line, line, len);
-    mely_stream_ref(s); /* s goes to another color */
-    if (mely_post(&rt, mely_color_hash(&key_colors, key, klen), execute, r) != 0) {
-        mely_stream_unref(s);
-        free(r);
-        return false;
+    struct req *r = req_new(c, line, len);
+    if (!r) {
+        c->issued--; /* nothing was issued */
+        answer_here(c, "ERROR out of memory\n");
+        return;
     }
-    c->busy = true;
-    mely_stream_reading(s, 0);
-    return true;
+    mely_stream_ref(c->s); /* s goes to another color */
+    if (mely_post(&rt, mely_color_hash(&key_colors, key, klen), execute, r) != 0) {
+        mely_stream_unref(c->s);
+        r->len = 0;
+        keep_reply(r, "ERROR out of memory\n", 20);
+        complete(c, r);
+    }
 }
 
-/* On the connection's color (its read callback): takes lines until one is out. */
-static void serve(mely_stream_t *s, void *arg)
+static void on_line(mely_stream_t *s, char *line, size_t len, void *arg)
 {
     struct conn *c = arg;
-    char *line;
-    size_t len;
-    int got = 1;
-    while (!c->busy && (got = mely_stream_readln(s, &line, &len)) > 0)
-        if (!dispatch(s, c, line, len))
-            mely_stream_printf(s, "ERROR out of memory\n");
-    if (got < 0) {
-        mely_stream_printf(s, "ERROR line too long\n");
-        mely_stream_close(s, MELY_STREAM_FLUSH);
-    } else if (c->eof && !c->busy) {
-        mely_stream_close(s, MELY_STREAM_FLUSH);
-    }
+    if (c->closing)
+        return;
+    dispatch(c, line, len);
+    if (c->issued - c->written >= WINDOW)
+        mely_stream_reading(s, 0); /* the rest waits in the input */
 }
 
 static void on_event(mely_stream_t *s, unsigned what, int err, void *arg)
 {
     struct conn *c = arg;
-    (void)err;
-    if (what & MELY_STREAM_EOF) {
+    if (what & MELY_STREAM_ERROR && err == -EMSGSIZE) {
+        answer_here(c, "ERROR line too long\n"); /* after the replies before it */
+        c->closing = true;
+        mely_stream_reading(s, 0);
+        write_ready(c);
+    } else if (what & MELY_STREAM_EOF) {
         c->eof = true; /* answer what came first */
-        serve(s, c);
+        write_ready(c);
     } else {
         mely_stream_close(s, 0);
     }
@@ -129,18 +212,22 @@ static void on_event(mely_stream_t *s, unsigned what, int err, void *arg)
 
 static void on_closed(mely_stream_t *s, void *arg)
 {
+    struct conn *c = arg;
     (void)s;
-    free(arg);
+    for (unsigned i = 0; i < WINDOW; i++)
+        if (c->ring[i])
+            req_free(c->ring[i]);
+    free(c);
 }
 
-static const mely_stream_ops_t kv_ops = {.read = serve, .event = on_event, .closed = on_closed};
+static const mely_stream_ops_t kv_ops = {.line = on_line, .event = on_event, .closed = on_closed};
 
 static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, void *arg)
 {
     (void)peer, (void)peerlen, (void)arg;
     struct conn *c = calloc(1, sizeof(*c));
     mely_to_t to = MELY_TO(mely_color_pick(&conn_colors, (uint64_t)fd));
-    int err = c ? mely_stream_open(&rt, fd, to, &kv_ops, c, NULL)
+    int err = c ? mely_stream_open(&rt, fd, to, &kv_ops, c, &c->s)
                 : (mely_close(&rt, fd), MELY_ENOMEM);
     if (err) {
         fprintf(stderr, "kv: %s\n", mely_strerror(err));

@@ -901,6 +901,8 @@ static void deliver(struct mely_stream *s)
         s->depth--;
     }
     drop_taken(s);
+    if (!may_deliver(s) && evbuffer_get_length(s->in) > 0)
+        s->held = true; /* handed out again once it may be (read_watch) */
 }
 
 /* Lingering: reads and drops what the peer still sends, until its EOF. */

@@ -105,9 +105,10 @@ static bool check_flag(const char *what, int v)
 }
 
 /* Applies the numeric MELY_* overrides to *cfg and resolves its two
- * switches into *pin and *keep_sigpipe. Each value is checked as it is read,
+ * switches into *pin, *keep_sigpipe and *keep_malloc. Each value is checked as it is read,
  * in this order, so that the first bad one is the one reported. */
-static bool resolve_numbers(mely_config_t *cfg, unsigned *pin, unsigned *keep_sigpipe)
+static bool resolve_numbers(mely_config_t *cfg, unsigned *pin, unsigned *keep_sigpipe,
+                            unsigned *keep_malloc)
 {
     *pin = cfg->pin != 0;
     if (!check_flag("pin", cfg->pin) ||
@@ -115,10 +116,13 @@ static bool resolve_numbers(mely_config_t *cfg, unsigned *pin, unsigned *keep_si
         !env_uint("MELY_PIN", 0, 1, pin) ||
         !env_uint("MELY_BATCH", 1, MELY_BATCH_MAX, &cfg->batch) ||
         !env_uint("MELY_SPIN_US", 0, 1000000, &cfg->spin_us) ||
-        !check_flag("keep_sigpipe", cfg->keep_sigpipe))
+        !check_flag("keep_sigpipe", cfg->keep_sigpipe) ||
+        !check_flag("keep_malloc", cfg->keep_malloc))
         return false;
     *keep_sigpipe = (unsigned)cfg->keep_sigpipe;
-    return env_uint("MELY_KEEP_SIGPIPE", 0, 1, keep_sigpipe);
+    *keep_malloc = (unsigned)cfg->keep_malloc;
+    return env_uint("MELY_KEEP_SIGPIPE", 0, 1, keep_sigpipe) &&
+           env_uint("MELY_KEEP_MALLOC", 0, 1, keep_malloc);
 }
 
 /* MELY_STALL_MS (stall.h): the environment alone sets it, since it is a
@@ -169,13 +173,13 @@ static void resolve_cpus(struct mely__settings *out)
 int mely__config_resolve(const mely_config_t *in, struct mely__settings *out)
 {
     mely_config_t cfg;
-    unsigned pin, keep_sigpipe;
+    unsigned pin, keep_sigpipe, keep_malloc;
 
     if (in)
         cfg = *in;
     else
         mely_config_init(&cfg);
-    if (!resolve_numbers(&cfg, &pin, &keep_sigpipe) || !resolve_engine(&cfg, out) ||
+    if (!resolve_numbers(&cfg, &pin, &keep_sigpipe, &keep_malloc) || !resolve_engine(&cfg, out) ||
         !resolve_steal(&cfg, out) || !resolve_topology(out) || !resolve_stall(out) || !check_ranges(&cfg))
         return MELY_EINVAL;
     resolve_cpus(out);
@@ -183,6 +187,7 @@ int mely__config_resolve(const mely_config_t *in, struct mely__settings *out)
                                : (out->ncpus < MELY_MAX_WORKERS ? out->ncpus : MELY_MAX_WORKERS);
     out->pin = pin;
     out->keep_sigpipe = keep_sigpipe;
+    out->keep_malloc = keep_malloc;
     out->batch = cfg.batch;
     out->spin_us = cfg.spin_us;
     return 0;

@@ -20,6 +20,7 @@ struct mely__settings {
     int topo_source;                     /* enum mely__topo_source */
     bool pin;
     bool keep_sigpipe;
+    bool keep_malloc;
     unsigned stall_ms;  /* MELY_STALL_MS (stall.h); 0: off */
     unsigned ncpus;    /* CPUs in `allowed` */
     cpu_set_t allowed; /* the process's affinity mask at init */

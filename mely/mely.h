@@ -94,7 +94,20 @@ typedef struct mely_config {
     int keep_sigpipe; /* 0 (default): mely_init() ignores SIGPIPE, so that a
                          write to a closed socket returns EPIPE instead of
                          killing the process; 1: leave SIGPIPE alone */
+    int keep_malloc;  /* 0 (default): with glibc, mely_init() raises the heap's
+                         trim threshold to MELY_TRIM_THRESHOLD (mallopt
+                         M_TRIM_THRESHOLD; glibc's default: 128 KiB), unless
+                         the environment set it (MALLOC_TRIM_THRESHOLD_,
+                         GLIBC_TUNABLES); 1: leave malloc alone. Streams
+                         free their buffers in bursts once per turn: with the
+                         default threshold glibc gave the heap back and took
+                         it again every turn (brk or madvise, page faults
+                         and TLB shootdowns: 23% of a broker's time) */
 } mely_config_t;
+
+/* What mely_init() sets glibc's trim threshold to (keep_malloc): at most this
+ * much freed memory at the top of a heap stays mapped for reuse. */
+#define MELY_TRIM_THRESHOLD (32u << 20)
 
 /*
  * Work-stealing policies (mely_config_t.steal, MELY_STEAL). An idle worker
@@ -138,7 +151,7 @@ typedef struct mely {
  * nothing; mely_shutdown() it first. Environment variables
  * override cfg: MELY_WORKERS (1..256), MELY_PIN (0/1), MELY_BATCH (1..MELY_BATCH_MAX),
  * MELY_SPIN_US (0..1000000), MELY_STEAL (a policy, as cfg->steal),
- * MELY_ENGINE (as cfg->engine), MELY_KEEP_SIGPIPE (0/1). One more has no
+ * MELY_ENGINE (as cfg->engine), MELY_KEEP_SIGPIPE (0/1), MELY_KEEP_MALLOC (0/1). One more has no
  * cfg field: MELY_STALL_MS (0..3600000, default 100; 0: off), the time after
  * which a handler still running gets one MELY_LOG_WARN line through the log
  * hook while it runs ("stall: worker W, color C: handler NAME has run for

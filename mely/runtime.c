@@ -10,6 +10,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "mely/colormap.h"
 #include "mely/config.h"
@@ -190,6 +193,18 @@ static void install_exit_handler(void)
         mely__log(MELY_LOG_WARN, "no exit handler: MELY_STATS and traces are written at shutdown only");
 }
 
+/* glibc's heap trim threshold raised (mely.h, keep_malloc), unless the
+ * environment chose one: glibc reads those at start, and mallopt has no
+ * getter to tell. */
+static void tune_malloc(void)
+{
+#ifdef __GLIBC__
+    const char *tunables = getenv("GLIBC_TUNABLES");
+    if (!getenv("MALLOC_TRIM_THRESHOLD_") && !(tunables && strstr(tunables, "trim_threshold")))
+        (void)mallopt(M_TRIM_THRESHOLD, (int)MELY_TRIM_THRESHOLD);
+#endif
+}
+
 int mely_init(mely_t *m, const mely_config_t *cfg)
 {
     static pthread_once_t exit_handler = PTHREAD_ONCE_INIT;
@@ -232,6 +247,8 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
      * it; a program that wants the signal says so (keep_sigpipe). */
     if (!s.keep_sigpipe)
         signal(SIGPIPE, SIG_IGN);
+    if (!s.keep_malloc)
+        tune_malloc();
     return 0;
 }
 

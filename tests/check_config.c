@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -426,6 +427,63 @@ START_TEST(first_bad_value_named)
 }
 END_TEST
 
+/* keep_malloc: a bad value, from the program or MELY_KEEP_MALLOC, is named. */
+START_TEST(keep_malloc_checked)
+{
+    static const char *const none[2][2] = {{NULL}};
+    static const char *const bad_env[2][2] = {{"MELY_KEEP_MALLOC", "2"}};
+    mely_config_t cfg = two_workers();
+    const char *err;
+    mely_t m = {0};
+
+    cfg.keep_malloc = 2;
+    ck_assert_int_eq(init_with_env(&m, &cfg, none, &err), MELY_EINVAL);
+    ck_assert_msg(strstr(err, "keep_malloc=2") != NULL, "stderr: \"%s\"", err);
+    cfg.keep_malloc = 0;
+    ck_assert_int_eq(init_with_env(&m, &cfg, bad_env, &err), MELY_EINVAL);
+    ck_assert_msg(strstr(err, "MELY_KEEP_MALLOC") != NULL, "stderr: \"%s\"", err);
+}
+END_TEST
+
+/* The freed top of the heap after mely_init: 4 MiB of 32 KiB blocks (under
+ * glibc's mmap threshold) freed at once stay mapped for reuse (mallinfo2's
+ * keepcost), unless keep_malloc (flag) left glibc's 128 KiB threshold, which
+ * trims them. A child each: mallopt is the process's. */
+static void heap_kept_child(void *arg, bool keep)
+{
+    (void)arg;
+    enum { N = 128, SIZE = 32 << 10 };
+    mely_config_t cfg = two_workers();
+    cfg.keep_malloc = keep;
+    mely_t m = {0};
+    if (mely_init(&m, &cfg) != 0)
+        exit(2);
+    void *p[N];
+    for (int i = 0; i < N; i++)
+        if (!(p[i] = malloc(SIZE)))
+            exit(3);
+    for (int i = N - 1; i >= 0; i--)
+        free(p[i]);
+    size_t kept = mallinfo2().keepcost;
+    mely_shutdown(&m);
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+    /* The sanitizers bring their own allocator (mallinfo2 reads glibc's,
+     * unused): here only that both settings start a runtime is checked. */
+    (void)kept;
+    exit(0);
+#else
+    exit(keep ? (kept < (1u << 20) ? 0 : 4) : (kept >= (2u << 20) ? 0 : 5));
+#endif
+}
+
+START_TEST(heap_kept_for_reuse)
+{
+    unsetenv("MALLOC_TRIM_THRESHOLD_");
+    unsetenv("GLIBC_TUNABLES");
+    run_child(heap_kept_child, NULL, _i == 1);
+}
+END_TEST
+
 START_TEST(init_without_handle)
 {
     ck_assert_int_eq(mely_init(NULL, NULL), MELY_EINVAL);
@@ -614,6 +672,8 @@ int main(void)
     tcase_add_loop_test(tc, bad_configuration_values, 0, NELEM(cfg_cases));
     tcase_add_loop_test(tc, first_bad_value_named, 0, NELEM(first_cases));
     tcase_add_test(tc, init_without_handle);
+    tcase_add_test(tc, keep_malloc_checked);
+    tcase_add_loop_test(tc, heap_kept_for_reuse, 0, 2);
     tcase_add_loop_test(tc, steal_policies_and_engines, 0, NELEM(policy_cases));
     tcase_add_loop_test(tc, steal_and_engine_environment_overrides, 0, NELEM(steal_env_cases));
 

@@ -8,9 +8,9 @@
  * needs no lock: the watches' handlers, a timer, a "bell" event, and the end
  * of the worker's turn.
  *
- *   on_readable   reads once (at most READ_CHUNK, one read() into space
- *                 reserved in the input: no copy, no FIONREAD), hands the
- *                 input to the read or line callback;
+ *   on_readable   reads once (one read() into space reserved in the input:
+ *                 no copy, no FIONREAD; see fill() for how much), hands
+ *                 the input to the read or line callback;
  *   on_writable   a connect that completed, or room for waiting output;
  *   on_bell       what other colors asked for: their writes (a lock-free
  *                 stack, below), a close, a half-close, a drain;
@@ -90,6 +90,7 @@
 
 enum {
     READ_CHUNK = 16384,           /* the most one read takes */
+    READ_FIRST = 2048,            /* what the first read reserves */
     MAX_LINE_DEFAULT = 8192,
     WRITE_HIGH_DEFAULT = 1 << 20, /* 1 MiB */
     OUTPUT_MAX_DEFAULT = 16 << 20, /* 16 MiB */
@@ -180,6 +181,7 @@ struct mely_stream {
     mely_watch_t *rd, *wr;
     struct evbuffer *in, *out;
     size_t taken;      /* the line readln handed out, drained at the next call */
+    size_t read_want;  /* what the next read reserves (fill) */
     size_t arrived;    /* bytes of sends appended since the turn began */
     mely_timer_t timer;
     uint64_t timer_at;             /* its deadline, when timer != 0 */
@@ -502,11 +504,25 @@ static void drop_taken(struct mely_stream *s)
     }
 }
 
+/* The next read's size follows what the reads bring: it doubles when a read
+ * fills it (up to READ_CHUNK), halves when one brings less than a quarter
+ * (down to READ_FIRST / 2). A reservation is an evbuffer chain of that size,
+ * which a write_buffer moves to the output and the send frees: a fixed 16
+ * KiB for every 64-byte message made glibc trim its heap after the frees,
+ * a TLB shootdown each (madvise, brk: 20% of the stream echo's time). */
+static void adapt_read(struct mely_stream *s, size_t got)
+{
+    if (got >= s->read_want && s->read_want < READ_CHUNK)
+        s->read_want *= 2;
+    else if (got < s->read_want / 4 && s->read_want > READ_FIRST / 2)
+        s->read_want /= 2;
+}
+
 /* One read into reserved input space: bytes read, 0 at end of input, or a
  * negative errno (-EAGAIN: nothing now). */
 static ssize_t fill(struct mely_stream *s)
 {
-    size_t want = READ_CHUNK;
+    size_t want = s->read_want;
     if (s->ops.read_high) {
         size_t have = evbuffer_get_length(s->in);
         if (have >= s->ops.read_high)
@@ -542,6 +558,7 @@ static ssize_t fill(struct mely_stream *s)
         left -= v[used].iov_len;
     }
     evbuffer_commit_space(s->in, v, used);
+    adapt_read(s, (size_t)n);
     return n;
 }
 
@@ -1193,6 +1210,7 @@ static struct mely_stream *stream_new(struct mely__rt *rt, int fd, mely_to_t to,
     s->fd = fd;
     atomic_init(&s->fd_seen, fd);
     s->reading = true;
+    s->read_want = READ_FIRST;
     atomic_init(&s->refs, 1);
     s->node.run = at_turn_end;
     s->in = evbuffer_new();

@@ -56,6 +56,7 @@ struct mely__topo;
 struct mely__costtab;
 struct mely__trace;
 struct mely__tracer;
+struct mely__stage;
 
 /* The successful steals whose cycles a worker keeps for the median. */
 #define MELY__STEAL_LOG 1024u
@@ -109,6 +110,8 @@ struct mely__worker {
     struct mely__turnend *batch_end; /* work queued in this batch, and held to */
     struct mely__turnend *turn_end;  /* the end of the turn (turnend.h) */
     uint64_t turn_seq;            /* turns ended: held tags name the turn */
+    struct mely__stage *stage;    /* this worker's writes to streams of other
+                                     workers, sent at its turn's end (io/stream.c) */
     _Atomic uint32_t post_seq;    /* odd while a flush publishes (deliver.c) */
     uint32_t *head_seen;          /* per owner: its inbox's head, as last read */
     struct mely__poller io;       /* the poller (io/poller.c); nwatches is shared */

@@ -15,6 +15,13 @@ void mely__turnend_add(struct mely__worker *w, struct mely__turnend *node)
     w->batch_end = node;
 }
 
+void mely__turnend_add_free(struct mely__worker *w, struct mely__turnend *node)
+{
+    node->color = MELY__TURNEND_NOCOLOR;
+    node->next = w->turn_end;
+    w->turn_end = node;
+}
+
 void mely__turnend_hold(struct mely__worker *w, struct mely__colorq *cq)
 {
     struct mely__turnend *node = w->batch_end;
@@ -36,7 +43,7 @@ static void run_list(struct mely__worker *w, struct mely__turnend *list)
         struct mely__turnend *node = list;
         list = node->next;
         node->next = NULL;
-        mely__current_color = (int)node->color;
+        mely__current_color = node->color == MELY__TURNEND_NOCOLOR ? -1 : (int)node->color;
         node->run(node);
         if (w->batch_end) { /* queued by the run: same color, run now */
             struct mely__turnend *more = w->batch_end;
@@ -76,16 +83,15 @@ static bool run_some(struct mely__worker *w)
     run_list(w, list);
     mely__spin_lock(&w->lock, &w->ctr);
     for (unsigned i = 0; i < n; i++) /* one per node, as mely__turnend_hold held */
-        mely__cq_of(w->rt, colors[i])->held--;
+        if (colors[i] != MELY__TURNEND_NOCOLOR)
+            mely__cq_of(w->rt, colors[i])->held--;
+    w->turn_seq++; /* holds released: the claims' tags go stale */
     mely__spin_unlock(&w->lock);
     return true;
 }
 
 void mely__turnend_run(struct mely__worker *w)
 {
-    if (!w->turn_end)
-        return;
-    w->turn_seq++; /* the tags of this turn's claims go stale */
     while (run_some(w)) /* bounded: the turn's nodes, RELEASE_MAX at a time */
         ;
 }
@@ -95,7 +101,10 @@ bool mely__turnend_claim(struct mely__worker *w, uint32_t color, bool *queued,
                          _Atomic uint64_t *tag)
 {
     struct mely__rt *rt = w->rt;
-    if (!rt->engine->holds)
+    /* A look without the lock first: the owner changes only under the
+     * owner's lock, so "not this worker" read now stays true while w does
+     * not take the color itself; the lock confirms "this worker". */
+    if (!rt->engine->holds || mely__owner(rt, color) != w->index)
         return false;
     mely__spin_lock(&w->lock, &w->ctr);
     struct mely__colorq *cq = mely__owner(rt, color) == w->index ? mely__cq_of(rt, color) : NULL;

@@ -42,12 +42,21 @@ struct mely__colorq;
 struct mely__turnend {
     struct mely__turnend *next;
     void (*run)(struct mely__turnend *node);
-    uint32_t color; /* the color it runs on: set by mely__turnend_add */
+    uint32_t color; /* the color it runs on: set by mely__turnend_add;
+                       MELY__TURNEND_NOCOLOR: none (mely__turnend_add_free) */
 };
+
+#define MELY__TURNEND_NOCOLOR UINT32_MAX
 
 /* Queues node for the end of the turn (its owner keeps a flag, so that a
  * node is queued once). */
 void mely__turnend_add(struct mely__worker *w, struct mely__turnend *node);
+
+/* Queues node for the end of the turn, on no color and holding none: the
+ * worker's own business at the turn's end (the stream layer sends what
+ * this worker's colors wrote to streams of other workers: io/stream.c).
+ * Any time on the worker's thread. */
+void mely__turnend_add_free(struct mely__worker *w, struct mely__turnend *node);
 
 /* Under w->lock, at the end of a batch of cq: moves the batch's nodes to
  * the turn's list and holds cq for them. */

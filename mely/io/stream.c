@@ -1038,9 +1038,13 @@ static void start(struct mely_stream *s)
         s->connect_by = deadline(now, s->ops.connect_timeout_ns);
 }
 
-/* Appends the writes other colors stacked, in the order they were made. */
+static void unstage(struct mely_stream *s);
+
+/* Appends the writes other colors stacked, in the order they were made
+ * (this worker's staged ones for s first joining them). */
 static void take_sends(struct mely_stream *s)
 {
+    unstage(s);
     /* A load first: most of the time nothing is stacked, and an exchange
      * would take the line from the writers for nothing. */
     if (!atomic_load_explicit(&s->sends, memory_order_relaxed))
@@ -1437,20 +1441,41 @@ static int write_other(struct mely_stream *s, struct send *x)
     return mely__handle_done(self, 0);
 }
 
-/* A write, from wherever it comes: appended at once on the stream's color
- * or a color held here (the stack's earlier writes first), else made into
- * a send by make() and stacked. */
-static int write_any(struct mely_stream *s, size_t len, int (*add)(struct evbuffer *, const void *),
-                     const void *ctx, struct send *(*make)(const void *ctx, int *err))
+static void stage_send(struct mely__worker *w, struct mely_stream *s);
+static int stage_write(struct mely__worker *w, struct mely_stream *s, size_t len,
+                       void (*copy)(char *dst, size_t len, const void *ctx), const void *ctx);
+
+/* What this worker staged for s goes first (see "Staging" below). */
+static void unstage(struct mely_stream *s)
 {
-    if (own(s))
+    struct mely__worker *w = mely__self;
+    if (w && w->stage && w->rt == s->rt)
+        stage_send(w, s);
+}
+
+/* A write, from wherever it comes: appended at once on the stream's color
+ * or a color held here (earlier writes of this thread first); staged on a
+ * worker (copy() puts the len bytes in place; NULL: not stageable); else
+ * made into a send by make() and stacked. */
+static int write_any(struct mely_stream *s, size_t len, int (*add)(struct evbuffer *, const void *),
+                     const void *ctx, struct send *(*make)(const void *ctx, int *err),
+                     void (*copy)(char *dst, size_t len, const void *ctx))
+{
+    if (own(s)) {
+        take_sends(s); /* this thread's staged writes, if the color came here */
         return write_here(s, len, add, ctx);
+    }
     if (refused(s))
         return -EPIPE;
     if (claim_here(s)) {
         take_sends(s); /* this thread's earlier writes may be there: they go first */
         return write_here(s, len, add, ctx);
     }
+    struct mely__worker *w = mely__self_in(s->rt);
+    if (w && copy)
+        return stage_write(w, s, len, copy, ctx);
+    if (w)
+        unstage(s);
     int err = MELY_ENOMEM;
     struct send *x = make(ctx, &err);
     return x ? write_other(s, x) : err;
@@ -1487,12 +1512,19 @@ static struct send *make_bytes(const void *ctx, int *err)
     return send_bytes(x->data, x->len);
 }
 
+static void copy_bytes(char *dst, size_t len, const void *ctx)
+{
+    const struct bytes *x = ctx;
+    if (len)
+        memcpy(dst, x->data, len);
+}
+
 int mely_stream_write(mely_stream_t *s, const void *data, size_t len)
 {
     if (!s || (!data && len))
         return MELY_EINVAL;
     struct bytes x = { data, len };
-    return write_any(s, len, add_bytes, &x, make_bytes);
+    return write_any(s, len, add_bytes, &x, make_bytes, copy_bytes);
 }
 
 static int add_block_ctx(struct evbuffer *b, const void *ctx)
@@ -1515,11 +1547,18 @@ static struct send *make_block(const void *ctx, int *err)
     return x;
 }
 
+static void copy_block(char *dst, size_t len, const void *ctx)
+{
+    if (len)
+        memcpy(dst, ((const mely_block_t *)ctx)->data, len);
+}
+
 int mely_stream_write_block(mely_stream_t *s, mely_block_t *b)
 {
     if (!s || !b)
         return MELY_EINVAL;
-    return write_any(s, b->len, add_block_ctx, b, make_block);
+    /* A large block is referenced, never copied: not staged. */
+    return write_any(s, b->len, add_block_ctx, b, make_block, b->len <= COPY_MAX ? copy_block : NULL);
 }
 
 struct format {
@@ -1556,8 +1595,18 @@ static struct send *make_format(const void *ctx, int *err)
     return x;
 }
 
-/* The cap is checked before formatting where the string is appended at
- * once: a formatted string may overshoot it by its own length. */
+static void copy_format(char *dst, size_t len, const void *ctx)
+{
+    const struct format *f = ctx;
+    va_list copy;
+    va_copy(copy, *f->ap);
+    vsnprintf(dst, len + 1, f->fmt, copy); /* staging leaves room for the 0 */
+    va_end(copy);
+}
+
+/* On the stream's color the string is formatted into the output at once,
+ * and the cap checked before: it may overshoot by the string's length.
+ * Elsewhere it is measured first. */
 int mely_stream_vprintf(mely_stream_t *s, const char *fmt, va_list ap)
 {
     if (!s || !fmt)
@@ -1565,7 +1614,19 @@ int mely_stream_vprintf(mely_stream_t *s, const char *fmt, va_list ap)
     va_list copy;
     va_copy(copy, ap);
     struct format f = { fmt, &copy };
-    int err = write_any(s, 0, add_format, &f, make_format);
+    size_t len = 0;
+    if (!own(s)) {
+        va_list measure;
+        va_copy(measure, ap);
+        int n = vsnprintf(NULL, 0, fmt, measure);
+        va_end(measure);
+        if (n < 0) {
+            va_end(copy);
+            return MELY_EINVAL;
+        }
+        len = (size_t)n;
+    }
+    int err = write_any(s, len, add_format, &f, make_format, copy_format);
     va_end(copy);
     return err;
 }
@@ -1685,6 +1746,7 @@ static int ask(struct mely_stream *s, unsigned bit, unsigned req)
         return 0;
     if (rt->streams_dead)
         return mely__handle_done(self, 0);
+    unstage(s); /* this thread's writes before the request */
     atomic_fetch_or(&s->shut, bit);
     return mely__handle_done(self, ring(s, req));
 }
@@ -1741,6 +1803,210 @@ size_t mely_stream_queued(const mely_stream_t *s)
     struct mely_stream *m = (struct mely_stream *)s;
     return atomic_load_explicit(&m->out_seen, memory_order_relaxed) +
            atomic_load_explicit(&m->inflight, memory_order_relaxed);
+}
+
+/* ---- staging: a worker's writes to streams of other workers ---------------------------- */
+
+/*
+ * A worker that writes to a stream whose color another worker owns (a room
+ * writing to its subscribers) appends to a buffer of its own for that
+ * stream, found in a small table of the worker's: a copy, no allocation and
+ * no atomic per write. At the end of its turn (mely/turnend.h, a node on no
+ * color) each buffer goes to its stream as one send on the stack: one
+ * compare-and-swap and at most one bell per stream per turn, however many
+ * messages the turn wrote to it. Order: this thread's writes to a stream
+ * stay in order because anything else it does to the stream (a write on its
+ * color or under a claim, a close, a half-close, a large block) sends the
+ * stream's buffer first (unstage). A staged buffer holds a reference to its
+ * stream until it is sent. The cap counts this worker's staged bytes for
+ * the stream too (another worker's are unseen until its turn ends).
+ */
+enum { STAGE_FIRST = 256, STAGE_SLOTS = 64 };
+
+struct staged {
+    struct mely_stream *s; /* a reference; NULL: a free slot */
+    struct send *x;        /* x->len bytes so far */
+    size_t cap;            /* bytes at x->data */
+};
+
+struct mely__stage {
+    struct mely__turnend node; /* sends everything at the turn's end */
+    bool queued;
+    unsigned n, nslots;        /* used slots; a power of two */
+    struct staged *slot;
+};
+
+static unsigned stage_hash(const struct mely_stream *s, unsigned nslots)
+{
+    return (unsigned)(((uintptr_t)s >> 6) * 0x9e3779b97f4a7c15ull >> 40) & (nslots - 1);
+}
+
+static struct staged *stage_find(struct mely__stage *st, const struct mely_stream *s)
+{
+    unsigned i = stage_hash(s, st->nslots);
+    while (st->slot[i].s && st->slot[i].s != s) /* bounded: the table is at most half full */
+        i = (i + 1) & (st->nslots - 1);
+    return &st->slot[i];
+}
+
+/* Sends one staged buffer (the slot is left as it was: the caller empties it). */
+static void send_staged(struct staged *sl)
+{
+    struct mely_stream *s = sl->s;
+    struct send *x = sl->x;
+    if (refused(s)) {
+        free(x); /* closed meanwhile: as a write that raced the close */
+    } else {
+        atomic_fetch_add_explicit(&s->inflight, x->len, memory_order_relaxed);
+        struct send *head = atomic_load_explicit(&s->sends, memory_order_relaxed);
+        do /* bounded: retried only when another writer pushed in between */
+            x->next = head;
+        while (!atomic_compare_exchange_weak_explicit(&s->sends, &head, x, memory_order_release,
+                                                      memory_order_relaxed));
+        if (!head)
+            (void)ring(s, 0);
+    }
+    mely_stream_unref(s);
+}
+
+/* Empties the table, keeping the open-addressing chains valid: rebuilt. */
+static void stage_rebuild(struct mely__stage *st, struct staged *old, unsigned nold)
+{
+    memset(st->slot, 0, st->nslots * sizeof(*st->slot));
+    st->n = 0;
+    for (unsigned i = 0; i < nold; i++) /* bounded: the old table */
+        if (old[i].s) {
+            *stage_find(st, old[i].s) = old[i];
+            st->n++;
+        }
+}
+
+static void stage_send(struct mely__worker *w, struct mely_stream *s)
+{
+    struct mely__stage *st = w->stage;
+    if (!st->n)
+        return;
+    struct staged *sl = stage_find(st, s);
+    if (!sl->s)
+        return;
+    send_staged(sl);
+    sl->s = NULL;
+    /* The slots after it in its chain are placed again. */
+    unsigned nslots = st->nslots;
+    struct staged *copy = malloc(nslots * sizeof(*copy));
+    if (!copy) { /* out of memory: send the whole table instead */
+        for (unsigned i = 0; i < nslots; i++)
+            if (st->slot[i].s) {
+                send_staged(&st->slot[i]);
+                st->slot[i].s = NULL;
+            }
+        st->n = 0;
+        return;
+    }
+    memcpy(copy, st->slot, nslots * sizeof(*copy));
+    stage_rebuild(st, copy, nslots);
+    free(copy);
+}
+
+static void stage_run(struct mely__turnend *node)
+{
+    struct mely__stage *st = (struct mely__stage *)((char *)node - offsetof(struct mely__stage, node));
+    st->queued = false;
+    for (unsigned i = 0; st->n && i < st->nslots; i++) /* bounded: the table */
+        if (st->slot[i].s) {
+            send_staged(&st->slot[i]);
+            st->slot[i].s = NULL;
+            st->n--;
+        }
+}
+
+static struct mely__stage *stage_of(struct mely__worker *w)
+{
+    if (w->stage)
+        return w->stage;
+    struct mely__stage *st = calloc(1, sizeof(*st));
+    struct staged *slot = calloc(STAGE_SLOTS, sizeof(*slot));
+    if (!st || !slot) {
+        free(st);
+        free(slot);
+        return NULL;
+    }
+    st->slot = slot;
+    st->nslots = STAGE_SLOTS;
+    st->node.run = stage_run;
+    return w->stage = st;
+}
+
+/* Room for one more stream in the table: doubled when half full. */
+static bool stage_grow(struct mely__stage *st)
+{
+    if (2 * (st->n + 1) <= st->nslots)
+        return true;
+    struct staged *old = st->slot;
+    unsigned nold = st->nslots;
+    struct staged *slot = calloc(2 * (size_t)nold, sizeof(*slot));
+    if (!slot)
+        return false;
+    st->slot = slot;
+    st->nslots = 2 * nold;
+    stage_rebuild(st, old, nold);
+    free(old);
+    return true;
+}
+
+static int stage_write(struct mely__worker *w, struct mely_stream *s, size_t len,
+                       void (*copy)(char *dst, size_t len, const void *ctx), const void *ctx)
+{
+    struct mely__stage *st = stage_of(w);
+    if (!st || !stage_grow(st))
+        return MELY_ENOMEM;
+    struct staged *sl = stage_find(st, s);
+    size_t have = sl->s ? sl->x->len : 0;
+    size_t q = atomic_load_explicit(&s->out_seen, memory_order_relaxed) +
+               atomic_load_explicit(&s->inflight, memory_order_relaxed) + have;
+    if (over_cap(s, q, len))
+        return cap_refuse(s, false);
+    if (!sl->s || have + len + 1 > sl->cap) { /* + 1: printf's 0 */
+        size_t cap = sl->s ? 2 * sl->cap : STAGE_FIRST;
+        while (cap < have + len + 1) /* bounded: doubling */
+            cap *= 2;
+        struct send *x = realloc(sl->s ? sl->x : NULL, sizeof(*x) + cap);
+        if (!x)
+            return MELY_ENOMEM;
+        if (!sl->s) {
+            *x = (struct send){ .len = 0 };
+            mely_stream_ref(s);
+            sl->s = s;
+            st->n++;
+        }
+        sl->x = x;
+        sl->cap = cap;
+    }
+    copy(sl->x->data + sl->x->len, len, ctx);
+    sl->x->len += len;
+    if (!st->queued) {
+        st->queued = true;
+        mely__turnend_add_free(w, &st->node);
+    }
+    return 0;
+}
+
+/* At shutdown: the tables (empty: every worker's loop ended its turn). */
+static void stages_free(struct mely__rt *rt)
+{
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        struct mely__stage *st = rt->workers[i].stage;
+        if (!st)
+            continue;
+        for (unsigned k = 0; k < st->nslots; k++)
+            if (st->slot[k].s) { /* a turn that never ended: the streams go too */
+                free(st->slot[k].x);
+                st->slot[k].s = NULL;
+            }
+        free(st->slot);
+        free(st);
+        rt->workers[i].stage = NULL;
+    }
 }
 
 /* ---- relaying two streams into each other ---------------------------------------- */
@@ -1928,6 +2194,7 @@ int mely__streams_ask_all(struct mely__rt *rt, enum mely__stream_ask what)
 
 void mely__streams_free(struct mely__rt *rt)
 {
+    stages_free(rt);
     pthread_mutex_lock(&rt->stream_mu);
     rt->streams_dead = true;
     pthread_mutex_unlock(&rt->stream_mu);

@@ -18,18 +18,20 @@
  *
  * The rules, in short (each function below says its own):
  *  - From the stream's color (its callbacks, and any other event of that
- *    color) every function may be called. What is written there goes into
- *    the output at once and is sent at the end of the batch of events the
- *    worker is running (up to MELY_BATCH_DEFAULT events of the color, or
- *    one event of the legacy engine): one writev per stream per batch,
- *    however many events of the batch wrote to it, and never later than the
- *    batch's end.
+ *    color) every function may be called. What is written goes into the
+ *    output at once and is sent at the end of the turn of the worker that
+ *    owns the color (the batches between two polls of its poller: 50 us to
+ *    1 ms of them when it is busy, or until it goes idle): one writev per
+ *    stream per turn, however many events wrote to it, as a libevent loop
+ *    turn sends (doc/io.md, "When bytes leave").
  *  - From any other color or thread: mely_stream_write, mely_stream_printf,
  *    mely_stream_write_block, mely_stream_queued, mely_stream_shutdown,
- *    mely_stream_close, mely_stream_ref and mely_stream_unref. Writes are
- *    queued to the stream's color without a lock (one allocation and two
- *    atomic operations per write, a post only when none is on its way),
- *    which appends them in the order each thread made them, in batches.
+ *    mely_stream_close, mely_stream_ref and mely_stream_unref. Writes keep
+ *    the order each thread made them in, without a lock: another color of
+ *    the same worker appends at once (it holds the stream's color for the
+ *    turn); a color of another worker appends to a buffer of its worker's,
+ *    handed to the stream at the end of its turn; a thread that is no worker
+ *    hands each write over (an allocation and a compare-and-swap).
  *  - Output is bounded: writes beyond ops.output_max bytes queued (16 MiB
  *    by default) fail with -ENOBUFS, or close the stream
  *    (MELY_STREAM_CAP_CLOSE), from wherever they come.
@@ -147,7 +149,7 @@ typedef struct mely_stream mely_stream_t;
  *                         nothing and returns -ENOBUFS (default 16 MiB;
  *                         SIZE_MAX: no limit)
  *  flags                  MELY_STREAM_CAP_CLOSE: a write beyond output_max
- *                         also closes the stream, at the end of the batch, as
+ *                         also closes the stream, at the end of the turn, as
  *                         a close without flush; the event callback gets
  *                         MELY_STREAM_ERROR with -ENOBUFS first
  * Timeouts restart on every byte moved, at the cost of a clock read (no
@@ -208,9 +210,9 @@ int mely_stream_connect(mely_t *m, const char *host, unsigned port, mely_to_t to
 
 /*
  * Appends len bytes of data to the output. On the stream's color the bytes
- * are copied into the output at once, and sent at the end of the batch
- * (above). Elsewhere they are copied and queued to the stream's color (one
- * allocation per call, no lock), which appends them in the order this
+ * are copied into the output at once, and sent at the end of the turn
+ * (above). Elsewhere they are copied and handed to the stream's color as
+ * the rules above say (no lock), which appends them in the order this
  * thread wrote them, also with respect to this thread's later
  * mely_stream_shutdown or mely_stream_close. A write from another thread
  * that races with a close (neither ordered before the other) may be
@@ -275,10 +277,11 @@ int mely_stream_write_block(mely_stream_t *s, mely_block_t *b);
 
 /*
  * Bytes written to s and not yet handed to its socket: the output as it
- * stood at the end of the stream color's last batch (exact on the stream's
+ * stood at the end of the stream color's last turn (exact on the stream's
  * color), plus the writes from other colors still on their way. From
  * another thread it is approximate by the writes the stream's color is
- * appending and sending meanwhile (at most one batch's worth), and by
+ * appending and sending meanwhile, by the writes still in other workers'
+ * buffers (at most a turn of each), and by
  * writes racing with the call. 0 once the stream is closed.
  * Threads: any thread (see the lifetime rule above).
  */
@@ -343,7 +346,7 @@ int mely_stream_readln(mely_stream_t *s, char **line, size_t *len);
 
 /* The input and output evbuffers, for libevent's evbuffer functions
  * (<event2/buffer.h>): read and drain the input, append to the output.
- * Appends are sent at the end of the batch, as writes are (they are not
+ * Appends are sent at the end of the turn, as writes are (they are not
  * checked against output_max; the next write is). Never free them.
  * Threads: the stream's color only. */
 struct evbuffer *mely_stream_input(mely_stream_t *s);

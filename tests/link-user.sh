@@ -4,6 +4,10 @@
 # libdir and includedir pointed at the build and source trees), then run:
 #   1. shared: `cc hello.c $(pkg-config --cflags --libs mely)`; neither
 #      libmely.so nor the program needs tcmalloc, libstdc++ or hwloc;
+#   1b. a program that calls libevent's evbuffer functions itself (stream.h
+#      hands out evbuffers) links with the same flags: mely.pc requires
+#      libevent_core publicly (with it private, the link failed: "DSO missing
+#      from command line");
 #   2. static libmely, the rest as the system has it: `pkg-config --static`
 #      flags with only libmely.a in libdir (what --disable-shared installs);
 #   3. fully static: `cc -static ... $(pkg-config --static ...)`, run also
@@ -94,6 +98,29 @@ if build shared "$tmp/hello-shared" "$top_src/examples/hello.c" ${SAN_FLAGS:-} $
     [ -z "$bad" ] || fail "a C program linked with mely needs $bad"
     timeout 60 "$tmp/hello-shared" >"$tmp/out" 2>"$tmp/err" || { fail "shared: hello failed"; cat "$tmp/err"; }
     check_hello "$tmp/out" shared
+fi
+
+# ---- 1b. a program of its own calling libevent ----------------------------------------
+cat >"$tmp/evbuf.c" <<'EOF'
+#include <event2/buffer.h>
+#include <stdio.h>
+#include "mely/stream.h"
+int main(void)
+{
+    struct evbuffer *b = evbuffer_new();
+    int ok = b && evbuffer_add(b, "x", 1) == 0 && evbuffer_get_length(b) == 1 &&
+             mely_stream_output(NULL) == NULL;
+    if (b)
+        evbuffer_free(b);
+    puts(ok ? "evbuffer ok" : "evbuffer wrong");
+    return ok ? 0 : 1;
+}
+EOF
+# shellcheck disable=SC2086
+if build "shared, evbuffer calls" "$tmp/evbuf" "$tmp/evbuf.c" ${SAN_FLAGS:-} $flags \
+    -Wl,-rpath,"$libs"; then
+    timeout 60 "$tmp/evbuf" >"$tmp/out" 2>&1 || { fail "shared, evbuffer calls: the program failed"; cat "$tmp/out"; }
+    grep -q "evbuffer ok" "$tmp/out" && echo "ok: a program calling evbuffer functions links with pkg-config --libs mely"
 fi
 
 # ---- 2. static libmely, --static flags ----------------------------------------------

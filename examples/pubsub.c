@@ -20,6 +20,10 @@
  * connection's color to the room's color in post order, and from there to
  * each subscriber in write order.
  *
+ * With --deliver events the room posts the block to each subscriber's color
+ * instead, which writes it as its own (the design most programs start
+ * with: the runtime makes both cheap; bench/e2e/run-pubsub.sh compares).
+ *
  * Limits: a subscriber whose output passes --max-output (1 MiB) is cut
  * (the stream's output cap with MELY_STREAM_CAP_CLOSE); a connection that
  * reads and receives nothing for --idle-ms (60 s) gets "ERR idle" and is
@@ -87,11 +91,15 @@ struct req { /* a SUB, UNSUB or LEAVE on its way to the room's color */
 static mely_t rt;
 static mely_color_range_t conn_colors, room_colors;
 static struct part parts[ROOM_COLORS];
+static struct { /* --deliver events: deliveries, a slot per connection color */
+    _Alignas(64) uint64_t n;
+} conn_delivered[CONN_COLORS];
 static atomic_ullong cut_count;
 static struct {
     unsigned port;
     size_t max_output;
     uint64_t idle_ms;
+    bool deliver_events; /* --deliver events */
 } opt = {.port = 0, .max_output = 1u << 20, .idle_ms = 60000};
 
 /* ---- rooms, on their colors ---------------------------------------------------- */
@@ -180,6 +188,37 @@ static const char *msg_room(mely_block_t *b, size_t *len)
     return room;
 }
 
+/* --deliver events: a message on its way to one subscriber's color. */
+struct delivery {
+    mely_stream_t *s; /* a reference */
+    mely_block_t *b;  /* a reference */
+};
+
+/* On the subscriber's color: the write is the stream's own. */
+static void on_delivery(void *arg)
+{
+    struct delivery *d = arg;
+    if (mely_stream_write_block(d->s, d->b) == 0)
+        conn_delivered[(mely_color_t)mely_current_color() - conn_colors.base].n++;
+    mely_stream_unref(d->s);
+    mely_block_unref(d->b);
+    free(d);
+}
+
+static void post_delivery(mely_stream_t *s, mely_block_t *b)
+{
+    struct delivery *d = malloc(sizeof(*d));
+    if (!d)
+        return; /* out of memory: this subscriber misses the message */
+    *d = (struct delivery){.s = s, .b = mely_block_ref(b)};
+    mely_stream_ref(s);
+    if (mely_post(&rt, mely_stream_color(s), on_delivery, d) != 0) {
+        mely_stream_unref(s);
+        mely_block_unref(b);
+        free(d);
+    }
+}
+
 static void on_pub(void *arg)
 {
     mely_block_t *b = arg;
@@ -191,9 +230,12 @@ static void on_pub(void *arg)
     /* A subscriber that closed (-EPIPE) or was cut (-ENOBUFS) stays until
      * its LEAVE: the room's reference keeps its address from being reused
      * by a newer stream that the LEAVE would then remove. */
-    for (size_t i = 0; r && i < r->nsubs; i++) /* bounded: the subscribers */
-        if (mely_stream_write_block(r->subs[i], b) == 0)
+    for (size_t i = 0; r && i < r->nsubs; i++) { /* bounded: the subscribers */
+        if (opt.deliver_events)
+            post_delivery(r->subs[i], b);
+        else if (mely_stream_write_block(r->subs[i], b) == 0)
             p->delivered++;
+    }
     mely_block_unref(b);
 }
 
@@ -401,10 +443,13 @@ static void on_signal(int signo, unsigned ready, void *arg)
 
 static int usage(FILE *f, int status)
 {
-    fprintf(f, "usage: pubsub [--port P] [--max-output BYTES] [--idle-ms MS]\n"
+    fprintf(f, "usage: pubsub [--port P] [--max-output BYTES] [--idle-ms MS] [--deliver blocks|events]\n"
                "  --port P            listen on 127.0.0.1:P (default 0: a free port)\n"
                "  --max-output BYTES  cut a subscriber whose output passes BYTES (default 1048576)\n"
-               "  --idle-ms MS        close a connection idle for MS ms (default 60000; 0: never)\n");
+               "  --idle-ms MS        close a connection idle for MS ms (default 60000; 0: never)\n"
+               "  --deliver blocks    a room writes each message to its subscribers (default)\n"
+               "  --deliver events    a room posts each message to each subscriber's color,\n"
+               "                      which writes it (the design most programs start with)\n");
     return status;
 }
 
@@ -432,6 +477,9 @@ static int parse(int argc, char **argv)
             opt.max_output = (size_t)v;
         else if (strcmp(a, "--idle-ms") == 0 && number(val, UINT64_MAX / 1000000u, &v))
             opt.idle_ms = v;
+        else if (strcmp(a, "--deliver") == 0 && val &&
+                 (strcmp(val, "blocks") == 0 || strcmp(val, "events") == 0))
+            opt.deliver_events = strcmp(val, "events") == 0;
         else {
             fprintf(stderr, "pubsub: bad option or value: %s%s%s\n", a, val ? " " : "",
                     val ? val : "");
@@ -480,6 +528,8 @@ int main(int argc, char **argv)
         published += parts[p].published;
         delivered += parts[p].delivered;
     }
+    for (unsigned c = 0; c < CONN_COLORS; c++)
+        delivered += conn_delivered[c].n;
     free_rooms();
     fprintf(stderr, "pubsub: %llu published, %llu delivered, %llu cut\n",
             (unsigned long long)published, (unsigned long long)delivered,

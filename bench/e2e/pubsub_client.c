@@ -542,7 +542,8 @@ static void worker_turn_end(struct worker *w)
         atomic_store(&g.t_last, now);
         atomic_store(&g.done, true);
     }
-    uint64_t quiet = now - atomic_load(&g.progress_ns), stall_ms = STALL_MS;
+    uint64_t progress = atomic_load(&g.progress_ns), stall_ms = STALL_MS;
+    uint64_t quiet = now > progress ? now - progress : 0; /* another thread's may be later */
     if (atomic_load(&nerrors) > 0)
         stall_ms = ERROR_STALL_MS;
     else if (o.check_drain && atomic_load(&g.signalled))

@@ -7,10 +7,11 @@
  *   pubsub_bufferevent [--port P] [--max-output BYTES] [--idle-ms MS]
  *
  * Connections. An evconnlistener accepts; each connection is a bufferevent
- * (TCP_NODELAY, as every server of bench/ sets it). Its read callback finds
- * the lines in the input evbuffer and reads them in place (one
- * evbuffer_pullup() of what arrived, memchr for the LFs, one evbuffer_drain()
- * at the end), where evbuffer_readln() would malloc a copy of every line.
+ * (TCP_NODELAY, as every server of bench/ sets it; up to 1 MB written and
+ * 64 KB read a loop turn, not libevent's 16 KB). Its read callback finds the
+ * lines in the input evbuffer and reads them in place (one evbuffer_pullup()
+ * of what arrived, memchr for the LFs, one evbuffer_drain() at the end),
+ * where evbuffer_readln() would malloc a copy of every line.
  *
  * Rooms. A hash table of our own: chained, a power-of-two number of buckets,
  * FNV-1a, doubled when it holds more rooms than buckets. A room holds an
@@ -76,6 +77,12 @@ enum {
     STOP_LIMIT_S = 10,     /* the graceful stop waits this long for slow peers */
     FIRST_BUCKETS = 64,    /* the room table's initial size (a power of two) */
     MSG_MAX = 4 + PUBSUB_MAX_LINE + 1, /* "MSG " is as long as "PUB ", plus LF */
+    /* A bufferevent writes and reads at most 16 KB a loop turn unless told
+     * otherwise: a subscriber's output of 1 KB messages then takes several
+     * turns (server CPU per delivery 0.76-0.90 us against 0.56-0.70 with these,
+     * --payload 1000, 4 interleaved runs; no change with 32-byte payloads). */
+    MAX_WRITE = 1 << 20,
+    MAX_READ = 1 << 16,
 };
 
 struct conn;
@@ -487,6 +494,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     c->prev = conns.prev;
     conns.prev->next = c;
     conns.prev = c;
+    bufferevent_set_max_single_write(bev, MAX_WRITE);
+    bufferevent_set_max_single_read(bev, MAX_READ);
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     bufferevent_enable(bev, EV_READ);
     if (idle)

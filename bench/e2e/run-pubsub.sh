@@ -221,9 +221,9 @@ awk -F, -v rows="$rows" -v date="$date" -v model="$model" -v cpus="$(nproc)" \
                 srv[x, m[x]], cl[x, m[x]], oth[x, m[x]], all[x]
             else printf "%-32s %13s %12s %12s %7s   %s\n", name(x), "-", "-", "-", "-", all[x]
         }
-        print ""
         for (i = 1; i <= nr; i++) {
             x = r[i]; rd = ""; rc = ""; t = ""
+            if (x != "bev" && !blank++) print ""
             if (x != "bev" && m[x] && m["bev"]) {
                 rd = dps[x, m[x]] / dps["bev", m["bev"]]
                 rc = srv["bev", m["bev"]] > 0 ? srv[x, m[x]] / srv["bev", m["bev"]] : ""

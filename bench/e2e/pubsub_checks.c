@@ -199,7 +199,7 @@ static bool closed(struct peer *p, const char *what)
     return true;
 }
 
-/* ---- --check-protocol ---------------------------------------------------------------------------------- */
+/* ---- --check-protocol -------------------------------------------------------------------- */
 
 /* A command made of head and then n bytes c. */
 static char *repeat(const char *head, char c, size_t n, const char *tail)
@@ -354,7 +354,7 @@ int pc_check_protocol(const struct pc_opts *o)
     return 0;
 }
 
-/* ---- --check-slow ---------------------------------------------------------------------------------------- */
+/* ---- --check-slow ------------------------------------------------------------------------ */
 
 /* A connection with a small receive buffer (set before connect, so that the
  * window stays small). */
@@ -512,7 +512,7 @@ int pc_check_slow(const struct pc_opts *o)
     return 0;
 }
 
-/* ---- --check-idle MS ------------------------------------------------------------------------------------- */
+/* ---- --check-idle MS --------------------------------------------------------------------- */
 
 int pc_check_idle(const struct pc_opts *o)
 {

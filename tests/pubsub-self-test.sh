@@ -14,13 +14,13 @@
 #     a small load on 1 and on 2 client threads; then SIGTERM: exit 0 and the
 #     one stderr line, with exactly 1 cut (the slow subscriber);
 #   - with --idle-ms 300: --check-idle 300;
-#   - with the defaults: --check-drain (a load, SIGTERM mid-run; the client
-#     reads the broker's stderr once it exited); exit 0. Its load has ~640 KB
-#     in flight per subscriber (256 messages of 1 KB from each of 5
-#     publishers, half of them to its rooms), more than loopback's socket
-#     buffers hold, so the broker has output of its own to send when the
-#     signal comes (with --window 64 and 32-byte payloads a broker that drops
-#     its outputs on SIGTERM passes), yet under the 1 MiB cap.
+#   - with --max-output 64 MiB: --check-drain (a load, SIGTERM mid-run; the
+#     client reads the broker's stderr once it exited); exit 0. Its load has
+#     ~5 MB in flight per subscriber (3 subscribers in both of 2 rooms, 5
+#     publishers x 1024 messages of 1 KB), more than the kernel holds for a
+#     connection (pubsub_load.c), so that the broker has output of its own to
+#     send when the signal comes: a broker that drops it fails (with smaller
+#     loads it passed), and X = 3 x the window puts the signal mid-run.
 # Bounded: the client bounds each of its runs (--seconds-limit, and 10 s per
 # read in the checks), a broker gets 60 s to say its port and 60 s to end
 # (then SIGKILL).
@@ -142,8 +142,9 @@ for b in $brokers; do
         run "idle" --check-idle 300
         finish "$b (idle)"
     fi
-    if start "$b"; then
-        run "drain" $load --window 256 --payload 1000 --msgs 1000 --check-drain --server-pid $pid --server-log "$tmp/err"
+    if start "$b" --max-output 67108864; then
+        run "drain" --subs 3 --rooms 2 --rooms-per-sub 2 --pubs 5 --window 1024 --payload 1000 \
+            --msgs 3072 --check-drain --server-pid $pid --server-log "$tmp/err"
         finish "$b (drain)"
     fi
 done

@@ -38,13 +38,18 @@
  *
  * The drain (--check-drain): the same load; once half the deliveries
  * arrived, the client stops reading for DRAIN_PAUSE_MS, so that what is in
- * flight piles up in the broker (beyond the kernel's socket buffers if the
- * load has more in flight per subscriber than they hold), then sends SIGTERM
- * to --server-pid; every subscriber then reads to its end of stream (a reset
- * is an error: the broker must send everything), and a publisher's end is no
- * error any more. pc_drain_counts() then compares, per (publisher, room), the
- * counts of the room's subscribers: a PUB the broker read is delivered to all
- * of them or, never handled, to none.
+ * flight piles up in the broker, then sends SIGTERM to --server-pid. To leave
+ * the broker output of its own to send then (a broker that drops it must
+ * fail), the load must have more in flight per subscriber than the kernel
+ * holds for one connection: the subscribers' receive buffers are set to
+ * DRAIN_RCVBUF (autotuned, they would grow to tcp_rmem's maximum, 32 MB on
+ * the guests), and the broker's send buffer grows to tcp_wmem's (4 MB), so
+ * tests/pubsub-self-test.sh puts ~5 MB in flight per subscriber. Every
+ * subscriber then reads to its end of stream (a reset is an error: the
+ * broker must send everything), and a publisher's end is no error any more.
+ * pc_drain_counts() then compares, per (publisher, room), the counts of the
+ * room's subscribers: a PUB the broker read is delivered to all of them or,
+ * never handled, to none.
  *
  * Bounds: --seconds-limit over the whole run; no delivery for STALL_MS (or
  * ERROR_STALL_MS once an error was seen) ends the run as an error (a lost
@@ -84,6 +89,7 @@ enum {
     STALL_MS = 10000,
     ERROR_STALL_MS = 2000,
     DRAIN_PAUSE_MS = 300, /* --check-drain: no reading before the signal */
+    DRAIN_RCVBUF = 64 * 1024, /* --check-drain: a subscriber's receive buffer */
     SHOW_ERRORS = 10, /* errors printed; the rest are counted */
     TICK_MS = 100,    /* epoll_wait's timeout: the bounds are checked that often */
 };
@@ -222,11 +228,15 @@ static unsigned payload_len(unsigned p, uint32_t seq)
 
 /* ---- Sockets ----------------------------------------------------------------------------- */
 
-static int connect_loopback(void)
+/* A connection to the broker; rcvbuf > 0: that receive buffer, set before
+ * connect (no autotuning then). */
+static int connect_loopback(int rcvbuf)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o.port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && rcvbuf > 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
         fprintf(stderr, "pubsub_client: connect to 127.0.0.1:%u: %s\n", o.port, strerror(errno));
         exit(1);
@@ -610,7 +620,7 @@ void pc_load_setup(const struct pc_opts *opts)
         s->id = i;
         s->nrooms = o.rps;
         s->next = xcalloc((size_t)o.rps * o.pubs, sizeof(uint32_t));
-        s->fd = connect_loopback();
+        s->fd = connect_loopback(o.check_drain ? DRAIN_RCVBUF : 0);
         for (unsigned k = 0; k < o.rps; k++) {
             s->room[k] = (i * o.rps + k) % o.rooms;
             g.room_subs[s->room[k]]++;
@@ -625,7 +635,7 @@ void pc_load_setup(const struct pc_opts *opts)
         struct pub *pb = &g.pubs[p];
         pb->id = p;
         pb->thread = p % nt;
-        pb->fd = connect_loopback();
+        pb->fd = connect_loopback(0);
         pb->left = xcalloc(o.window, sizeof(*pb->left));
         pb->out = xcalloc(1, PUB_OUT);
         struct worker *w = &g.w[p % nt];

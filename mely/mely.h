@@ -397,7 +397,7 @@ static inline mely_to_t mely_to(mely_color_t color)
 #endif
 
 /* A busy worker polls for I/O without blocking at most this often (and only
- * once the events queued at its last poll have run, or 1 ms passed). */
+ * once the work its last poll brought has run, or 1 ms passed: doc/io.md). */
 #define MELY_POLL_US 50u
 
 /* Readiness bits (the `what` of a watch and the `ready` of its handler). */

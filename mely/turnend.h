@@ -3,8 +3,8 @@
  * (internal; turnend.c).
  *
  * A worker's turn is the run of batches between two polls of its poller
- * (at least MELY_POLL_US of them when busy, at most 1 ms: io/poller.c), or
- * until it goes idle. Code running in a batch may ask for a piece of work to
+ * (when busy: until the work its last poll brought has run, at least
+ * MELY_POLL_US and at most 1 ms: io/poller.c), or until it goes idle. Code running in a batch may ask for a piece of work to
  * be done once at the end of the turn, still on the batch's color, with the
  * color's exclusivity: the stream layer (io/stream.c) sends each stream's
  * output there, with one writev, however many events of however many

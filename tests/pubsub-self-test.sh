@@ -5,9 +5,8 @@
 #
 #   tests/pubsub-self-test.sh [BROKER...]
 #
-# Brokers: the arguments, else $PUBSUB_SERVERS, else $required and those of
-# $optional that are built (examples/pubsub: move it to required once it is
-# always built). Each broker, as fresh processes (with $SERVER_RUNNER before
+# Brokers: the arguments, else $PUBSUB_SERVERS, else $required (the
+# bufferevent broker, and examples/pubsub, which make check builds). Each broker, as fresh processes (with $SERVER_RUNNER before
 # it if set, as tests/serve-lib.sh does):
 #   - `--help` exits 0, a bad option exits 2;
 #   - with --max-output 65536 --idle-ms 0: --check-protocol, --check-slow,
@@ -25,8 +24,8 @@
 # read in the checks), a broker gets 60 s to say its port and 60 s to end
 # (then SIGKILL).
 
-required="bench/e2e/pubsub_bufferevent"
-optional="examples/pubsub"
+required="bench/e2e/pubsub_bufferevent examples/pubsub"
+optional=""
 client=./bench/e2e/pubsub_client
 load="--subs 20 --rooms 4 --rooms-per-sub 2 --pubs 5 --seconds-limit 50"
 

@@ -59,25 +59,6 @@ static struct pc_opts o;
 
 /* ---- Figures ----------------------------------------------------------------------------- */
 
-/* utime + stime of /proc/pid/stat in seconds (every thread of the process), -1
- * if unreadable. */
-static double proc_cpu_s(int pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    unsigned long long ut, st;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        return -1;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 /* The CPU time of pid's threads in seconds: the sum of their schedstat's
  * first field (ns on a CPU), -1 if unreadable. Threads that ended are not
  * counted (/proc/pid/stat's are). */

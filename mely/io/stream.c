@@ -1408,6 +1408,20 @@ static int write_here(struct mely_stream *s, size_t len, int (*add)(struct evbuf
     return 0;
 }
 
+/* Pushes x (its bytes counted in inflight) on the stream's stack, and rings
+ * the bell if the stack was empty. A failed ring (out of memory) leaves the
+ * write stacked for the next bell, which any later write or request rings. */
+static void push_send(struct mely_stream *s, struct send *x)
+{
+    struct send *head = atomic_load_explicit(&s->sends, memory_order_relaxed);
+    do /* bounded: retried only when another writer pushed in between */
+        x->next = head;
+    while (!atomic_compare_exchange_weak_explicit(&s->sends, &head, x, memory_order_release,
+                                                  memory_order_relaxed));
+    if (!head)
+        (void)ring(s, 0);
+}
+
 /* Another worker owns the color: stacks x for the stream's color (x is the
  * stream's, or freed, from here on). */
 static int write_other(struct mely_stream *s, struct send *x)
@@ -1429,15 +1443,7 @@ static int write_other(struct mely_stream *s, struct send *x)
         send_free(x);
         return rt ? mely__handle_done(self, err) : err;
     }
-    struct send *head = atomic_load_explicit(&s->sends, memory_order_relaxed);
-    do /* bounded: retried only when another writer pushed in between */
-        x->next = head;
-    while (!atomic_compare_exchange_weak_explicit(&s->sends, &head, x, memory_order_release,
-                                                  memory_order_relaxed));
-    /* A failed ring (out of memory) leaves the write stacked for the next
-     * bell, which any later write or request rings. */
-    if (!head)
-        (void)ring(s, 0);
+    push_send(s, x);
     return mely__handle_done(self, 0);
 }
 
@@ -1858,13 +1864,7 @@ static void send_staged(struct staged *sl)
         free(x); /* closed meanwhile: as a write that raced the close */
     } else {
         atomic_fetch_add_explicit(&s->inflight, x->len, memory_order_relaxed);
-        struct send *head = atomic_load_explicit(&s->sends, memory_order_relaxed);
-        do /* bounded: retried only when another writer pushed in between */
-            x->next = head;
-        while (!atomic_compare_exchange_weak_explicit(&s->sends, &head, x, memory_order_release,
-                                                      memory_order_relaxed));
-        if (!head)
-            (void)ring(s, 0);
+        push_send(s, x);
     }
     mely_stream_unref(s);
 }

@@ -433,15 +433,20 @@ enum {
     RELAY_MAX = 64 << 20,
 };
 
-enum relay_how { RELAY_ECHO, RELAY_BACKPRESSURE, RELAY_CANCEL };
+enum relay_how { RELAY_ECHO, RELAY_BACKPRESSURE, RELAY_CANCEL, RELAY_DRAIN, RELAY_REFUSED };
 
 static const struct {
     unsigned workers;
     enum relay_how how;
 } relay_modes[] = {
     {1, RELAY_ECHO},   {2, RELAY_ECHO},   {1, RELAY_BACKPRESSURE}, {2, RELAY_BACKPRESSURE},
-    {1, RELAY_CANCEL}, {2, RELAY_CANCEL},
+    {1, RELAY_CANCEL}, {2, RELAY_CANCEL},     {1, RELAY_DRAIN},        {2, RELAY_DRAIN},
+    {2, RELAY_REFUSED},
 };
+
+static enum relay_how relay_how;   /* the test's, set before the runtime starts */
+static unsigned refused_port;      /* RELAY_REFUSED: a port nobody listens on */
+static atomic_bool refused_at_once; /* mely_stream_connect said so itself */
 
 /* The upstream: a plain thread that echoes one connection until its EOF,
  * then closes. The relay's client starts and joins it. */
@@ -587,9 +592,16 @@ static void relay_setup(mely_stream_t *a, struct conn *c)
     (void)c;
     struct conn *bc = new_conn(ID_EXTRA);
     mely_stream_t *b = NULL;
-    int err = bc ? mely_stream_connect(&rt, "127.0.0.1", atomic_load(&up.port),
-                                       MELY_TO(mely_stream_color(a)), &relay_b_ops, bc, &b)
+    unsigned port = relay_how == RELAY_REFUSED ? refused_port : atomic_load(&up.port);
+    int err = bc ? mely_stream_connect(&rt, "127.0.0.1", port, MELY_TO(mely_stream_color(a)),
+                                       &relay_b_ops, bc, &b)
                  : MELY_ENOMEM;
+    if (err == -ECONNREFUSED && relay_how == RELAY_REFUSED) {
+        atomic_store(&refused_at_once, true); /* nothing to relay */
+        free(bc);
+        mely_stream_close(a, 0);
+        return;
+    }
     if (err) {
         note("mely_stream_connect: %s", mely_strerror(err));
         free(bc);
@@ -644,17 +656,25 @@ static void check_relay_outputs(const char *when)
 static void *relay_client(void *arg)
 {
     enum relay_how how = relay_modes[(uintptr_t)arg].how;
-    if (!upstream_start(how == RELAY_BACKPRESSURE)) {
+    if (how != RELAY_REFUSED && !upstream_start(how == RELAY_BACKPRESSURE)) {
         mely_stop(&rt);
         return NULL;
     }
     int fd = client_ready(1, how == RELAY_BACKPRESSURE ? SMALL_BUF : 0);
     bool ok = fd >= 0;
-    if (ok && how == RELAY_ECHO) {
+    if (ok && (how == RELAY_ECHO || how == RELAY_DRAIN)) {
         for (uint64_t off = 0; ok && off < RELAY_BYTES; off += RELAY_ROUND) {
             send_pat(fd, off, RELAY_ROUND);
             ok = expect_pat(fd, off, RELAY_ROUND);
+            if (ok && how == RELAY_DRAIN && off == 0) {
+                /* The relay carries on through the drain: long after the
+                 * runtime was quiet, the rounds go on. */
+                CHECK_RC(mely_drain(&rt, 0), 0);
+                sleep_us(QUIET_MS * 1000);
+            }
         }
+    } else if (ok && how == RELAY_REFUSED) {
+        ok = expect_end(fd, NULL); /* the upstream side failed: both close */
     } else if (ok && how == RELAY_BACKPRESSURE) {
         uint64_t sent = send_until_stalled(fd);
         check_relay_outputs("stalled");
@@ -670,13 +690,24 @@ static void *relay_client(void *arg)
         ok = ok && expect_end(fd, NULL);
     }
     /* Half-close end to end: the upstream sees EOF and closes, we see EOF. */
-    ok = ok && (how == RELAY_CANCEL || (shutdown(fd, SHUT_WR) == 0 && expect_eof(fd)));
+    bool cut = how == RELAY_CANCEL || how == RELAY_REFUSED;
+    ok = ok && (cut || (shutdown(fd, SHUT_WR) == 0 && expect_eof(fd)));
     if (ok)
-        wait_closed(2);
-    upstream_stop();
-    if (ok && how != RELAY_CANCEL && !atomic_load(&up.saw_eof))
+        wait_closed(atomic_load(&refused_at_once) ? 1 : 2);
+    if (how != RELAY_REFUSED)
+        upstream_stop();
+    if (ok && !cut && !atomic_load(&up.saw_eof))
         note("the upstream did not see EOF");
-    return client_done(fd, false); /* waited above */
+    if (how != RELAY_DRAIN)
+        return client_done(fd, false); /* waited above */
+    /* Our references are the last: once they go, the drain ends and
+     * mely_run returns by itself. */
+    close(fd);
+    mely_stream_unref(relay_b);
+    relay_b = NULL;
+    mely_stream_unref(srv.stream[0]);
+    srv.stream[0] = NULL;
+    return NULL;
 }
 
 /*
@@ -693,6 +724,11 @@ static void *relay_client(void *arg)
  *    sends without reading stalls while both outputs hold at most the high
  *    mark and one read; then it reads everything back.
  *  - The program closes B: done gets -ECANCELED, both close.
+ *  - mely_drain after the first round: the relay carries on ("a relay needs
+ *    no drain callback") until the client's half-close ends it; then the
+ *    drain ends and mely_run returns by itself.
+ *  - B's connect is refused: done gets -ECONNREFUSED, both close (or, had
+ *    mely_stream_connect failed at once, A is closed by the setup).
  */
 START_TEST(relay_proxies_both_ways)
 {
@@ -705,20 +741,37 @@ START_TEST(relay_proxies_both_ways)
     }
     atomic_store(&done_runs, 0);
     atomic_store(&b_connected, 0);
+    atomic_store(&refused_at_once, false);
     relay_a = relay_b = NULL;
-    const char *what = how == RELAY_ECHO     ? "relay"
-                       : how == RELAY_CANCEL ? "relay, cancel"
-                                             : "relay, backpressure";
+    relay_how = how;
+    if (how == RELAY_REFUSED)
+        refused_port = free_port();
+    static const char *const names[] = {
+        [RELAY_ECHO] = "relay",
+        [RELAY_BACKPRESSURE] = "relay, backpressure",
+        [RELAY_CANCEL] = "relay, cancel",
+        [RELAY_DRAIN] = "relay, drain",
+        [RELAY_REFUSED] = "relay, refused",
+    };
+    const char *what = names[how];
     serve(relay_modes[_i].workers, &ops, relay_setup, true, relay_client, (void *)(uintptr_t)_i,
           what);
     if (relay_b)
         mely_stream_unref(relay_b);
-    ck_assert_uint_eq(atomic_load(&done_runs), 1);
-    ck_assert_int_eq(atomic_load(&done_err), how == RELAY_CANCEL ? -ECANCELED : 0);
-    ck_assert_uint_eq(atomic_load(&b_connected), 1);
     assert_closed_once(1);
+    if (atomic_load(&refused_at_once)) {
+        printf("relay, refused: mely_stream_connect failed at once\n");
+        ck_assert_uint_eq(atomic_load(&done_runs), 0);
+        stop_server();
+        return;
+    }
+    ck_assert_uint_eq(atomic_load(&done_runs), 1);
+    ck_assert_int_eq(atomic_load(&done_err), how == RELAY_CANCEL    ? -ECANCELED
+                                             : how == RELAY_REFUSED ? -ECONNREFUSED
+                                                                    : 0);
+    ck_assert_uint_eq(atomic_load(&b_connected), how == RELAY_REFUSED ? 0 : 1);
     ck_assert_uint_eq(atomic_load(&srv.closed_runs[ID_EXTRA]), 1);
-    if (how == RELAY_ECHO)
+    if (how == RELAY_ECHO || how == RELAY_DRAIN)
         ck_assert_uint_eq(atomic_load(&up.echoed), RELAY_BYTES);
     stop_server();
 }

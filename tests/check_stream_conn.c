@@ -350,7 +350,7 @@ static void tick_event(void *arg)
         note("tick %u: %s", i, mely_strerror(err));
 }
 
-static _Atomic uint64_t idle_from; /* when the stream was last active, as the client saw it */
+static _Atomic uint64_t idle_from; /* a time before the stream's last activity */
 
 static void *idle_client(void *arg)
 {
@@ -361,6 +361,7 @@ static void *idle_client(void *arg)
     bool ok = fd >= 0;
     for (unsigned i = 0; ok && idle_modes[mode].how != IDLE_NOTHING && i < IDLE_TICKS; i++) {
         sleep_us(IDLE_MS / 3 * 1000);
+        atomic_store(&idle_from, now_ns()); /* before the byte moves */
         if (idle_modes[mode].how == IDLE_OUTPUT) { /* from another color */
             int err = mely_post(&rt, OTHER_COLOR(0), tick_event, (void *)(uintptr_t)i);
             if (err)
@@ -370,7 +371,6 @@ static void *idle_client(void *arg)
         } else {
             ok = send_str(fd, "?");
         }
-        atomic_store(&idle_from, now_ns());
         if (atomic_load(&srv.events) != 0) {
             note("an idle timeout (0x%x) while the stream %s every %d ms",
                  atomic_load(&srv.ev_what[0]),

@@ -309,8 +309,8 @@ static void *bits_client(void *arg)
 {
     (void)arg;
     int fd = client_ready(1, 0);
+    uint64_t last = now_ns(); /* before the stream's last read */
     bool ok = fd >= 0 && send_str(fd, "a\n") && expect(fd, "1:a\n");
-    uint64_t last = now_ns();
     ok = ok && expect(fd, "timeout read\n") && expect_eof(fd);
     uint64_t t = atomic_load(&srv.t_event[0]);
     if (ok && t < last + (BITS_TIMEOUT_MS - EARLY_MS) * 1000000ull)

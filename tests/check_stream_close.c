@@ -8,7 +8,10 @@
  *    without an event callback; a reset by the peer;
  *  - mely_shutdown with open streams (closed callbacks, fds; referenced
  *    streams freed too); mely_drain (flushing, waiting for the events that
- *    hold references, cut short by its timeout);
+ *    hold references, cut short by its timeout; every request read
+ *    answered while work is out on other colors; a drain callback that
+ *    finishes the exchange, or is cut by the timeout; reading stopped
+ *    without one);
  *  - mely_stream_connect (to a listener of the runtime, and refused);
  *  - argument errors.
  *
@@ -34,6 +37,14 @@
 #include <event2/buffer.h>
 
 #include "tests/streamtest.h"
+
+/* Notes unless expr is want. */
+#define CHECK_RC(expr, want)                                                                       \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_ != (want))                                                                         \
+            note("%s: %d, expected %d", #expr, rc_, (want));                                       \
+    } while (0)
 
 /* ---- closing while events hold the stream -------------------------------------------------- */
 
@@ -760,6 +771,356 @@ START_TEST(drain_with_nothing_open_stops)
 }
 END_TEST
 
+/* ---- mely_drain with work in flight, and streams that drain themselves ---------------------- */
+
+enum {
+    WORK_STREAMS = 3,
+    WORK_REQS = 40,     /* per stream: half before the drain, half after */
+    WORK_COLORS = 4,    /* the colors the work goes out to */
+    WORK_HOPS = 20,     /* events each request's work takes ... */
+    WORK_HOP_US = 2000, /* ... each this long */
+};
+
+struct work {
+    mely_stream_t *s;
+    struct conn *c;
+    unsigned id, hops, left;
+};
+
+static atomic_bool work_read[WORK_STREAMS][WORK_REQS]; /* the server read the request */
+static atomic_uint work_replied;                       /* replies written */
+
+/* The stream's color again, the reply written: drops the reference. */
+static void work_back(void *arg)
+{
+    struct work *w = arg;
+    if (mely_current_color() != (int)mely_stream_color(w->s))
+        note("the work came back on color %d", mely_current_color());
+    mely_stream_unref(w->s);
+    free(w);
+}
+
+/* On another color: works (posting itself again, WORK_HOP_US each time),
+ * then writes the reply from there and posts back to the stream's color. */
+static void work_event(void *arg)
+{
+    struct work *w = arg;
+    sleep_us(WORK_HOP_US);
+    if (++w->hops < w->left) {
+        int err = mely_post(&rt, (mely_color_t)mely_current_color(), work_event, w);
+        if (!err)
+            return;
+        note("mely_post: %s", mely_strerror(err));
+    }
+    int err = mely_stream_printf(w->s, "RE %u\n", w->id);
+    if (err)
+        note("stream %u: the reply to request %u: %s (the drain closed the stream before "
+             "the work in flight wrote its reply)",
+             w->c->id, w->id, mely_strerror(err));
+    else
+        atomic_fetch_add(&work_replied, 1);
+    err = mely_post(&rt, mely_stream_color(w->s), work_back, w);
+    if (err) {
+        note("mely_post: %s", mely_strerror(err));
+        mely_stream_unref(w->s);
+        free(w);
+    }
+}
+
+/* Sends the request out to another color, with a reference. */
+static void start_work(mely_stream_t *s, struct conn *c, unsigned id, unsigned hops)
+{
+    struct work *w = malloc(sizeof(*w));
+    if (!w) {
+        note("out of memory");
+        return;
+    }
+    *w = (struct work){.s = s, .c = c, .id = id, .left = hops};
+    mely_stream_ref(s);
+    int err = mely_post(&rt, OTHER_COLOR(id % WORK_COLORS), work_event, w);
+    if (err) {
+        note("mely_post: %s", mely_strerror(err));
+        mely_stream_unref(s);
+        free(w);
+    }
+}
+
+/* "REQ <id>": recorded as read, and sent out to be worked on. */
+static void work_line_cb(mely_stream_t *s, char *line, size_t len, void *arg)
+{
+    struct conn *c = arg;
+    enter(s, c, "line");
+    (void)len;
+    unsigned id;
+    if (sscanf(line, "REQ %u", &id) != 1 || id >= WORK_REQS || c->id >= WORK_STREAMS) {
+        note("stream %u: a stray line \"%.20s\"", c->id, line);
+    } else if (atomic_exchange(&work_read[c->id][id], true)) {
+        note("stream %u: request %u read twice", c->id, id);
+    } else {
+        start_work(s, c, id, WORK_HOPS);
+        atomic_fetch_add(&srv.n, 1);
+    }
+    leave(c);
+}
+
+static void send_reqs(int fd, unsigned from, unsigned to)
+{
+    char buf[32];
+    for (unsigned i = from; i < to; i++) {
+        snprintf(buf, sizeof(buf), "REQ %u\n", i);
+        send_str(fd, buf);
+    }
+}
+
+/* Every reply is to a request the server read, and every request it read
+ * has its reply, before EOF. */
+static void expect_replies(int fd, unsigned k)
+{
+    struct lr *lr = calloc(1, sizeof(*lr));
+    bool got[WORK_REQS] = {false};
+    char line[64];
+    if (!lr) {
+        note("out of memory");
+        return;
+    }
+    lr->fd = fd;
+    while (next_line(lr, line, sizeof(line), WAIT_MS)) {
+        unsigned id;
+        if (sscanf(line, "RE %u", &id) != 1 || id >= WORK_REQS)
+            note("client %u: a stray line \"%.20s\"", k, line);
+        else if (got[id])
+            note("client %u: two replies to request %u", k, id);
+        else if (!atomic_load(&work_read[k][id]))
+            note("client %u: a reply to request %u, which the server did not read", k, id);
+        else
+            got[id] = true;
+    }
+    if (lr->len)
+        note("client %u: %zu bytes after the last reply", k, lr->len);
+    free(lr);
+    expect_end(fd, NULL);
+    for (unsigned id = 0; id < WORK_REQS; id++)
+        if (atomic_load(&work_read[k][id]) && !got[id])
+            note("client %u: request %u was read, and its reply never came", k, id);
+}
+
+static void *work_drain_client(void *arg)
+{
+    (void)arg;
+    int fds[WORK_STREAMS];
+    unsigned n = 0;
+    for (; n < WORK_STREAMS; n++)
+        if ((fds[n] = client_ready(n + 1, 0)) < 0)
+            goto fail;
+    for (unsigned i = 0; i < n; i++)
+        send_reqs(fds[i], 0, WORK_REQS / 2);
+    if (!wait_count(&srv.n, n * WORK_REQS / 2, WAIT_MS)) {
+        note("%u of %u requests read", atomic_load(&srv.n), n * WORK_REQS / 2);
+        goto fail;
+    }
+    unsigned replied = atomic_load(&work_replied);
+    int err = mely_drain(&rt, 0);
+    if (err) {
+        note("mely_drain: %s", mely_strerror(err));
+        goto fail;
+    }
+    printf("drain with work in flight: %u of %u requests answered when the drain began\n",
+           replied, n * WORK_REQS / 2);
+    for (unsigned i = 0; i < n; i++) /* read, or not: either way answered, or not */
+        send_reqs(fds[i], WORK_REQS / 2, WORK_REQS);
+    for (unsigned i = 0; i < n; i++) {
+        expect_replies(fds[i], i);
+        close(fds[i]);
+    }
+    return NULL; /* the drain stops the runtime */
+fail:
+    for (unsigned i = 0; i < n; i++)
+        close(fds[i]);
+    mely_stop(&rt);
+    return NULL;
+}
+
+/*
+ * mely_drain from a foreign thread while requests are out on other colors:
+ * each request read goes out to a color that works on it (20 events of
+ * 2 ms), writes the reply with mely_stream_write from there and posts back
+ * to the stream's color. Half the requests are sent before the drain, half
+ * after (those may or may not be read). Every request the server read gets
+ * its reply before EOF, no other reply comes, and the runtime stops by
+ * itself once the streams are closed.
+ */
+START_TEST(drain_answers_work_in_flight)
+{
+    mely_stream_ops_t ops = {.line = work_line_cb, .closed = on_closed};
+    memset(work_read, 0, sizeof(work_read));
+    atomic_store(&work_replied, 0);
+    serve(1 + (unsigned)_i, &ops, NULL, false, work_drain_client, NULL, "drain, work in flight");
+    assert_closed_once(WORK_STREAMS);
+    ck_assert_uint_eq(atomic_load(&work_replied), atomic_load(&srv.n));
+    stop_server();
+}
+END_TEST
+
+enum { SELF_DRAIN_TIMEOUT_MS = 200 };
+
+static atomic_uint drain_runs;
+
+/* The drain callback: says so; the stream carries on. */
+static void self_drain_cb(mely_stream_t *s, void *arg)
+{
+    struct conn *c = arg;
+    enter(s, c, "drain");
+    atomic_fetch_add(&drain_runs, 1);
+    CHECK_RC(mely_stream_printf(s, "draining\n"), 0);
+    leave(c);
+}
+
+/* "QUIT": a last word and a close with flush; else a reply. */
+static void quit_line_cb(mely_stream_t *s, char *line, size_t len, void *arg)
+{
+    struct conn *c = arg;
+    enter(s, c, "line");
+    if (strcmp(line, "QUIT") == 0) {
+        CHECK_RC(mely_stream_printf(s, "bye\n"), 0);
+        CHECK_RC(mely_stream_close(s, MELY_STREAM_FLUSH), 0);
+    } else {
+        reply_line(s, c, line, len);
+    }
+    leave(c);
+}
+
+static void *self_drain_client(void *arg)
+{
+    bool cut = arg != NULL; /* the stream never finishes: the drain's timeout cuts it */
+    int fd = client_ready(1, 0);
+    bool ok = fd >= 0 && send_str(fd, "a\n") && expect(fd, "1:a\n");
+    if (!ok)
+        goto fail;
+    atomic_store(&drain_at, now_ns());
+    int err = mely_drain(&rt, cut ? SELF_DRAIN_TIMEOUT_MS * 1000000ull : 0);
+    if (err) {
+        note("mely_drain: %s", mely_strerror(err));
+        goto fail;
+    }
+    ok = expect(fd, "draining\n");
+    /* Long after the runtime was quiet, the stream still reads and answers. */
+    sleep_us(QUIET_MS * 1000);
+    if (!cut) {
+        ok = ok && send_str(fd, "b\n") && expect(fd, "1:b\n") && send_str(fd, "QUIT\n") &&
+             expect(fd, "bye\n") && expect_eof(fd);
+    } else {
+        ok = ok && expect_end(fd, NULL);
+    }
+    close(fd);
+    return NULL; /* the drain stops the runtime */
+fail:
+    if (fd >= 0)
+        close(fd);
+    mely_stop(&rt);
+    return NULL;
+}
+
+/*
+ * A stream with a drain callback: mely_drain runs it once, and the stream
+ * carries on (well after the runtime was quiet it still reads and answers)
+ * until the client says QUIT and the stream closes itself; then the drain
+ * ends and mely_run returns. With a drain timeout of 200 ms and a stream
+ * that never closes, the timeout cuts it: closed no sooner than 200 ms
+ * after the drain, and mely_run returns.
+ */
+START_TEST(drain_callback_finishes_the_exchange)
+{
+    bool cut = _i == 2;
+    mely_stream_ops_t ops = {.line = quit_line_cb, .drain = self_drain_cb, .closed = on_closed};
+    atomic_store(&drain_runs, 0);
+    serve(1 + (unsigned)(_i % 2), &ops, NULL, false, self_drain_client, cut ? &srv : NULL,
+          cut ? "drain callback, cut" : "drain callback");
+    assert_closed_once(1);
+    ck_assert_uint_eq(atomic_load(&drain_runs), 1);
+    if (cut) {
+        uint64_t at = atomic_load(&drain_at), closed = atomic_load(&srv.t_closed);
+        ck_assert_msg(closed >= at + (SELF_DRAIN_TIMEOUT_MS - EARLY_MS) * 1000000ull,
+                      "the stream closed %.1f ms after the drain (timeout %d ms)",
+                      ((double)closed - (double)at) / 1e6, SELF_DRAIN_TIMEOUT_MS);
+    }
+    stop_server();
+}
+END_TEST
+
+enum {
+    SLOW_HOPS = 200,       /* the slow request's work: 200 events of 5 ms */
+    SLOW_HOP_US = 5000,
+    HEARD_MS = 300,        /* time for the stream to hear of the drain */
+};
+
+/* "SLOW": a request out on another color for about a second; "b" must not
+ * be read (it is sent after the drain); else a reply. */
+static void slow_line_cb(mely_stream_t *s, char *line, size_t len, void *arg)
+{
+    struct conn *c = arg;
+    enter(s, c, "line");
+    if (strcmp(line, "SLOW") == 0) {
+        struct work *w = malloc(sizeof(*w));
+        if (w) {
+            *w = (struct work){.s = s, .c = c, .id = 7, .left = SLOW_HOPS};
+            mely_stream_ref(s);
+            if (mely_post(&rt, OTHER_COLOR(0), work_event, w) != 0) {
+                note("mely_post failed");
+                mely_stream_unref(s);
+                free(w);
+            }
+        }
+        atomic_fetch_add(&srv.n, 1);
+    } else if (strcmp(line, "b") == 0) {
+        note("stream %u: a line sent after the drain was read", c->id);
+    } else {
+        reply_line(s, c, line, len);
+    }
+    leave(c);
+}
+
+static void *stop_reading_client(void *arg)
+{
+    (void)arg;
+    int fd = client_ready(1, 0);
+    bool ok = fd >= 0 && send_str(fd, "a\n") && expect(fd, "1:a\n") && send_str(fd, "SLOW\n") &&
+              wait_count(&srv.n, 1, WAIT_MS);
+    int err = ok ? mely_drain(&rt, 0) : 0;
+    if (!ok || err) {
+        if (err)
+            note("mely_drain: %s", mely_strerror(err));
+        if (fd >= 0)
+            close(fd);
+        mely_stop(&rt);
+        return NULL;
+    }
+    /* The stream heard of the drain long ago (its event was queued before
+     * mely_drain returned), and the slow reply is still a while away. */
+    sleep_us(HEARD_MS * 1000);
+    if (atomic_load(&srv.closed) != 0)
+        note("the stream closed while its request was out");
+    send_str(fd, "b\n");
+    if (expect(fd, "RE 7\n"))
+        expect_end(fd, NULL); /* and no reply to "b" */
+    close(fd);
+    return NULL; /* the drain stops the runtime */
+}
+
+/*
+ * A stream without a drain callback stops reading at the drain: a line
+ * sent 300 ms after mely_drain is never read, while the reply to a request
+ * still out on another color (about 1 s of work) arrives, then EOF; the
+ * stream closes after sending it, and the runtime stops.
+ */
+START_TEST(drain_stops_reading)
+{
+    mely_stream_ops_t ops = {.line = slow_line_cb, .closed = on_closed};
+    serve(1 + (unsigned)_i, &ops, NULL, false, stop_reading_client, NULL, "drain stops reading");
+    assert_closed_once(1);
+    stop_server();
+}
+END_TEST
+
 /* ---- mely_stream_connect --------------------------------------------------------------------- */
 
 #define CONNECT_KEY 999u /* the connecting stream's key in the range */
@@ -930,14 +1291,6 @@ static void nop_line(mely_stream_t *s, char *line, size_t len, void *arg)
 
 #define ERR_COLOR ((mely_color_t)1234)
 
-/* Notes unless expr is want. */
-#define CHECK_RC(expr, want)                                                                       \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_ != (want))                                                                         \
-            note("%s: %d, expected %d", #expr, rc_, (want));                                       \
-    } while (0)
-
 /* On the stream's color: the calls reserved to it, with bad arguments and
  * good ones; then the stream is closed and stays closed. */
 static void own_color_errors(void *arg)
@@ -1097,6 +1450,11 @@ int main(void)
     tcase_add_test(tc, drain_ends_at_its_timeout);
     tcase_add_loop_test(tc, drain_with_nothing_open_stops, 0, 2);
     tcase_add_loop_test(tc, drain_waits_for_references, 0, 2);
+
+    tc = new_tcase(s, "drain", 60);
+    tcase_add_loop_test(tc, drain_answers_work_in_flight, 0, 2);
+    tcase_add_loop_test(tc, drain_callback_finishes_the_exchange, 0, 3);
+    tcase_add_loop_test(tc, drain_stops_reading, 0, 2);
 
     tc = new_tcase(s, "connect", 60);
     tcase_add_loop_test(tc, connect_to_own_listener, 0, NELEM(elsewhere_modes));

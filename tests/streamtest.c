@@ -457,6 +457,20 @@ bool expect_end(int fd, uint64_t *extra)
     return true;
 }
 
+bool expect_eof(int fd)
+{
+    char buf[256];
+    int end = 0;
+    size_t k = recv_some(fd, buf, sizeof(buf), WAIT_MS, &end);
+    if (k > 0)
+        note("%zu bytes arrived where the connection should have ended", k);
+    else if (end == 0)
+        note("the connection did not end within %u ms", WAIT_MS);
+    else if (end < 0)
+        note("the connection ended with %s, not EOF", strerror(-end));
+    return k == 0 && end == 1;
+}
+
 bool next_line(struct lr *lr, char *out, size_t cap, unsigned ms)
 {
     uint64_t deadline = now_ns() + (uint64_t)ms * 1000000u;

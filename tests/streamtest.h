@@ -1,7 +1,8 @@
 /*
- * streamtest.h: what the stream tests (check_stream.c, check_stream_close.c)
- * share: a server whose accepted connections become streams of one set of
- * ops, a `struct conn` per stream with the checks every callback makes,
+ * streamtest.h: what the stream tests (check_stream.c, check_stream_close.c,
+ * check_stream_write.c, check_stream_conn.c) share: a server whose accepted
+ * connections become streams of one set of ops, a `struct conn` per stream
+ * with the checks every callback makes,
  * blocking loopback clients with bounded reads, and a byte pattern for bulk
  * data that tells every offset apart.
  *
@@ -177,6 +178,10 @@ void expect_quiet(int fd, const char *why);
  * unread) within WAIT_MS; bytes before it are counted in *extra (NULL: none
  * may come). */
 bool expect_end(int fd, uint64_t *extra);
+
+/* The connection ends with EOF, not a reset, within WAIT_MS, and nothing
+ * arrives before it (noted, saying which, if not). */
+bool expect_eof(int fd);
 
 /* Whether fd is closed (EBADF). */
 bool fd_closed(int fd);

@@ -3,9 +3,9 @@
  * output, through the public API over loopback TCP (tests/streamtest.h: the
  * server, conns and clients):
  *  - coalescing: the events of one batch that write to a stream cost one
- *    send (mely_stats_t.stream_sends) at the batch's end; a write, or an
- *    append to mely_stream_output, from an event of the stream's color
- *    outside its callbacks is sent by the end of its batch;
+ *    send (mely_stats_t.stream_sends) at the end of the worker's turn; a
+ *    write, or an append to mely_stream_output, from an event of the
+ *    stream's color outside its callbacks is sent by the end of its turn;
  *  - the event bits apart from MELY_READ and MELY_WRITE (checked when
  *    compiling), and a read timeout that an event callback testing EOF
  *    first does not take for EOF;
@@ -66,56 +66,74 @@ static void post_to(mely_stream_t *s, mely_fn_t fn, void *arg)
         note("mely_post: %s", mely_strerror(err));
 }
 
-/* ---- coalescing: one send per stream per batch ------------------------------------------- */
+/* ---- coalescing: one send per stream per turn --------------------------------------------- */
 
 /*
- * A probe, on the stream's color: probe_begin() in the first event that
- * writes, probe_end() in an event posted after the last one, which runs in
- * a later batch (a batch takes the events queued when it starts: those its
- * handlers post wait for the next one). Between them lies exactly the batch
- * end that sent what the writers wrote.
+ * A probe: probe_begin() in the first event that writes (on the stream's
+ * color) takes the send counts; probe_end(), posted after the last writer,
+ * says they all ran and what they wrote. The client, once it has received
+ * every byte (they left at the end of the worker's turn, with nothing else
+ * to send meanwhile), reads the counts again: exactly one send carried them.
  */
-static struct sent probe_before; /* the stream's color only */
-static uint64_t probe_wrote;     /* idem */
-static _Atomic uint64_t probe_sends, probe_bytes, probe_queued, probe_expected;
+static _Atomic uint64_t probe_sends0, probe_bytes0; /* at probe_begin */
+static _Atomic uint64_t probe_wrote, probe_expected;
 static atomic_bool probe_done;
 
 static void probe_begin(void)
 {
-    probe_before = sent_now();
-    probe_wrote = 0;
+    struct sent now = sent_now();
+    atomic_store(&probe_sends0, now.sends);
+    atomic_store(&probe_bytes0, now.bytes);
+    atomic_store(&probe_wrote, 0);
 }
 
 static void probe_end(void *arg)
 {
-    mely_stream_t *s = arg;
-    struct sent now = sent_now();
-    atomic_store(&probe_sends, now.sends - probe_before.sends);
-    atomic_store(&probe_bytes, now.bytes - probe_before.bytes);
-    atomic_store(&probe_queued, mely_stream_queued(s));
-    atomic_store(&probe_expected, probe_wrote);
+    (void)arg;
+    atomic_store(&probe_expected, atomic_load(&probe_wrote));
     atomic_store(&probe_done, true);
 }
 
-/* The client's side of a probe: one send carried exactly what was written,
- * and nothing is left queued. */
-static bool probe_check(const char *what)
+/* The stream's queued bytes once its turn's end published them (the client
+ * may read the bytes before the worker publishes the count). */
+static size_t queued_settled(mely_stream_t *s)
+{
+    size_t q = mely_stream_queued(s);
+    for (int i = 0; q != 0 && i < WAIT_MS; i++) { /* bounded: WAIT_MS looks, 1 ms apart */
+        sleep_us(1000);
+        q = mely_stream_queued(s);
+    }
+    return q;
+}
+
+/* The client's side of a probe, after it received every byte written: one
+ * send carried exactly what was written, and nothing is left queued. */
+static bool probe_check(mely_stream_t *s, const char *what)
 {
     if (!wait_flag(&probe_done, WAIT_MS)) {
         note("%s: the probe did not run", what);
         return false;
     }
     atomic_store(&probe_done, false);
-    uint64_t sends = atomic_load(&probe_sends), bytes = atomic_load(&probe_bytes);
-    uint64_t wrote = atomic_load(&probe_expected), queued = atomic_load(&probe_queued);
+    /* The worker counts a send once its writev returned: the client may
+     * have the bytes before the count is there. */
+    uint64_t wrote = atomic_load(&probe_expected), sends = 0, bytes = 0;
+    for (int i = 0; i < WAIT_MS && bytes < wrote; i++) { /* bounded: WAIT_MS looks */
+        if (i)
+            sleep_us(1000);
+        struct sent now = sent_now();
+        sends = now.sends - atomic_load(&probe_sends0);
+        bytes = now.bytes - atomic_load(&probe_bytes0);
+    }
+    uint64_t queued = queued_settled(s);
     if (sends != 1)
-        note("%s: %llu sends (stream_sends) at the batch's end, expected exactly 1", what,
+        note("%s: %llu sends (stream_sends) by the turn's end, expected exactly 1", what,
              (unsigned long long)sends);
     else if (bytes != wrote)
         note("%s: the send carried %llu bytes (stream_bytes), %llu were written", what,
              (unsigned long long)bytes, (unsigned long long)wrote);
     else if (queued != 0)
-        note("%s: %llu bytes still queued after the batch's end", what,
+        note("%s: %llu bytes still queued after the turn's end", what,
              (unsigned long long)queued);
     else
         return true;
@@ -147,7 +165,7 @@ static void batch_write_event(void *arg)
     int err = mely_stream_write(e->s, msg, (size_t)n);
     if (err)
         note("batch writer %u: mely_stream_write: %s", e->i, mely_strerror(err));
-    probe_wrote += (uint64_t)n;
+    atomic_fetch_add(&probe_wrote, (uint64_t)n);
 }
 
 /* A write, then an append to the output, from events of the stream's
@@ -160,7 +178,7 @@ static void write_outside(void *arg)
     int err = mely_stream_write(s, msg, sizeof(msg) - 1);
     if (err)
         note("mely_stream_write outside the callbacks: %s", mely_strerror(err));
-    probe_wrote = sizeof(msg) - 1;
+    atomic_store(&probe_wrote, sizeof(msg) - 1);
     post_to(s, probe_end, s);
 }
 
@@ -172,7 +190,7 @@ static void append_outside(void *arg)
     int n = out ? evbuffer_add_printf(out, "appended outside the callbacks %d\n", 2) : -1;
     if (n < 0)
         note("mely_stream_output, or the append to it, failed");
-    probe_wrote = n < 0 ? 0 : (uint64_t)n;
+    atomic_store(&probe_wrote, n < 0 ? 0 : (uint64_t)n);
     post_to(s, probe_end, s);
 }
 
@@ -207,13 +225,13 @@ static void *batch_client(void *arg)
     int fd = client_ready(1, 0);
     mely_stream_t *s = srv.stream[0];
     bool ok = fd >= 0 && send_str(fd, "GO\n") && expect(fd, exp) &&
-              probe_check("10 events of one batch, each writing a message");
+              probe_check(s, "10 events of one batch, each writing a message");
     /* From an event of the stream's color that is none of its callbacks:
      * sent by the end of its batch, with nothing else happening. */
     if (ok) {
         post_to(s, write_outside, s);
         ok = expect(fd, "written outside the callbacks\n") &&
-             probe_check("a write outside the callbacks");
+             probe_check(s, "a write outside the callbacks");
     }
     ok = ok && send_str(fd, "x\n") && expect(fd, "1:x\n") && shutdown(fd, SHUT_WR) == 0 &&
          expect_end(fd, NULL);
@@ -223,11 +241,11 @@ static void *batch_client(void *arg)
 /*
  * With MELY_BATCH_DEFAULT (10): a line callback posts 10 events to its
  * stream's color, which run as one batch, each writing a message with
- * mely_stream_write; the client receives the 10 in order, and across that
- * batch stream_sends grew by exactly 1, carrying all their bytes (a probe
- * posted after them runs in the next batch). Then an event of the stream's
- * color that is none of its callbacks writes: the client gets it (nothing
- * else happens meanwhile), in one send at the end of that event's batch.
+ * mely_stream_write; the client receives the 10 in order, and stream_sends
+ * grew by exactly 1, carrying all their bytes, at the end of the worker's
+ * turn. Then an event of the stream's color that is none of its callbacks
+ * writes: the client gets it (nothing else happens meanwhile), in one send
+ * at the end of that event's turn.
  */
 START_TEST(writes_of_one_batch_make_one_send)
 {
@@ -248,7 +266,7 @@ static void *append_client(void *arg)
     if (ok) {
         post_to(s, append_outside, s);
         ok = expect(fd, "appended outside the callbacks 2\n") &&
-             probe_check("an append to mely_stream_output outside the callbacks");
+             probe_check(s, "an append to mely_stream_output outside the callbacks");
     }
     ok = ok && shutdown(fd, SHUT_WR) == 0 && expect_end(fd, NULL);
     return client_done(fd, ok);
@@ -256,7 +274,7 @@ static void *append_client(void *arg)
 
 /* Appends to mely_stream_output are sent: from the line callback, and from
  * an event of the stream's color outside its callbacks (where they once
- * stayed in the output for good), by the end of that event's batch. */
+ * stayed in the output for good), by the end of that event's turn. */
 START_TEST(output_appends_are_sent)
 {
     mely_stream_ops_t ops = {.line = batch_line_cb, .closed = on_closed};

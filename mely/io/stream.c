@@ -147,7 +147,8 @@ struct relay_pair {
 struct relay {
     struct mely_stream *peer;
     struct relay_pair *pair;
-    bool eof; /* this side's input ended */
+    bool eof;   /* this side's input ended */
+    bool first; /* this side is mely_stream_relay's a */
 };
 
 
@@ -1802,8 +1803,10 @@ size_t mely_stream_queued(const mely_stream_t *s)
 {
     if (!s)
         return 0;
-    if (own(s))
-        return s->state == S_CLOSED ? 0 : queued_own(s);
+    struct mely__worker *w = mely__self;
+    if (own(s) || (w && w->rt == s->rt &&
+                   mely__turnend_held(&s->held_tag, w->index, w->turn_seq)))
+        return s->state == S_CLOSED ? 0 : queued_own(s); /* on the color, or holding it */
     if (atomic_load(&((mely_stream_t *)s)->fd_seen) < 0)
         return 0;
     struct mely_stream *m = (struct mely_stream *)s;
@@ -2063,7 +2066,7 @@ static void relay_finish(struct mely_stream *s, int err)
     if (r->pair->done) {
         name_run(s, (const void *)r->pair->done);
         s->depth++;
-        r->pair->done(s, p, err, r->pair->arg);
+        r->pair->done(r->first ? s : p, r->first ? p : s, err, r->pair->arg);
         s->depth--;
     }
     mely_stream_close(s, err ? 0 : MELY_STREAM_FLUSH);
@@ -2113,7 +2116,7 @@ int mely_stream_relay(mely_stream_t *a, mely_stream_t *b, mely_relay_fn done, vo
     }
     *pair = (struct relay_pair){ .done = done, .arg = arg };
     atomic_init(&pair->refs, 2);
-    *ra = (struct relay){ .peer = b, .pair = pair };
+    *ra = (struct relay){ .peer = b, .pair = pair, .first = true };
     *rb = (struct relay){ .peer = a, .pair = pair };
     a->relay = ra;
     b->relay = rb;

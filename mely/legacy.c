@@ -109,6 +109,8 @@ static void legacy_loop(struct mely__worker *w)
             ev->fn(ev->arg);
         if (w->batch_end) /* an event is the legacy engine's batch and turn */
             mely__turnend_run_batch(w);
+        if (w->batch_done)
+            mely__turnend_batch_done(w);
         mely__stall_end(&w->stall, run);
         mely__current_color = -1;
         if (mely__outbox_pending(&w->outbox))

@@ -109,6 +109,7 @@ struct mely__worker {
     struct mely__outbox outbox;   /* staged posts to other workers (outbox.h) */
     struct mely__turnend *batch_end; /* work queued in this batch, and held to */
     struct mely__turnend *turn_end;  /* the end of the turn (turnend.h) */
+    struct mely__turnend *batch_done; /* the end of the batch, holding nothing */
     uint64_t turn_seq;            /* turns ended: held tags name the turn */
     struct mely__stage *stage;    /* this worker's writes to streams of other
                                      workers, sent at its turn's end (io/stream.c) */

@@ -15,11 +15,20 @@ void mely__turnend_add(struct mely__worker *w, struct mely__turnend *node)
     w->batch_end = node;
 }
 
-void mely__turnend_add_free(struct mely__worker *w, struct mely__turnend *node)
+void mely__turnend_at_batch_end(struct mely__worker *w, struct mely__turnend *node)
 {
-    node->color = MELY__TURNEND_NOCOLOR;
-    node->next = w->turn_end;
-    w->turn_end = node;
+    node->next = w->batch_done;
+    w->batch_done = node;
+}
+
+void mely__turnend_batch_done(struct mely__worker *w)
+{
+    while (w->batch_done) { /* bounded: each node runs once per queuing */
+        struct mely__turnend *node = w->batch_done;
+        w->batch_done = node->next;
+        node->next = NULL;
+        node->run(node);
+    }
 }
 
 void mely__turnend_hold(struct mely__worker *w, struct mely__colorq *cq)
@@ -43,8 +52,9 @@ static void run_list(struct mely__worker *w, struct mely__turnend *list)
         struct mely__turnend *node = list;
         list = node->next;
         node->next = NULL;
-        mely__current_color = node->color == MELY__TURNEND_NOCOLOR ? -1 : (int)node->color;
+        mely__current_color = (int)node->color;
         node->run(node);
+        mely__turnend_batch_done(w); /* what the node's run needs done on its color */
         if (w->batch_end) { /* queued by the run: same color, run now */
             struct mely__turnend *more = w->batch_end;
             w->batch_end = NULL;
@@ -83,8 +93,7 @@ static bool run_some(struct mely__worker *w)
     run_list(w, list);
     mely__spin_lock(&w->lock, &w->ctr);
     for (unsigned i = 0; i < n; i++) /* one per node, as mely__turnend_hold held */
-        if (colors[i] != MELY__TURNEND_NOCOLOR)
-            mely__cq_of(w->rt, colors[i])->held--;
+        mely__cq_of(w->rt, colors[i])->held--;
     w->turn_seq++; /* holds released: the claims' tags go stale */
     mely__spin_unlock(&w->lock);
     return true;
@@ -92,6 +101,7 @@ static bool run_some(struct mely__worker *w)
 
 void mely__turnend_run(struct mely__worker *w)
 {
+    mely__turnend_batch_done(w); /* queued outside any batch (an idle hook's writes) */
     while (run_some(w)) /* bounded: the turn's nodes, RELEASE_MAX at a time */
         ;
 }

@@ -42,21 +42,25 @@ struct mely__colorq;
 struct mely__turnend {
     struct mely__turnend *next;
     void (*run)(struct mely__turnend *node);
-    uint32_t color; /* the color it runs on: set by mely__turnend_add;
-                       MELY__TURNEND_NOCOLOR: none (mely__turnend_add_free) */
+    uint32_t color; /* the color it runs on: set by mely__turnend_add */
 };
-
-#define MELY__TURNEND_NOCOLOR UINT32_MAX
 
 /* Queues node for the end of the turn (its owner keeps a flag, so that a
  * node is queued once). */
 void mely__turnend_add(struct mely__worker *w, struct mely__turnend *node);
 
-/* Queues node for the end of the turn, on no color and holding none: the
- * worker's own business at the turn's end (the stream layer sends what
- * this worker's colors wrote to streams of other workers: io/stream.c).
- * Any time on the worker's thread. */
-void mely__turnend_add_free(struct mely__worker *w, struct mely__turnend *node);
+/* Queues node to run at the end of the current batch, before the worker
+ * lets the batch's color go (or at the end of the node that queued it, at a
+ * turn's end; or when the turn ends, queued outside both), holding nothing:
+ * what a color must have done before it may run on another worker. The
+ * stream layer sends there what the batch wrote to streams of other workers
+ * (io/stream.c): a stolen color's writes would otherwise pass those it left
+ * behind. Any time on the worker's thread. */
+void mely__turnend_at_batch_end(struct mely__worker *w, struct mely__turnend *node);
+
+/* Runs the nodes queued by mely__turnend_at_batch_end (worker.c and
+ * legacy.c at the end of each batch, still on its color). */
+void mely__turnend_batch_done(struct mely__worker *w);
 
 /* Under w->lock, at the end of a batch of cq: moves the batch's nodes to
  * the turn's list and holds cq for them. */

@@ -125,6 +125,11 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
         mely__evcache_free(rt, &w->evcache, ev);
         ran++;
     }
+    if (w->batch_done) { /* before the color may go elsewhere: turnend.h */
+        mely__turnend_batch_done(w);
+        if (mely__outbox_pending(&w->outbox))
+            mely__outbox_flush(w);
+    }
     mely__stall_end(&w->stall, run);
     mely__current_color = -1;
     mely__count(&w->ctr.events_run, ran);

@@ -18,7 +18,10 @@
  *    default) against a peer that never reads, from another color and from
  *    the stream's own, and mely_stream_queued read from elsewhere;
  *  - the settings that mean "no limit": timeouts of UINT64_MAX, max_line
- *    SIZE_MAX.
+ *    SIZE_MAX;
+ *  - writers of every kind to several streams in every runtime shape of the
+ *    stress tests, stealing included: each writer's lines whole and in
+ *    order (a held color is never run elsewhere).
  *
  * Handlers and helper threads never call ck_assert; every wait is bounded.
  */
@@ -1169,6 +1172,140 @@ START_TEST(no_limit_values)
 }
 END_TEST
 
+/* ---- writers under stealing --------------------------------------------------------------- */
+
+/*
+ * Every runtime shape of the stress tests (testutil.h: 2 pinned and 8
+ * unpinned workers, stealing off and with every policy, both engines):
+ * STEAL_CONNS streams, each written to by STEAL_WRITERS colors (events that
+ * post themselves again, so that their queues are there to steal), by an
+ * event of the stream's own color, and by a thread that is no worker, each
+ * a numbered line per round. A writer's line to a stream takes whichever
+ * path the place of the two colors gives at that moment: the stream's own,
+ * a claim of the stream's color on the writer's worker, the writer's
+ * worker's buffer, the stack; the steals move the colors between them.
+ * Each client checks that every writer's lines arrive whole, all of them,
+ * each once and in order. A held color run elsewhere would break a line or
+ * the order (and ThreadSanitizer would say so).
+ */
+enum { STEAL_CONNS = 4, STEAL_WRITERS = 12, STEAL_ROUNDS = 1500 };
+enum { W_OWN = STEAL_WRITERS, W_THREAD = STEAL_WRITERS + 1, STEAL_NW = STEAL_WRITERS + 2 };
+
+static struct {
+    unsigned round[STEAL_NW];      /* a writer color's own (W_OWN: per stream, below) */
+    unsigned own_round[STEAL_CONNS];
+    atomic_uint done;              /* writers that wrote their last round */
+} sw;
+
+static void steal_line(mely_stream_t *s, unsigned writer, unsigned round)
+{
+    char line[32];
+    int n = snprintf(line, sizeof(line), "w%u %u\n", writer, round);
+    int err = mely_stream_write(s, line, (size_t)n);
+    if (err)
+        note("writer %u, round %u: mely_stream_write: %s", writer, round, mely_strerror(err));
+}
+
+/* A writer color: a round to every stream, then again, as a new event. */
+static void steal_writer(void *arg)
+{
+    unsigned w = (unsigned)(uintptr_t)arg;
+    for (unsigned c = 0; c < STEAL_CONNS; c++)
+        steal_line(srv.stream[c], w, sw.round[w]);
+    if (++sw.round[w] == STEAL_ROUNDS)
+        atomic_fetch_add(&sw.done, 1);
+    else if (mely_post(&rt, OTHER_COLOR(w), steal_writer, arg) != 0)
+        note("writer %u: mely_post failed", w);
+}
+
+/* On a stream's own color: its own writer's rounds. */
+static void steal_own_writer(void *arg)
+{
+    unsigned c = (unsigned)(uintptr_t)arg;
+    steal_line(srv.stream[c], W_OWN, sw.own_round[c]);
+    if (++sw.own_round[c] == STEAL_ROUNDS)
+        atomic_fetch_add(&sw.done, 1);
+    else if (mely_post(&rt, mely_stream_color(srv.stream[c]), steal_own_writer, arg) != 0)
+        note("own writer %u: mely_post failed", c);
+}
+
+static void *steal_thread(void *arg)
+{
+    (void)arg;
+    for (unsigned r = 0; r < STEAL_ROUNDS; r++)
+        for (unsigned c = 0; c < STEAL_CONNS; c++)
+            steal_line(srv.stream[c], W_THREAD, r);
+    atomic_fetch_add(&sw.done, 1);
+    return NULL;
+}
+
+/* Reads one connection's lines to the end: each writer's rounds whole, in
+ * order, all of them. */
+static bool steal_read(int fd, unsigned conn)
+{
+    struct lr lr = {.fd = fd};
+    unsigned next[STEAL_NW] = {0};
+    char line[64];
+    for (unsigned total = 0; total < STEAL_NW * STEAL_ROUNDS; total++) {
+        unsigned w, r;
+        if (!next_line(&lr, line, sizeof(line), WAIT_MS)) {
+            note("stream %u: %u lines of %u, then none", conn, total, STEAL_NW * STEAL_ROUNDS);
+            return false;
+        }
+        if (sscanf(line, "w%u %u", &w, &r) != 2 || w >= STEAL_NW || r != next[w]) {
+            note("stream %u: \"%s\" after %u lines (writer's next round: %u)", conn, line, total,
+                 w < STEAL_NW ? next[w] : 0);
+            return false;
+        }
+        next[w]++;
+    }
+    return true;
+}
+
+static void *steal_client(void *arg)
+{
+    (void)arg;
+    int fd[STEAL_CONNS];
+    bool ok = true;
+    for (unsigned c = 0; c < STEAL_CONNS; c++)
+        ok = (fd[c] = client_ready(c + 1, 0)) >= 0 && ok;
+    pthread_t t;
+    bool thread = ok && pthread_create(&t, NULL, steal_thread, NULL) == 0;
+    for (unsigned w = 0; ok && w < STEAL_WRITERS; w++)
+        ok = mely_post(&rt, OTHER_COLOR(w), steal_writer, (void *)(uintptr_t)w) == 0;
+    for (unsigned c = 0; ok && c < STEAL_CONNS; c++)
+        ok = mely_post(&rt, mely_stream_color(srv.stream[c]), steal_own_writer,
+                       (void *)(uintptr_t)c) == 0;
+    if (!ok)
+        note("the writers could not start");
+    for (unsigned c = 0; ok && c < STEAL_CONNS; c++)
+        ok = steal_read(fd[c], c);
+    if (thread)
+        pthread_join(t, NULL);
+    ok = ok && wait_count(&sw.done, STEAL_NW - 2 + STEAL_CONNS, WAIT_MS);
+    for (unsigned c = 1; c < STEAL_CONNS; c++)
+        if (fd[c] >= 0)
+            close(fd[c]);
+    return client_done(fd[0], ok);
+}
+
+START_TEST(writers_under_stealing)
+{
+    const struct shape *sh = &shapes[_i];
+    mely_stream_ops_t ops = {.closed = on_closed};
+    memset(&sw, 0, sizeof(sw));
+    start_server_shape(sh, &ops, NULL, true);
+    run_with_helper(&rt, steal_client, NULL, 120, shape_name(sh));
+    mely_stats_t st;
+    uint64_t steals = 0;
+    for (unsigned w = 0; mely_worker_stats(&rt, w, &st) == 0; w++)
+        steals += st.steals;
+    printf("writers under stealing (%s): %u lines to each of %d streams, %llu steals\n",
+           shape_name(sh), STEAL_NW * STEAL_ROUNDS, STEAL_CONNS, (unsigned long long)steals);
+    stop_server();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("stream_write");
@@ -1186,5 +1323,8 @@ int main(void)
     tc = new_tcase(s, "limits", 60);
     tcase_add_loop_test(tc, output_cap_bounds_a_writer, 0, NELEM(cap_modes));
     tcase_add_loop_test(tc, no_limit_values, 0, 2);
+
+    tc = new_tcase(s, "stealing", 120);
+    tcase_add_loop_test(tc, writers_under_stealing, 0, NSHAPES);
     return mely_test_main(s);
 }

@@ -208,19 +208,39 @@ static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, voi
     open_conn(fd, id, mely_color_pick(&srv.colors, (uint64_t)fd));
 }
 
-void start_server(unsigned workers, const mely_stream_ops_t *ops,
-                  void (*setup)(mely_stream_t *, struct conn *), bool keep)
+static void srv_reset(const mely_stream_ops_t *ops,
+                      void (*setup)(mely_stream_t *, struct conn *), bool keep)
 {
     memset(&srv, 0, sizeof(srv));
     srv.ops = *ops;
     srv.setup = setup;
     srv.keep = keep;
-    init_runtime(&rt, workers, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+}
+
+/* Once the runtime `rt` is made: the color range and the listener. */
+static void listen_for_streams(void)
+{
     int err = mely_color_range(&rt, 64, &srv.colors);
     ck_assert_msg(err == 0, "mely_color_range: %s", mely_strerror(err));
     err = mely_listen(&rt, NULL, 0, 0, 0, MELY_TO(ACCEPT_COLOR), on_accept, NULL, &srv.l);
     ck_assert_msg(err == 0, "mely_listen: %s", mely_strerror(err));
     srv.port = mely_listener_port(srv.l);
+}
+
+void start_server(unsigned workers, const mely_stream_ops_t *ops,
+                  void (*setup)(mely_stream_t *, struct conn *), bool keep)
+{
+    srv_reset(ops, setup, keep);
+    init_runtime(&rt, workers, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    listen_for_streams();
+}
+
+void start_server_shape(const struct shape *sh, const mely_stream_ops_t *ops,
+                        void (*setup)(mely_stream_t *, struct conn *), bool keep)
+{
+    srv_reset(ops, setup, keep);
+    init_runtime_shape(&rt, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    listen_for_streams();
 }
 
 /* Drops the references the setup kept. */

@@ -127,6 +127,10 @@ void setup_small_sndbuf(mely_stream_t *s, struct conn *c);
 void start_server(unsigned workers, const mely_stream_ops_t *ops,
                   void (*setup)(mely_stream_t *, struct conn *), bool keep);
 
+/* start_server in one of the stress tests' runtime shapes (testutil.h). */
+void start_server_shape(const struct shape *sh, const mely_stream_ops_t *ops,
+                        void (*setup)(mely_stream_t *, struct conn *), bool keep);
+
 /* Drops the references srv.stream[] holds. */
 void release_kept(void);
 

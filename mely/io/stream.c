@@ -1060,15 +1060,17 @@ static void take_sends(struct mely_stream *s)
         list = x;
         x = next;
     }
-    bool take = s->state != S_CLOSED && !s->failed;
+    /* Writes that raced a close or a half-close already done are dropped, as
+     * if made after it (stream.h). */
+    bool take = s->state != S_CLOSED && !s->failed && !s->shut_done, oom = false;
     size_t bytes = 0;
     for (x = list; x;) { /* bounded: the list */
         struct send *next = x->next;
         bytes += x->len;
-        if (!take)
+        if (!take || oom)
             send_free(x);
         else if (add_send(s->out, x) != 0)
-            take = false; /* out of memory: what follows would leave a gap */
+            oom = true; /* out of memory: what follows would leave a gap */
         x = next;
     }
     if (s->state == S_CLOSED) {
@@ -1076,7 +1078,7 @@ static void take_sends(struct mely_stream *s)
         return;
     }
     s->arrived += bytes;
-    if (!take && !s->failed) {
+    if (oom) {
         s->failed = true;
         evbuffer_drain(s->out, evbuffer_get_length(s->out));
         report(s, MELY_STREAM_ERROR, MELY_ENOMEM);
@@ -1989,7 +1991,7 @@ static int stage_write(struct mely__worker *w, struct mely_stream *s, size_t len
     sl->x->len += len;
     if (!st->queued) {
         st->queued = true;
-        mely__turnend_add_free(w, &st->node);
+        mely__turnend_at_batch_end(w, &st->node);
     }
     return 0;
 }

@@ -27,11 +27,12 @@
  *  - From any other color or thread: mely_stream_write, mely_stream_printf,
  *    mely_stream_write_block, mely_stream_queued, mely_stream_shutdown,
  *    mely_stream_close, mely_stream_ref and mely_stream_unref. Writes keep
- *    the order each thread made them in, without a lock: another color of
- *    the same worker appends at once (it holds the stream's color for the
- *    turn); a color of another worker appends to a buffer of its worker's,
- *    handed to the stream at the end of its turn; a thread that is no worker
- *    hands each write over (an allocation and a compare-and-swap).
+ *    the order each color and each thread made them in (a color's also when
+ *    it moves between workers), without a lock: another color of the same
+ *    worker appends at once (it holds the stream's color for the turn); a
+ *    color of another worker appends to a buffer of its worker's, handed to
+ *    the stream at the end of the writer's batch; a thread that is no
+ *    worker hands each write over (an allocation and a compare-and-swap).
  *  - Output is bounded: writes beyond ops.output_max bytes queued (16 MiB
  *    by default) fail with -ENOBUFS, or close the stream
  *    (MELY_STREAM_CAP_CLOSE), from wherever they come.
@@ -281,7 +282,7 @@ int mely_stream_write_block(mely_stream_t *s, mely_block_t *b);
  * color), plus the writes from other colors still on their way. From
  * another thread it is approximate by the writes the stream's color is
  * appending and sending meanwhile, by the writes still in other workers'
- * buffers (at most a turn of each), and by
+ * buffers (at most a batch of each), and by
  * writes racing with the call. 0 once the stream is closed.
  * Threads: any thread (see the lifetime rule above).
  */

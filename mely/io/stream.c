@@ -1822,15 +1822,19 @@ size_t mely_stream_queued(const mely_stream_t *s)
  * A worker that writes to a stream whose color another worker owns (a room
  * writing to its subscribers) appends to a buffer of its own for that
  * stream, found in a small table of the worker's: a copy, no allocation and
- * no atomic per write. At the end of its turn (mely/turnend.h, a node on no
- * color) each buffer goes to its stream as one send on the stack: one
- * compare-and-swap and at most one bell per stream per turn, however many
- * messages the turn wrote to it. Order: this thread's writes to a stream
- * stay in order because anything else it does to the stream (a write on its
- * color or under a claim, a close, a half-close, a large block) sends the
- * stream's buffer first (unstage). A staged buffer holds a reference to its
- * stream until it is sent. The cap counts this worker's staged bytes for
- * the stream too (another worker's are unseen until its turn ends).
+ * no atomic per write. At the end of the writer's batch (mely/turnend.h:
+ * before its color may be stolen) each buffer goes to its stream as one send
+ * on the stack: one compare-and-swap and at most one bell per stream per
+ * batch, however many messages the batch's events wrote to it (a room's ten
+ * messages to each subscriber). Order: a color's writes to a stream stay in
+ * order because the batch's buffers leave before the color may run on
+ * another worker (at the turn's end, when the batch was no batch, at the end
+ * of the node that wrote), and anything else the worker does to the stream
+ * (a write on its color or under a claim, a close, a half-close, a large
+ * block) sends the stream's buffer first (unstage). A staged buffer holds a
+ * reference to its stream until it is sent. The cap counts this worker's
+ * staged bytes for the stream too (another worker's are unseen until its
+ * batch ends).
  */
 enum { STAGE_FIRST = 256, STAGE_SLOTS = 64 };
 

@@ -31,6 +31,15 @@ void mely__turnend_batch_done(struct mely__worker *w)
     }
 }
 
+void mely__turnend_batch_over(struct mely__worker *w, struct mely__colorq *cq)
+{
+    mely__spin_lock(&w->lock, &w->ctr);
+    bool drained = mely__colorq_empty(&w->run) && mely__colorq_empty(cq);
+    mely__spin_unlock(&w->lock);
+    if (drained)
+        mely__turnend_run_batch(w);
+}
+
 void mely__turnend_hold(struct mely__worker *w, struct mely__colorq *cq)
 {
     struct mely__turnend *node = w->batch_end;

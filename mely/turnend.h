@@ -62,6 +62,14 @@ void mely__turnend_at_batch_end(struct mely__worker *w, struct mely__turnend *no
  * legacy.c at the end of each batch, still on its color). */
 void mely__turnend_batch_done(struct mely__worker *w);
 
+/* At the end of a batch of cq, still on its color (worker.c): when nothing
+ * more of the color is queued, the batch's nodes run now rather than at the
+ * turn's end, since no later event of the color will add to their work
+ * this turn (a stream that answered a request sends the answer at once, as
+ * a server without streams would; one written to by a queue of events
+ * waits for the queue). Takes w's lock to look at the queue. */
+void mely__turnend_batch_over(struct mely__worker *w, struct mely__colorq *cq);
+
 /* Under w->lock, at the end of a batch of cq: moves the batch's nodes to
  * the turn's list and holds cq for them. */
 void mely__turnend_hold(struct mely__worker *w, struct mely__colorq *cq);

@@ -125,6 +125,8 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
         mely__evcache_free(rt, &w->evcache, ev);
         ran++;
     }
+    if (w->batch_end) /* the color has nothing more queued: at once (turnend.h) */
+        mely__turnend_batch_over(w, cq);
     if (w->batch_done) { /* before the color may go elsewhere: turnend.h */
         mely__turnend_batch_done(w);
         if (mely__outbox_pending(&w->outbox))

@@ -10,7 +10,8 @@
  *    compiling), and a read timeout that an event callback testing EOF
  *    first does not take for EOF;
  *  - writes from other colors and threads in each writer's order, with a
- *    close with flush or a half-close behind one writer's lines;
+ *    close with flush or a half-close behind one writer's lines; writes
+ *    racing with a half-close;
  *  - blocks (mely_block_*) written to several streams from another color,
  *    from the streams' own colors and from a foreign thread, dropped by the
  *    writer at once; their argument errors;
@@ -40,6 +41,14 @@
 #include <event2/buffer.h>
 
 #include "tests/streamtest.h"
+
+/* Notes unless expr is want. */
+#define CHECK_RC(expr, want)                                                                       \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_ != (want))                                                                         \
+            note("%s: %d, expected %d", #expr, rc_, (want));                                       \
+    } while (0)
 
 /* What the workers' streams sent so far: stream_sends and stream_bytes of
  * mely_stats_t, summed over the workers. */
@@ -551,6 +560,95 @@ START_TEST(close_behind_writes_from_elsewhere)
 }
 END_TEST
 
+enum {
+    RACE_ROUNDS = 12,    /* streams, one after the other */
+    RACERS = 2,          /* foreign threads writing to each */
+    RACE_LINES = 20000,  /* each writes at most this many lines */
+};
+
+static struct racer {
+    mely_stream_t *s;
+    unsigned k, seq;
+} racers[RACERS];
+
+/* Writes numbered lines until the half-close refuses them. */
+static void *racer_main(void *arg)
+{
+    struct racer *r = arg;
+    char line[32];
+    for (r->seq = 0; r->seq < RACE_LINES; r->seq++) {
+        int n = snprintf(line, sizeof(line), "w%u %u\n", r->k, r->seq);
+        int err = mely_stream_write(r->s, line, (size_t)n);
+        if (err == -EPIPE)
+            break;
+        if (err) {
+            note("racer %u: mely_stream_write: %s", r->k, mely_strerror(err));
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* One stream: racers write, this thread half-closes in the middle. */
+static bool race_round(unsigned round)
+{
+    pthread_t t[RACERS];
+    unsigned started = 0, next[NWRITERS] = {0};
+    int fd = client_ready(round + 1, 0);
+    bool ok = fd >= 0;
+    for (; ok && started < RACERS; started++) {
+        racers[started] = (struct racer){.s = srv.stream[round], .k = started};
+        if (pthread_create(&t[started], NULL, racer_main, &racers[started]) != 0) {
+            note("pthread_create failed");
+            break;
+        }
+    }
+    sleep_us(2000 + 500 * round);
+    if (ok)
+        CHECK_RC(mely_stream_shutdown(srv.stream[round]), 0);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    ok = ok && started == RACERS && read_writers(fd, next);
+    for (unsigned k = 0; ok && k < RACERS; k++)
+        if (next[k] > racers[k].seq)
+            note("racer %u: %u lines arrived, %u were accepted", k, next[k], racers[k].seq);
+    /* Half-closed, the stream still reads; then our EOF closes it. */
+    ok = ok && send_str(fd, "after\n") && wait_count(&srv.n, round + 1, WAIT_MS) &&
+         shutdown(fd, SHUT_WR) == 0 && wait_count(&srv.closed, round + 1, WAIT_MS);
+    if (fd >= 0)
+        close(fd);
+    if (!ok)
+        note("round %u: the half-closed stream did not read on until the client's EOF", round);
+    return ok;
+}
+
+static void *race_client(void *arg)
+{
+    (void)arg;
+    for (unsigned round = 0; round < RACE_ROUNDS && race_round(round); round++) {
+    }
+    mely_stop(&rt);
+    return NULL;
+}
+
+/*
+ * Writes from two foreign threads racing with a half-close from a third
+ * (12 streams in turn, the half-close 2 to 8 ms into the writes): each
+ * write is accepted or refused (-EPIPE); what arrives is in each writer's
+ * order and was accepted; and the stream stays well: no error, it reads
+ * what the client sends after the half-close, and closes at the client's
+ * EOF. (A write accepted just before the half-close must not be appended
+ * after the socket's write side is shut down: that fails with EPIPE.)
+ */
+START_TEST(writes_racing_a_half_close)
+{
+    mely_stream_ops_t ops = {.line = after_line_cb, .event = after_event_cb, .closed = on_closed};
+    serve(1 + (unsigned)_i, &ops, NULL, true, race_client, NULL, "writes racing a half-close");
+    assert_closed_once(RACE_ROUNDS);
+    stop_server();
+}
+END_TEST
+
 /* ---- blocks ---------------------------------------------------------------------------- */
 
 enum {
@@ -732,14 +830,6 @@ END_TEST
 
 static mely_stream_t *edge_stream;
 static mely_block_t *edge_block, *edge_empty;
-
-/* Notes unless expr is want. */
-#define CHECK_RC(expr, want)                                                                       \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_ != (want))                                                                         \
-            note("%s: %d, expected %d", #expr, rc_, (want));                                       \
-    } while (0)
 
 /* On the stream's color: the edges of mely_stream_write_block there. */
 static void block_edges_own(void *arg)
@@ -1162,6 +1252,7 @@ int main(void)
 
     tc = new_tcase(s, "writers", 60);
     tcase_add_loop_test(tc, close_behind_writes_from_elsewhere, 0, NELEM(closer_modes));
+    tcase_add_loop_test(tc, writes_racing_a_half_close, 0, 2);
     tcase_add_loop_test(tc, blocks_to_several_streams, 0, 2);
     tcase_add_test(tc, block_edges);
 

@@ -208,6 +208,8 @@ static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, voi
     open_conn(fd, id, mely_color_pick(&srv.colors, (uint64_t)fd));
 }
 
+const char *server_engine;
+
 void start_server(unsigned workers, const mely_stream_ops_t *ops,
                   void (*setup)(mely_stream_t *, struct conn *), bool keep)
 {
@@ -215,7 +217,8 @@ void start_server(unsigned workers, const mely_stream_ops_t *ops,
     srv.ops = *ops;
     srv.setup = setup;
     srv.keep = keep;
-    init_runtime(&rt, workers, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    init_runtime_engine(&rt, workers, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, NULL,
+                        server_engine);
     int err = mely_color_range(&rt, 64, &srv.colors);
     ck_assert_msg(err == 0, "mely_color_range: %s", mely_strerror(err));
     err = mely_listen(&rt, NULL, 0, 0, 0, MELY_TO(ACCEPT_COLOR), on_accept, NULL, &srv.l);

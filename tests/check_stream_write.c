@@ -593,13 +593,22 @@ static void *racer_main(void *arg)
     return NULL;
 }
 
-/* One stream: racers write, this thread half-closes in the middle. */
-static bool race_round(unsigned round)
+static void setup_not_reading(mely_stream_t *s, struct conn *c)
+{
+    int err = mely_stream_reading(s, 0);
+    if (err)
+        note("stream %u: mely_stream_reading: %s", c->id, mely_strerror(err));
+}
+
+/* One stream: racers write, this thread half-closes (or closes with
+ * flush) in the middle. */
+static bool race_round(unsigned round, bool flush)
 {
     pthread_t t[RACERS];
     unsigned started = 0, next[NWRITERS] = {0};
     int fd = client_ready(round + 1, 0);
-    bool ok = fd >= 0;
+    /* Closing, the stream finds these unread: it lingers. */
+    bool ok = fd >= 0 && (!flush || send_str(fd, "unread\n"));
     for (; ok && started < RACERS; started++) {
         racers[started] = (struct racer){.s = srv.stream[round], .k = started};
         if (pthread_create(&t[started], NULL, racer_main, &racers[started]) != 0) {
@@ -609,13 +618,20 @@ static bool race_round(unsigned round)
     }
     sleep_us(2000 + 500 * round);
     if (ok)
-        CHECK_RC(mely_stream_shutdown(srv.stream[round]), 0);
+        CHECK_RC(flush ? mely_stream_close(srv.stream[round], MELY_STREAM_FLUSH)
+                       : mely_stream_shutdown(srv.stream[round]),
+                 0);
     for (unsigned i = 0; i < started; i++)
         pthread_join(t[i], NULL);
     ok = ok && started == RACERS && read_writers(fd, next);
     for (unsigned k = 0; ok && k < RACERS; k++)
         if (next[k] > racers[k].seq)
             note("racer %u: %u lines arrived, %u were accepted", k, next[k], racers[k].seq);
+    if (flush) { /* our close ends the linger */
+        if (fd >= 0)
+            close(fd);
+        return ok && wait_count(&srv.closed, round + 1, WAIT_MS);
+    }
     /* Half-closed, the stream still reads; then our EOF closes it. */
     ok = ok && send_str(fd, "after\n") && wait_count(&srv.n, round + 1, WAIT_MS) &&
          shutdown(fd, SHUT_WR) == 0 && wait_count(&srv.closed, round + 1, WAIT_MS);
@@ -628,8 +644,8 @@ static bool race_round(unsigned round)
 
 static void *race_client(void *arg)
 {
-    (void)arg;
-    for (unsigned round = 0; round < RACE_ROUNDS && race_round(round); round++) {
+    bool flush = arg != NULL;
+    for (unsigned round = 0; round < RACE_ROUNDS && race_round(round, flush); round++) {
     }
     mely_stop(&rt);
     return NULL;
@@ -641,13 +657,18 @@ static void *race_client(void *arg)
  * write is accepted or refused (-EPIPE); what arrives is in each writer's
  * order and was accepted; and the stream stays well: no error, it reads
  * what the client sends after the half-close, and closes at the client's
- * EOF. (A write accepted just before the half-close must not be appended
- * after the socket's write side is shut down: that fails with EPIPE.)
+ * EOF. The same with a close with flush from the third thread while the
+ * client's bytes wait unread (the stream reads nothing): no error either,
+ * and EOF (the lingering close) after what arrives. (A write accepted just
+ * before the half-close or the close must not be appended once the
+ * socket's write side is shut down: that fails with EPIPE.)
  */
 START_TEST(writes_racing_a_half_close)
 {
     mely_stream_ops_t ops = {.line = after_line_cb, .event = after_event_cb, .closed = on_closed};
-    serve(1 + (unsigned)_i, &ops, NULL, true, race_client, NULL, "writes racing a half-close");
+    bool flush = _i >= 2;
+    serve(1 + (unsigned)(_i % 2), &ops, flush ? setup_not_reading : NULL, true, race_client,
+          flush ? &srv : NULL, flush ? "writes racing a close" : "writes racing a half-close");
     assert_closed_once(RACE_ROUNDS);
     stop_server();
 }
@@ -1256,7 +1277,7 @@ int main(void)
 
     tc = new_tcase(s, "writers", 60);
     tcase_add_loop_test(tc, close_behind_writes_from_elsewhere, 0, NELEM(closer_modes));
-    tcase_add_loop_test(tc, writes_racing_a_half_close, 0, 2);
+    tcase_add_loop_test(tc, writes_racing_a_half_close, 0, 4);
     tcase_add_loop_test(tc, blocks_to_several_streams, 0, 2);
     tcase_add_test(tc, block_edges);
 

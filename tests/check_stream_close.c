@@ -904,9 +904,32 @@ static void expect_replies(int fd, unsigned k)
             note("client %u: request %u was read, and its reply never came", k, id);
 }
 
-static void *work_drain_client(void *arg)
+static atomic_int drain_rc;
+static atomic_bool drain_called;
+
+/* mely_drain from an event, as from a signal's handler (mely_signal). */
+static void drain_event(void *arg)
 {
     (void)arg;
+    atomic_store(&drain_rc, mely_drain(&rt, 0));
+    atomic_store(&drain_called, true);
+}
+
+/* mely_drain from this thread, or from an event of a color of its own. */
+static int drain_from(bool event)
+{
+    if (!event)
+        return mely_drain(&rt, 0);
+    atomic_store(&drain_called, false);
+    int err = mely_post(&rt, OTHER_COLOR(WORK_COLORS), drain_event, NULL);
+    if (!err && !wait_flag(&drain_called, WAIT_MS))
+        note("the event that drains did not run");
+    return err ? err : atomic_load(&drain_rc);
+}
+
+static void *work_drain_client(void *arg)
+{
+    bool from_event = arg != NULL;
     int fds[WORK_STREAMS];
     unsigned n = 0;
     for (; n < WORK_STREAMS; n++)
@@ -919,7 +942,7 @@ static void *work_drain_client(void *arg)
         goto fail;
     }
     unsigned replied = atomic_load(&work_replied);
-    int err = mely_drain(&rt, 0);
+    int err = drain_from(from_event);
     if (err) {
         note("mely_drain: %s", mely_strerror(err));
         goto fail;
@@ -947,14 +970,16 @@ fail:
  * to the stream's color. Half the requests are sent before the drain, half
  * after (those may or may not be read). Every request the server read gets
  * its reply before EOF, no other reply comes, and the runtime stops by
- * itself once the streams are closed.
+ * itself once the streams are closed. The drain is called from a foreign
+ * thread, or from an event (as a signal's handler would).
  */
 START_TEST(drain_answers_work_in_flight)
 {
     mely_stream_ops_t ops = {.line = work_line_cb, .closed = on_closed};
     memset(work_read, 0, sizeof(work_read));
     atomic_store(&work_replied, 0);
-    serve(1 + (unsigned)_i, &ops, NULL, false, work_drain_client, NULL, "drain, work in flight");
+    serve(1 + (unsigned)(_i % 2), &ops, NULL, false, work_drain_client, _i >= 2 ? &srv : NULL,
+          _i >= 2 ? "drain from an event, work in flight" : "drain, work in flight");
     assert_closed_once(WORK_STREAMS);
     ck_assert_uint_eq(atomic_load(&work_replied), atomic_load(&srv.n));
     stop_server();
@@ -1452,7 +1477,7 @@ int main(void)
     tcase_add_loop_test(tc, drain_waits_for_references, 0, 2);
 
     tc = new_tcase(s, "drain", 60);
-    tcase_add_loop_test(tc, drain_answers_work_in_flight, 0, 2);
+    tcase_add_loop_test(tc, drain_answers_work_in_flight, 0, 4);
     tcase_add_loop_test(tc, drain_callback_finishes_the_exchange, 0, 3);
     tcase_add_loop_test(tc, drain_stops_reading, 0, 2);
 

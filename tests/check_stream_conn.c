@@ -8,7 +8,8 @@
  *    unread ends with EOF after every byte, not a reset, and promptly once
  *    the peer closes;
  *  - the connect timeout (a listener whose backlog is full drops the SYN),
- *    and one that must not fire after the connection is up;
+ *    and one that must not fire after the connection is up; a refused
+ *    connect left open by its event callback leaves the runtime quiet;
  *  - the idle timeout: nothing read and nothing sent; output alone, or
  *    input alone, keeps a stream from being idle;
  *  - mely_stream_relay: a proxy inside the test between a client and an
@@ -110,7 +111,15 @@ END_TEST
 
 /* ---- the lingering close ------------------------------------------------------------------ */
 
-enum { LINGER_BYTES = 4 << 20, LINGER_JUNK = 8192, LINGER_SLEEP_MS = 200, LINGER_PROMPT_MS = 500 };
+enum {
+    LINGER_BYTES = 4 << 20,
+    LINGER_JUNK = 8192,
+    LINGER_SLEEP_MS = 200,
+    LINGER_PROMPT_MS = 500, /* the closed callback after the peer's close: well under 1 s */
+    LINGER_MS = 1000,       /* the longest linger (stream.h) */
+    LINGER_EARLY_MS = 700,  /* how much of it may have passed when the client saw EOF */
+    LINGER_LATE_MS = 2000,  /* how late the linger's end may come */
+};
 
 /* "GO": 4 MiB and a close with flush. Nothing after it may be delivered. */
 static void linger_line_cb(mely_stream_t *s, char *line, size_t len, void *arg)
@@ -130,7 +139,7 @@ static void linger_line_cb(mely_stream_t *s, char *line, size_t len, void *arg)
 
 static void *linger_client(void *arg)
 {
-    (void)arg;
+    bool stay = arg != NULL; /* the client never closes: the linger's limit ends it */
     char junk[LINGER_JUNK];
     memset(junk, 'j', sizeof(junk));
     junk[sizeof(junk) - 1] = '\n';
@@ -148,6 +157,16 @@ static void *linger_client(void *arg)
         return client_done(fd, false);
     /* The stream waits for our EOF (at most 1 s): once we close, it closes. */
     uint64_t t = now_ns();
+    if (stay) {
+        wait_closed(1);
+        uint64_t closed = atomic_load(&srv.t_closed);
+        if (closed < t + (LINGER_MS - LINGER_EARLY_MS) * 1000000ull ||
+            closed > t + (LINGER_MS + LINGER_LATE_MS) * 1000000ull)
+            note("a peer that never closes: the linger ended %.0f ms after its EOF (at most %d "
+                 "ms)",
+                 ((double)closed - (double)t) / 1e6, LINGER_MS);
+        return client_done(fd, false);
+    }
     close(fd);
     wait_closed(1);
     uint64_t closed = atomic_load(&srv.t_closed);
@@ -164,12 +183,14 @@ static void *linger_client(void *arg)
  * sleeps 200 ms, then reads: exactly 4 MiB, then EOF, not a reset (the
  * stream shut its write side down and read the unread bytes away instead of
  * closing on them). When the client closes, the closed callback runs at
- * once, well within the linger's 1 s.
+ * once, well within the linger's 1 s. A client that never closes is cut
+ * when the linger's 1 s is over.
  */
 START_TEST(lingering_close_delivers_everything)
 {
     mely_stream_ops_t ops = {.line = linger_line_cb, .closed = on_closed};
-    serve(1 + (unsigned)_i, &ops, setup_small_sndbuf, false, linger_client, NULL, "linger");
+    serve(1 + (unsigned)(_i % 2), &ops, setup_small_sndbuf, false, linger_client,
+          _i == 2 ? &srv : NULL, _i == 2 ? "linger, the peer stays" : "linger");
     assert_closed_once(1);
     stop_server();
 }
@@ -301,6 +322,78 @@ START_TEST(connect_timeout_fires)
             ck_assert_uint_eq(atomic_load(&srv.ev_what[ID_EXTRA]), MELY_STREAM_ERROR);
             ck_assert_int_eq(atomic_load(&srv.ev_err[ID_EXTRA]), -ETIMEDOUT);
         }
+    }
+    stop_server();
+}
+END_TEST
+
+enum { SPIN_WATCH_MS = 300, SPIN_EVENTS = 100 };
+
+/* Records, and leaves the stream open: the program's choice. */
+static void keep_open_event_cb(mely_stream_t *s, unsigned what, int err, void *arg)
+{
+    struct conn *c = arg;
+    enter(s, c, "event");
+    record_event(c, what, err);
+    leave(c);
+}
+
+/* Events run by every worker so far. */
+static uint64_t events_run(void)
+{
+    uint64_t n = 0;
+    for (unsigned w = 0; w < mely_workers(&rt); w++)
+        n += stats_of(&rt, w).events_run;
+    return n;
+}
+
+static void *refused_open_client(void *arg)
+{
+    unsigned port = (unsigned)(uintptr_t)arg;
+    static const mely_stream_ops_t ops = {.event = keep_open_event_cb, .closed = on_closed};
+    mely_stream_t *s = NULL;
+    mely_color_t color = mely_color_pick(&srv.colors, 999);
+    int err = mely_stream_connect(&rt, "127.0.0.1", port, MELY_TO(color), &ops, new_conn(ID_EXTRA),
+                                  &s);
+    if (err == -ECONNREFUSED) { /* at once: nothing is left open */
+        printf("connect refused at once\n");
+    } else if (err) {
+        note("mely_stream_connect: %s", mely_strerror(err));
+    } else {
+        mely_stream_ref(s); /* its event callback never closes it */
+        if (!wait_count(&srv.events, 1, WAIT_MS))
+            note("no event for a refused connect");
+        sleep_us(QUIET_MS * 1000);
+        uint64_t before = events_run();
+        sleep_us(SPIN_WATCH_MS * 1000);
+        uint64_t ran = events_run() - before;
+        if (ran > SPIN_EVENTS)
+            note("%llu events ran in %d ms after a refused connect, with nothing to do: the "
+                 "failed socket's watch keeps firing",
+                 (unsigned long long)ran, SPIN_WATCH_MS);
+        CHECK_RC(mely_stream_close(s, 0), 0);
+        wait_closed(1);
+        mely_stream_unref(s);
+    }
+    mely_stop(&rt);
+    return NULL;
+}
+
+/*
+ * A refused connect whose event callback leaves the stream open (as it
+ * may): MELY_STREAM_ERROR with -ECONNREFUSED, and then the runtime is
+ * quiet (at most 100 events in 300 ms, none of them due) until the program
+ * closes the stream.
+ */
+START_TEST(failed_connect_left_open_is_quiet)
+{
+    mely_stream_ops_t ops = {.line = line_cb, .closed = on_closed};
+    serve(1 + (unsigned)_i, &ops, NULL, false, refused_open_client,
+          (void *)(uintptr_t)free_port(), "a refused connect left open");
+    if (atomic_load(&srv.events)) {
+        ck_assert_uint_eq(atomic_load(&srv.ev_what[ID_EXTRA]), MELY_STREAM_ERROR);
+        ck_assert_int_eq(atomic_load(&srv.ev_err[ID_EXTRA]), -ECONNREFUSED);
+        ck_assert_uint_eq(atomic_load(&srv.closed_runs[ID_EXTRA]), 1);
     }
     stop_server();
 }
@@ -783,10 +876,11 @@ int main(void)
 
     TCase *tc = new_tcase(s, "ends", 60);
     tcase_add_loop_test(tc, half_close_from_the_stream, 0, 2);
-    tcase_add_loop_test(tc, lingering_close_delivers_everything, 0, 2);
+    tcase_add_loop_test(tc, lingering_close_delivers_everything, 0, 3);
 
     tc = new_tcase(s, "timeouts", 60);
     tcase_add_loop_test(tc, connect_timeout_fires, 0, NELEM(connect_modes));
+    tcase_add_loop_test(tc, failed_connect_left_open_is_quiet, 0, 2);
     tcase_add_loop_test(tc, idle_timeout_fires_when_idle, 0, NELEM(idle_modes));
 
     tc = new_tcase(s, "relay", 60);

@@ -10,7 +10,8 @@
  *    compiling), and a read timeout that an event callback testing EOF
  *    first does not take for EOF;
  *  - writes from other colors and threads in each writer's order, with a
- *    close with flush or a half-close behind one writer's lines;
+ *    close with flush or a half-close behind one writer's lines; writes
+ *    racing with a half-close;
  *  - blocks (mely_block_*) written to several streams from another color,
  *    from the streams' own colors and from a foreign thread, dropped by the
  *    writer at once; their argument errors;
@@ -44,6 +45,14 @@
 
 #include "tests/streamtest.h"
 
+/* Notes unless expr is want. */
+#define CHECK_RC(expr, want)                                                                       \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_ != (want))                                                                         \
+            note("%s: %d, expected %d", #expr, rc_, (want));                                       \
+    } while (0)
+
 /* What the workers' streams sent so far: stream_sends and stream_bytes of
  * mely_stats_t, summed over the workers. */
 struct sent {
@@ -76,7 +85,8 @@ static void post_to(mely_stream_t *s, mely_fn_t fn, void *arg)
  * color) takes the send counts; probe_end(), posted after the last writer,
  * says they all ran and what they wrote. The client, once it has received
  * every byte (they left at the end of the worker's turn, with nothing else
- * to send meanwhile), reads the counts again: exactly one send carried them.
+ * to send meanwhile), reads the counts again: one send carried them (under
+ * the legacy engine, whose batch is one event, one per writing event).
  */
 static _Atomic uint64_t probe_sends0, probe_bytes0; /* at probe_begin */
 static _Atomic uint64_t probe_wrote, probe_expected;
@@ -109,9 +119,9 @@ static size_t queued_settled(mely_stream_t *s)
     return q;
 }
 
-/* The client's side of a probe, after it received every byte written: one
- * send carried exactly what was written, and nothing is left queued. */
-static bool probe_check(mely_stream_t *s, const char *what)
+/* The client's side of a probe, after it received every byte written: `want`
+ * sends carried exactly what was written, and nothing is left queued. */
+static bool probe_check(mely_stream_t *s, const char *what, uint64_t want)
 {
     if (!wait_flag(&probe_done, WAIT_MS)) {
         note("%s: the probe did not run", what);
@@ -129,9 +139,9 @@ static bool probe_check(mely_stream_t *s, const char *what)
         bytes = now.bytes - atomic_load(&probe_bytes0);
     }
     uint64_t queued = queued_settled(s);
-    if (sends != 1)
-        note("%s: %llu sends (stream_sends) by the turn's end, expected exactly 1", what,
-             (unsigned long long)sends);
+    if (sends != want)
+        note("%s: %llu sends (stream_sends), expected exactly %llu", what,
+             (unsigned long long)sends, (unsigned long long)want);
     else if (bytes != wrote)
         note("%s: the send carried %llu bytes (stream_bytes), %llu were written", what,
              (unsigned long long)bytes, (unsigned long long)wrote);
@@ -220,7 +230,7 @@ static void batch_line_cb(mely_stream_t *s, char *line, size_t len, void *arg)
 
 static void *batch_client(void *arg)
 {
-    (void)arg;
+    bool legacy = arg != NULL; /* a batch is one event: one send per event */
     char exp[BATCH * 64];
     size_t n = 0;
     for (unsigned i = 0; i < BATCH; i++)
@@ -228,13 +238,13 @@ static void *batch_client(void *arg)
     int fd = client_ready(1, 0);
     mely_stream_t *s = srv.stream[0];
     bool ok = fd >= 0 && send_str(fd, "GO\n") && expect(fd, exp) &&
-              probe_check(s, "10 events of one batch, each writing a message");
+              probe_check(s, "10 events of one batch, each writing a message", legacy ? BATCH : 1);
     /* From an event of the stream's color that is none of its callbacks:
      * sent by the end of its batch, with nothing else happening. */
     if (ok) {
         post_to(s, write_outside, s);
         ok = expect(fd, "written outside the callbacks\n") &&
-             probe_check(s, "a write outside the callbacks");
+             probe_check(s, "a write outside the callbacks", 1);
     }
     ok = ok && send_str(fd, "x\n") && expect(fd, "1:x\n") && shutdown(fd, SHUT_WR) == 0 &&
          expect_end(fd, NULL);
@@ -245,16 +255,19 @@ static void *batch_client(void *arg)
  * With MELY_BATCH_DEFAULT (10): a line callback posts 10 events to its
  * stream's color, which run as one batch, each writing a message with
  * mely_stream_write; the client receives the 10 in order, and stream_sends
- * grew by exactly 1, carrying all their bytes, at the end of the worker's
+ * grew by exactly 1, carrying all their bytes, by the end of the worker's
  * turn. Then an event of the stream's color that is none of its callbacks
- * writes: the client gets it (nothing else happens meanwhile), in one send
- * at the end of that event's turn.
+ * writes: the client gets it (nothing else happens meanwhile), in one send.
+ * Under the legacy engine, whose batch is one event, each event's writes
+ * are sent at its end: 10 sends.
  */
 START_TEST(writes_of_one_batch_make_one_send)
 {
     mely_stream_ops_t ops = {.line = batch_line_cb, .closed = on_closed};
     atomic_store(&probe_done, false);
-    serve(1 + (unsigned)_i, &ops, NULL, true, batch_client, NULL, "one send per batch");
+    server_engine = _i == 2 ? "legacy" : NULL;
+    serve(1 + (unsigned)(_i % 2), &ops, NULL, true, batch_client, server_engine ? &srv : NULL,
+          server_engine ? "one send per event, legacy" : "one send per batch");
     assert_closed_once(1);
     stop_server();
 }
@@ -269,7 +282,7 @@ static void *append_client(void *arg)
     if (ok) {
         post_to(s, append_outside, s);
         ok = expect(fd, "appended outside the callbacks 2\n") &&
-             probe_check(s, "an append to mely_stream_output outside the callbacks");
+             probe_check(s, "an append to mely_stream_output outside the callbacks", 1);
     }
     ok = ok && shutdown(fd, SHUT_WR) == 0 && expect_end(fd, NULL);
     return client_done(fd, ok);
@@ -572,6 +585,116 @@ START_TEST(close_behind_writes_from_elsewhere)
 }
 END_TEST
 
+enum {
+    RACE_ROUNDS = 12,    /* streams, one after the other */
+    RACERS = 2,          /* foreign threads writing to each */
+    RACE_LINES = 20000,  /* each writes at most this many lines */
+};
+
+static struct racer {
+    mely_stream_t *s;
+    unsigned k, seq;
+} racers[RACERS];
+
+/* Writes numbered lines until the half-close refuses them. */
+static void *racer_main(void *arg)
+{
+    struct racer *r = arg;
+    char line[32];
+    for (r->seq = 0; r->seq < RACE_LINES; r->seq++) {
+        int n = snprintf(line, sizeof(line), "w%u %u\n", r->k, r->seq);
+        int err = mely_stream_write(r->s, line, (size_t)n);
+        if (err == -EPIPE)
+            break;
+        if (err) {
+            note("racer %u: mely_stream_write: %s", r->k, mely_strerror(err));
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void setup_not_reading(mely_stream_t *s, struct conn *c)
+{
+    int err = mely_stream_reading(s, 0);
+    if (err)
+        note("stream %u: mely_stream_reading: %s", c->id, mely_strerror(err));
+}
+
+/* One stream: racers write, this thread half-closes (or closes with
+ * flush) in the middle. */
+static bool race_round(unsigned round, bool flush)
+{
+    pthread_t t[RACERS];
+    unsigned started = 0, next[NWRITERS] = {0};
+    int fd = client_ready(round + 1, 0);
+    /* Closing, the stream finds these unread: it lingers. */
+    bool ok = fd >= 0 && (!flush || send_str(fd, "unread\n"));
+    for (; ok && started < RACERS; started++) {
+        racers[started] = (struct racer){.s = srv.stream[round], .k = started};
+        if (pthread_create(&t[started], NULL, racer_main, &racers[started]) != 0) {
+            note("pthread_create failed");
+            break;
+        }
+    }
+    sleep_us(2000 + 500 * round);
+    if (ok)
+        CHECK_RC(flush ? mely_stream_close(srv.stream[round], MELY_STREAM_FLUSH)
+                       : mely_stream_shutdown(srv.stream[round]),
+                 0);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    ok = ok && started == RACERS && read_writers(fd, next);
+    for (unsigned k = 0; ok && k < RACERS; k++)
+        if (next[k] > racers[k].seq)
+            note("racer %u: %u lines arrived, %u were accepted", k, next[k], racers[k].seq);
+    if (flush) { /* our close ends the linger */
+        if (fd >= 0)
+            close(fd);
+        return ok && wait_count(&srv.closed, round + 1, WAIT_MS);
+    }
+    /* Half-closed, the stream still reads; then our EOF closes it. */
+    ok = ok && send_str(fd, "after\n") && wait_count(&srv.n, round + 1, WAIT_MS) &&
+         shutdown(fd, SHUT_WR) == 0 && wait_count(&srv.closed, round + 1, WAIT_MS);
+    if (fd >= 0)
+        close(fd);
+    if (!ok)
+        note("round %u: the half-closed stream did not read on until the client's EOF", round);
+    return ok;
+}
+
+static void *race_client(void *arg)
+{
+    bool flush = arg != NULL;
+    for (unsigned round = 0; round < RACE_ROUNDS && race_round(round, flush); round++) {
+    }
+    mely_stop(&rt);
+    return NULL;
+}
+
+/*
+ * Writes from two foreign threads racing with a half-close from a third
+ * (12 streams in turn, the half-close 2 to 8 ms into the writes): each
+ * write is accepted or refused (-EPIPE); what arrives is in each writer's
+ * order and was accepted; and the stream stays well: no error, it reads
+ * what the client sends after the half-close, and closes at the client's
+ * EOF. The same with a close with flush from the third thread while the
+ * client's bytes wait unread (the stream reads nothing): no error either,
+ * and EOF (the lingering close) after what arrives. (A write accepted just
+ * before the half-close or the close must not be appended once the
+ * socket's write side is shut down: that fails with EPIPE.)
+ */
+START_TEST(writes_racing_a_half_close)
+{
+    mely_stream_ops_t ops = {.line = after_line_cb, .event = after_event_cb, .closed = on_closed};
+    bool flush = _i >= 2;
+    serve(1 + (unsigned)(_i % 2), &ops, flush ? setup_not_reading : NULL, true, race_client,
+          flush ? &srv : NULL, flush ? "writes racing a close" : "writes racing a half-close");
+    assert_closed_once(RACE_ROUNDS);
+    stop_server();
+}
+END_TEST
+
 /* ---- blocks ---------------------------------------------------------------------------- */
 
 enum {
@@ -753,14 +876,6 @@ END_TEST
 
 static mely_stream_t *edge_stream;
 static mely_block_t *edge_block, *edge_empty;
-
-/* Notes unless expr is want. */
-#define CHECK_RC(expr, want)                                                                       \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_ != (want))                                                                         \
-            note("%s: %d, expected %d", #expr, rc_, (want));                                       \
-    } while (0)
 
 /* On the stream's color: the edges of mely_stream_write_block there. */
 static void block_edges_own(void *arg)
@@ -1311,12 +1426,13 @@ int main(void)
     Suite *s = suite_create("stream_write");
 
     TCase *tc = new_tcase(s, "coalescing", 60);
-    tcase_add_loop_test(tc, writes_of_one_batch_make_one_send, 0, 2);
+    tcase_add_loop_test(tc, writes_of_one_batch_make_one_send, 0, 3);
     tcase_add_loop_test(tc, output_appends_are_sent, 0, 2);
     tcase_add_loop_test(tc, timeout_is_not_eof, 0, 2);
 
     tc = new_tcase(s, "writers", 60);
     tcase_add_loop_test(tc, close_behind_writes_from_elsewhere, 0, NELEM(closer_modes));
+    tcase_add_loop_test(tc, writes_racing_a_half_close, 0, 4);
     tcase_add_loop_test(tc, blocks_to_several_streams, 0, 2);
     tcase_add_test(tc, block_edges);
 

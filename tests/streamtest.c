@@ -208,6 +208,8 @@ static void on_accept(int fd, const struct sockaddr *peer, unsigned peerlen, voi
     open_conn(fd, id, mely_color_pick(&srv.colors, (uint64_t)fd));
 }
 
+const char *server_engine;
+
 static void srv_reset(const mely_stream_ops_t *ops,
                       void (*setup)(mely_stream_t *, struct conn *), bool keep)
 {
@@ -231,7 +233,8 @@ void start_server(unsigned workers, const mely_stream_ops_t *ops,
                   void (*setup)(mely_stream_t *, struct conn *), bool keep)
 {
     srv_reset(ops, setup, keep);
-    init_runtime(&rt, workers, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    init_runtime_engine(&rt, workers, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT, NULL,
+                        server_engine);
     listen_for_streams();
 }
 

@@ -123,6 +123,10 @@ void setup_small_sndbuf(mely_stream_t *s, struct conn *c);
 
 /* ---- the server ------------------------------------------------------------------------------ */
 
+/* The engine of start_server's runtime (NULL: mely's); a test may set it
+ * before start_server (each test runs in a process of its own). */
+extern const char *server_engine;
+
 /* A runtime of `workers` pinned workers listening for streams of ops. */
 void start_server(unsigned workers, const mely_stream_ops_t *ops,
                   void (*setup)(mely_stream_t *, struct conn *), bool keep);

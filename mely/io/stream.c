@@ -671,8 +671,13 @@ static void write_watch(struct mely_stream *s, bool on)
 /* Sends what the socket takes: whether bytes moved. */
 static bool flush(struct mely_stream *s)
 {
-    if (s->fd < 0 || s->failed || s->connecting)
+    if (s->fd < 0 || s->connecting)
         return false;
+    if (s->failed) { /* nothing will be sent: a writable socket (or a failed
+                        one, which stays "ready") must not call again */
+        write_watch(s, false);
+        return false;
+    }
     size_t len = evbuffer_get_length(s->out);
     if (len == 0) {
         write_watch(s, false);
@@ -984,6 +989,7 @@ static void connect_failed(struct mely_stream *s, int err)
 {
     s->connecting = false;
     s->eof = s->failed = true;
+    write_watch(s, false); /* the connect's: a failed socket stays "writable" */
     report(s, MELY_STREAM_ERROR, err);
 }
 

@@ -227,9 +227,20 @@ static void poll_nonblock(struct mely__worker *w, uint64_t now)
 }
 
 /* The turn is over (turnend.h): what it wrote leaves before more is read. */
-static void turn_over(struct mely__worker *w, uint64_t now)
+static void end_turn(struct mely__worker *w, uint64_t now)
 {
     mely__turnend_run(w);
+    w->io.turn_ns = now;
+}
+
+void mely__poller_end_turn(struct mely__worker *w)
+{
+    end_turn(w, mely__now_ns());
+}
+
+static void turn_over(struct mely__worker *w, uint64_t now)
+{
+    end_turn(w, now);
     if (mely__poller_watched(&w->io)) {
         poll_nonblock(w, now);
     } else { /* the turn's rhythm without a poll */
@@ -259,8 +270,12 @@ void mely__poller_tick_slow(struct mely__worker *w)
 {
     uint64_t now = mely__now_ns();
     uint64_t since = now - w->io.last_poll_ns;
+    /* The turn's own limit too: an idle worker's polls do not end it, and a
+     * worker that keeps finding work while idle for a moment would keep it
+     * going without one. */
     if ((mely__poller_watched(&w->io) || w->turn_end) &&
-        (since >= POLL_MAX_US * 1000u || (since >= MELY_POLL_US * 1000u && wave_done(w))))
+        (since >= POLL_MAX_US * 1000u || now - w->io.turn_ns >= POLL_MAX_US * 1000u ||
+         (since >= MELY_POLL_US * 1000u && wave_done(w))))
         turn_over(w, now);
     expire(w, now);
 }
@@ -268,7 +283,8 @@ void mely__poller_tick_slow(struct mely__worker *w)
 void mely__poller_poll(struct mely__worker *w)
 {
     uint64_t now = mely__now_ns();
-    turn_over(w, now);
+    if (mely__poller_watched(&w->io))
+        poll_nonblock(w, now);
     expire(w, now);
 }
 

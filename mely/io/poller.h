@@ -28,6 +28,7 @@ struct mely__poller {
     struct event *timer_ev;
     uint64_t timer_armed;      /* own thread: the deadline timer_fd is set to */
     uint64_t last_poll_ns;     /* own thread: when the base was last polled */
+    uint64_t turn_ns;          /* own thread: when the worker's turn began */
     unsigned generation;       /* own thread: of the last poll's work (poller.c) */
     uint64_t poll_target;      /* own thread: events_run once the events queued
                                   at the last poll have run (io/poller.c) */
@@ -48,9 +49,14 @@ void mely__pollers_free(struct mely__rt *rt);
  * the turn's end; posts due timers. Own thread only. */
 void mely__poller_tick_slow(struct mely__worker *w);
 
-/* Ends the worker's turn, polls the base now without blocking (if it has
- * watches) and posts due timers. Own thread only. */
+/* Polls the base now without blocking (if it has watches) and posts due
+ * timers: an idle worker's poll, which does not end its turn (idle.c ends
+ * it before it parks). Own thread only. */
 void mely__poller_poll(struct mely__worker *w);
+
+/* Ends the worker's turn (turnend.h): an idle worker's, before it parks.
+ * Own thread only. */
+void mely__poller_end_turn(struct mely__worker *w);
 
 /* Sleeps in the base until readiness, a wake-up or the next timer, then
  * posts due timers. Called by idle.c with `parked` set. Own thread only. */

@@ -83,8 +83,6 @@ struct mely__worker {
                                      deliver.c): rt->inboxes[index] */
     struct mely__event *reserve;  /* events only a move's drain uses (deliver.c) */
     uint32_t nreserve;
-    uint32_t quiet_seq;           /* batches taken and ended: odd while the
-                                     worker holds one (quiet.h) */
 
     /* wake: `parked` is set by the worker under `lock` and cleared by
      * whoever wakes it, with one exchange (park.c); wake_seq counts wake-ups.
@@ -107,12 +105,6 @@ struct mely__worker {
     struct mely__colorq run;      /* the events detached from run_cq (only their
                                      event fields are used) */
     struct mely__outbox outbox;   /* staged posts to other workers (outbox.h) */
-    struct mely__turnend *batch_end; /* work queued in this batch, and held to */
-    struct mely__turnend *turn_end;  /* the end of the turn (turnend.h) */
-    struct mely__turnend *batch_done; /* the end of the batch, holding nothing */
-    uint64_t turn_seq;            /* turns ended: held tags name the turn */
-    struct mely__stage *stage;    /* this worker's writes to streams of other
-                                     workers, sent at its turn's end (io/stream.c) */
     _Atomic uint32_t post_seq;    /* odd while a flush publishes (deliver.c) */
     uint32_t *head_seen;          /* per owner: its inbox's head, as last read */
     struct mely__poller io;       /* the poller (io/poller.c); nwatches is shared */
@@ -135,6 +127,21 @@ struct mely__worker {
     } stolen;
     _Atomic uint32_t steal_log[MELY__STEAL_LOG]; /* cycles of the last steals,
                                      a ring; single writer, read by stats */
+    /* the turn's end (turnend.h), the quiet count (quiet.h) and the stream
+     * layer's staging: own, after the fields above, which keep their lines */
+    struct mely__turnend *batch_end; /* work queued in this batch, and held to */
+    struct mely__turnend *turn_end;  /* the end of the turn (turnend.h) */
+    struct mely__turnend *batch_done; /* the end of the batch, holding nothing */
+    uint32_t quiet_seq;           /* batches taken and ended, written under
+                                     `lock`: odd while the worker holds one
+                                     (quiet.h). Not on the shared lines: it
+                                     changes every batch, and posters read
+                                     those (a ping-pong paid 30-60 ns a hop) */
+    uint64_t turn_seq;            /* turns ended: held tags name the turn */
+    struct mely__stage *stage;    /* this worker's writes to streams of other
+                                     workers, sent at its turn's end (io/stream.c) */
+    uint64_t turn_ns;             /* when the worker's turn began (io/poller.c) */
+    unsigned poll_generation;     /* of the last poll's work (io/poller.c) */
 
     /* the stall watch (stall.h): written by the worker around each handler,
      * read by the monitor thread; a line of its own, so that the monitor's
@@ -171,9 +178,6 @@ struct mely__rt {
     _Atomic uint32_t streams_alive; /* streams not yet freed */
     atomic_bool drain_cut;        /* the drain's timeout fired */
     atomic_bool draining;         /* mely_drain() in progress (io/drain.c) */
-    atomic_bool drain_quiet;      /* the drain saw the runtime quiet (io/drain.c) */
-    _Atomic(void (*)(struct mely__rt *)) quiet_fn; /* run when next quiet (quiet.h) */
-    _Atomic(void (*)(struct mely__rt *)) drain_watch; /* io/streams.h */
     _Atomic mely_timer_t drain_timer; /* its timeout, or 0 */
     _Atomic uint32_t range_top;   /* colors >= this are reserved (colorrange.c) */
     const struct mely__engine *engine; /* the queueing engine (engine.h) */
@@ -217,6 +221,12 @@ struct mely__rt {
     /* the stall monitor (stall.c): one thread per mely_run() */
     unsigned stall_ms;            /* MELY_STALL_MS; 0: no monitor */
     struct mely__stall_monitor *stall_mon; /* while mely_run() runs, or NULL */
+
+    /* the drain and quiet (io/drain.c, quiet.h), at the end: the fields
+     * above keep their lines (the 64 KB map stays aligned) */
+    atomic_bool drain_quiet;      /* the drain saw the runtime quiet (io/drain.c) */
+    _Atomic(void (*)(struct mely__rt *)) quiet_fn; /* run when next quiet (quiet.h) */
+    _Atomic(void (*)(struct mely__rt *)) drain_watch; /* io/streams.h */
 };
 
 /* The claim at the top of struct mely__worker: what a post touches under the

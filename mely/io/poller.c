@@ -200,7 +200,7 @@ static void loop_base(struct mely__worker *w, int flags)
     /* When the events queued now will have run (the busy rule above). */
     w->io.poll_target = mely__counter_read(&w->ctr.events_run) +
                         atomic_load_explicit(&w->nevents, memory_order_relaxed);
-    w->io.generation = 0;
+    w->poll_generation = 0;
 }
 
 /* Posts the due timers' events; every poller entry point ends here. The
@@ -230,7 +230,7 @@ static void poll_nonblock(struct mely__worker *w, uint64_t now)
 static void end_turn(struct mely__worker *w, uint64_t now)
 {
     mely__turnend_run(w);
-    w->io.turn_ns = now;
+    w->turn_ns = now;
 }
 
 void mely__poller_end_turn(struct mely__worker *w)
@@ -247,7 +247,7 @@ static void turn_over(struct mely__worker *w, uint64_t now)
         w->io.last_poll_ns = now;
         w->io.poll_target = mely__counter_read(&w->ctr.events_run) +
                             atomic_load_explicit(&w->nevents, memory_order_relaxed);
-        w->io.generation = 0;
+        w->poll_generation = 0;
     }
 }
 
@@ -260,7 +260,7 @@ static bool wave_done(struct mely__worker *w)
     if (ran < w->io.poll_target)
         return false;
     uint32_t queued = atomic_load_explicit(&w->nevents, memory_order_relaxed);
-    if (!queued || ++w->io.generation >= POLL_GENERATIONS)
+    if (!queued || ++w->poll_generation >= POLL_GENERATIONS)
         return true;
     w->io.poll_target = ran + queued;
     return false;
@@ -274,7 +274,7 @@ void mely__poller_tick_slow(struct mely__worker *w)
      * worker that keeps finding work while idle for a moment would keep it
      * going without one. */
     if ((mely__poller_watched(&w->io) || w->turn_end) &&
-        (since >= POLL_MAX_US * 1000u || now - w->io.turn_ns >= POLL_MAX_US * 1000u ||
+        (since >= POLL_MAX_US * 1000u || now - w->turn_ns >= POLL_MAX_US * 1000u ||
          (since >= MELY_POLL_US * 1000u && wave_done(w))))
         turn_over(w, now);
     expire(w, now);

@@ -28,8 +28,6 @@ struct mely__poller {
     struct event *timer_ev;
     uint64_t timer_armed;      /* own thread: the deadline timer_fd is set to */
     uint64_t last_poll_ns;     /* own thread: when the base was last polled */
-    uint64_t turn_ns;          /* own thread: when the worker's turn began */
-    unsigned generation;       /* own thread: of the last poll's work (poller.c) */
     uint64_t poll_target;      /* own thread: events_run once the events queued
                                   at the last poll have run (io/poller.c) */
     _Atomic uint32_t nwatches; /* armed watches on the base (io/watch.c): a busy

@@ -38,14 +38,6 @@
 
 #include "tests/streamtest.h"
 
-/* Notes unless expr is want. */
-#define CHECK_RC(expr, want)                                                                       \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_ != (want))                                                                         \
-            note("%s: %d, expected %d", #expr, rc_, (want));                                       \
-    } while (0)
-
 /* ---- closing while events hold the stream -------------------------------------------------- */
 
 enum { INFLIGHT_CLIENTS = 4, INFLIGHT_REQS = 8 };

@@ -41,14 +41,6 @@
 
 #include "tests/streamtest.h"
 
-/* Notes unless expr is want. */
-#define CHECK_RC(expr, want)                                                                       \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_ != (want))                                                                         \
-            note("%s: %d, expected %d", #expr, rc_, (want));                                       \
-    } while (0)
-
 /* ---- half-close from the stream's color ---------------------------------------------------- */
 
 /* Replies; "BYE" is answered, then the stream half-closes; what comes after

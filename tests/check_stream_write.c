@@ -45,14 +45,6 @@
 
 #include "tests/streamtest.h"
 
-/* Notes unless expr is want. */
-#define CHECK_RC(expr, want)                                                                       \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_ != (want))                                                                         \
-            note("%s: %d, expected %d", #expr, rc_, (want));                                       \
-    } while (0)
-
 /* What the workers' streams sent so far: stream_sends and stream_bytes of
  * mely_stats_t, summed over the workers. */
 struct sent {

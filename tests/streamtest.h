@@ -54,6 +54,14 @@ enum {
     CHUNK = 16384,
 };
 
+/* Notes unless expr is want. */
+#define CHECK_RC(expr, want)                                                                       \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_ != (want))                                                                         \
+            note("%s: %d, expected %d", #expr, rc_, (want));                                       \
+    } while (0)
+
 /* ---- connections ----------------------------------------------------------------------------- */
 
 struct conn {

@@ -185,7 +185,11 @@ typedef struct mely_stream_ops {
  * reference: the caller may use it on the stream's color, or elsewhere
  * while it knows the stream is open; to keep it on another thread, take a
  * reference in one of the stream's callbacks (the stream may close, and be
- * freed, as soon as it starts).
+ * freed, as soon as it starts). *out is written before the stream's first
+ * event is posted, so callbacks that read it where it was stored (a
+ * connection's `conn->s`, passed as &conn->s with conn as the argument)
+ * find it, also on another worker before this call returned; on failure
+ * it is NULL.
  * @return 0 and *out; MELY_ESHUTDOWN (fd closed); MELY_EINVAL (ops NULL, with
  *         both read and line, read_low > read_high or write_low >
  *         write_high with the high mark set; fd < 0); MELY_ECOLOR;

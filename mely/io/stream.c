@@ -1245,8 +1245,15 @@ static int stream_start(struct mely_stream *s, mely_stream_t **out)
     unsigned req = REQ_START;
     if (mely__drain_active(s->rt))
         req |= REQ_DRAIN | (mely__drain_quiet(s->rt) ? REQ_QUIET : 0);
+    /* *out before the first event is posted: a program that keeps it where
+     * its callbacks look (&conn->s) finds it there from the first one,
+     * which may run on another worker before this call returns. */
+    if (out)
+        *out = s;
     int err = ring(s, req);
     if (err) {
+        if (out)
+            *out = NULL;
         pthread_mutex_lock(&s->rt->stream_mu);
         registry_del(s);
         pthread_mutex_unlock(&s->rt->stream_mu);
@@ -1257,8 +1264,6 @@ static int stream_start(struct mely_stream *s, mely_stream_t **out)
         mely__stream_gone(rt);
         return err;
     }
-    if (out)
-        *out = s;
     return 0;
 }
 

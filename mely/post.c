@@ -92,10 +92,15 @@ static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely_
     return 0;
 }
 
-/* A worker's post: staged (see the top of this file), or queued now. */
+/* A worker's post: staged (see the top of this file), or queued now. What
+ * the worker keeps for the end of the batch goes first (turnend.h): a write
+ * it buffered for a stream of another worker must reach the stream before
+ * a post that follows it, whose handler may write there too. */
 static inline __attribute__((always_inline)) int
 post_from_worker(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
 {
+    if (__builtin_expect(self->batch_done != NULL, 0))
+        mely__turnend_batch_done(self);
     if (mely__owner(rt, ev->color) != self->index &&
         (!rt->engine->inboxes || mely__cq_of(rt, ev->color))) {
         mely__count(&self->ctr.posts_remote, 1);

@@ -28,7 +28,9 @@
  *    mely_stream_write_block, mely_stream_queued, mely_stream_shutdown,
  *    mely_stream_close, mely_stream_ref and mely_stream_unref. Writes keep
  *    the order each color and each thread made them in (a color's also when
- *    it moves between workers), without a lock: another color of the same
+ *    it moves between workers, and before the posts it makes after them:
+ *    the handler of a post that follows a write writes after it), without
+ *    a lock: another color of the same
  *    worker appends at once (it holds the stream's color for the turn); a
  *    color of another worker appends to a buffer of its worker's, handed to
  *    the stream at the end of the writer's batch; a thread that is no

@@ -51,11 +51,14 @@ void mely__turnend_add(struct mely__worker *w, struct mely__turnend *node);
 
 /* Queues node to run at the end of the current batch, before the worker
  * lets the batch's color go (or at the end of the node that queued it, at a
- * turn's end; or when the turn ends, queued outside both), holding nothing:
- * what a color must have done before it may run on another worker. The
- * stream layer sends there what the batch wrote to streams of other workers
- * (io/stream.c): a stolen color's writes would otherwise pass those it left
- * behind. Any time on the worker's thread. */
+ * turn's end; or when the turn ends, queued outside both), and before any
+ * post of the worker leaves (post.c), holding nothing: what must be done
+ * before the batch's color may run on another worker, or before what it
+ * posts may run. The stream layer sends there what the batch wrote to
+ * streams of other workers (io/stream.c): a stolen color's writes would
+ * otherwise pass those it left behind, and the handler of a post that
+ * follows a write could write to the stream first. Any time on the
+ * worker's thread. */
 void mely__turnend_at_batch_end(struct mely__worker *w, struct mely__turnend *node);
 
 /* Runs the nodes queued by mely__turnend_at_batch_end (worker.c and

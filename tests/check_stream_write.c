@@ -11,7 +11,8 @@
  *    first does not take for EOF;
  *  - writes from other colors and threads in each writer's order, with a
  *    close with flush or a half-close behind one writer's lines; writes
- *    racing with a half-close;
+ *    racing with a half-close; a write from a color of the other worker,
+ *    then a post to the stream's color whose handler writes: in that order;
  *  - blocks (mely_block_*) written to several streams from another color,
  *    from the streams' own colors and from a foreign thread, dropped by the
  *    writer at once; their argument errors;
@@ -683,6 +684,96 @@ START_TEST(writes_racing_a_half_close)
     serve(1 + (unsigned)(_i % 2), &ops, flush ? setup_not_reading : NULL, true, race_client,
           flush ? &srv : NULL, flush ? "writes racing a close" : "writes racing a half-close");
     assert_closed_once(RACE_ROUNDS);
+    stop_server();
+}
+END_TEST
+
+/* ---- a write, then a post that writes ------------------------------------------------------ */
+
+/*
+ * A color on the other worker writes "a<i>" to a stream, then posts to the
+ * stream's color an event that writes "b<i>": the second write happens
+ * after the first (through the post), so "a<i>" must arrive first, every
+ * round. (Writes to a stream of another worker are buffered on the writer's
+ * worker: the buffer must reach the stream before the post does.)
+ */
+enum { HB_ROUNDS = 3000 };
+
+static struct {
+    mely_stream_t *s;
+    mely_color_t color; /* the writer's: owned by the other worker */
+    unsigned round;
+} hb;
+
+static void hb_second(void *arg)
+{
+    unsigned i = (unsigned)(uintptr_t)arg;
+    char line[32];
+    int n = snprintf(line, sizeof(line), "b%u\n", i);
+    CHECK_RC(mely_stream_write(hb.s, line, (size_t)n), 0);
+}
+
+static void hb_first(void *arg)
+{
+    (void)arg;
+    /* A moment for the previous round's post to reach the stream's worker
+     * and run there while this batch (and any buffer of it) goes on. */
+    for (uint64_t t0 = now_ns(); now_ns() - t0 < 30000;) /* bounded: 30 us */
+        ;
+    unsigned i = hb.round++;
+    char line[32];
+    int n = snprintf(line, sizeof(line), "a%u\n", i);
+    CHECK_RC(mely_stream_write(hb.s, line, (size_t)n), 0);
+    CHECK_RC(mely_post(&rt, mely_stream_color(hb.s), hb_second, (void *)(uintptr_t)i), 0);
+    if (hb.round < HB_ROUNDS)
+        CHECK_RC(mely_post(&rt, hb.color, hb_first, NULL), 0);
+}
+
+static void *hb_client(void *arg)
+{
+    (void)arg;
+    int fd = client_ready(1, 0);
+    bool ok = fd >= 0;
+    if (ok) {
+        hb.s = srv.stream[0];
+        int home = mely_color_owner(&rt, mely_stream_color(hb.s));
+        hb.color = OTHER_COLOR(0);
+        for (unsigned k = 0; k < 8 && mely_color_owner(&rt, hb.color) == home; k++)
+            hb.color = OTHER_COLOR(k);
+        if (mely_color_owner(&rt, hb.color) == home)
+            note("no color of the other worker among OTHER_COLOR(0..7)");
+        ok = mely_post(&rt, hb.color, hb_first, NULL) == 0;
+    }
+    static bool seen_a[HB_ROUNDS];
+    memset(seen_a, 0, sizeof(seen_a));
+    struct lr lr = {.fd = fd};
+    char line[64];
+    for (unsigned k = 0; ok && k < 2 * HB_ROUNDS; k++) { /* bounded: the rounds' lines */
+        char c;
+        unsigned i;
+        if (!next_line(&lr, line, sizeof(line), WAIT_MS)) {
+            note("%u lines of %u, then none", k, 2 * HB_ROUNDS);
+            ok = false;
+        } else if (sscanf(line, "%c%u", &c, &i) != 2 || i >= HB_ROUNDS || (c != 'a' && c != 'b')) {
+            note("\"%s\"", line);
+            ok = false;
+        } else if (c == 'a') {
+            seen_a[i] = true;
+        } else if (!seen_a[i]) {
+            note("\"b%u\" before \"a%u\", which was written before the post that wrote it",
+                 i, i);
+            ok = false;
+        }
+    }
+    return client_done(fd, ok && shutdown(fd, SHUT_WR) == 0);
+}
+
+START_TEST(a_write_then_a_post_keep_their_order)
+{
+    mely_stream_ops_t ops = {.closed = on_closed};
+    memset(&hb, 0, sizeof(hb));
+    serve(2, &ops, NULL, true, hb_client, NULL, "a write then a post");
+    assert_closed_once(1);
     stop_server();
 }
 END_TEST
@@ -1426,6 +1517,7 @@ int main(void)
     tcase_add_loop_test(tc, close_behind_writes_from_elsewhere, 0, NELEM(closer_modes));
     tcase_add_loop_test(tc, writes_racing_a_half_close, 0, 4);
     tcase_add_loop_test(tc, blocks_to_several_streams, 0, 2);
+    tcase_add_test(tc, a_write_then_a_post_keep_their_order);
     tcase_add_test(tc, block_edges);
 
     tc = new_tcase(s, "limits", 60);

@@ -178,7 +178,6 @@ struct mely_stream {
     bool shut_asked;   /* mely_stream_shutdown: SHUT_WR once the output is sent */
     bool shut_done;    /* the write side is shut down */
     bool lingering;    /* closing: reading and discarding until the peer's EOF */
-    unsigned depth;    /* the stream's callbacks on the stack */
     mely_watch_t *rd, *wr;
     struct evbuffer *in, *out;
     size_t taken;      /* the line readln handed out, drained at the next call */
@@ -465,9 +464,12 @@ static void publish(struct mely_stream *s)
 static void at_turn_end(struct mely__turnend *node)
 {
     struct mely_stream *s = (struct mely_stream *)((char *)node - offsetof(struct mely_stream, node));
-    s->marked = false;
+    /* Marked while it settles: what the callbacks settle runs (drained, the
+     * cap's error) do to s is settled here, not queued again; an on_closed
+     * run inside (out of memory) leaves the last reference to us. */
     settle(s);
     publish(s);
+    s->marked = false;
     if (s->unref_at_end) {
         s->unref_at_end = false;
         mely_stream_unref(s); /* may free s: last */
@@ -483,16 +485,14 @@ static void touch(struct mely_stream *s)
     mely__turnend_add(mely__self, &s->node);
 }
 
-static void enter(struct mely_stream *s)
-{
-    s->depth++;
-}
-
-static void leave(struct mely_stream *s)
-{
-    if (--s->depth == 0)
-        touch(s);
-}
+/* Runs one of the program's callbacks, named after it for stall warnings
+ * and traces. What it does to the stream is settled at the turn's end, as
+ * every handler of the stream has its stream touched. */
+#define CALLBACK(s, cb, ...)                                                                       \
+    do {                                                                                           \
+        name_run((s), (const void *)(s)->ops.cb);                                                  \
+        (s)->ops.cb((s), __VA_ARGS__);                                                             \
+    } while (0)
 
 /* ---- the input ------------------------------------------------------------- */
 
@@ -588,7 +588,6 @@ static int readln(struct mely_stream *s, char **line, size_t *len)
 /* ---- closing --------------------------------------------------------------- */
 
 static void on_closed(void *arg);
-static void publish(struct mely_stream *s);
 static void relay_finish(struct mely_stream *s, int err);
 
 static void close_now(struct mely_stream *s)
@@ -673,13 +672,9 @@ static bool flush(struct mely_stream *s)
 {
     if (s->fd < 0 || s->connecting)
         return false;
-    if (s->failed) { /* nothing will be sent: a writable socket (or a failed
-                        one, which stays "ready") must not call again */
-        write_watch(s, false);
-        return false;
-    }
-    size_t len = evbuffer_get_length(s->out);
-    if (len == 0) {
+    /* Nothing to send, or nothing will be: the write watch goes (a failed
+     * socket stays "writable", and would call again and again). */
+    if (s->failed || evbuffer_get_length(s->out) == 0) {
         write_watch(s, false);
         return false;
     }
@@ -819,10 +814,7 @@ static bool run_drained(struct mely_stream *s)
     }
     if (!s->ops.drained)
         return false;
-    name_run(s, (const void *)s->ops.drained);
-    s->depth++;
-    s->ops.drained(s, s->arg);
-    s->depth--;
+    CALLBACK(s, drained, s->arg);
     return true;
 }
 
@@ -830,12 +822,7 @@ static bool run_drained(struct mely_stream *s)
 static void cap_close(struct mely_stream *s)
 {
     s->cap_hit = false;
-    if (s->ops.event) {
-        name_run(s, (const void *)s->ops.event);
-        s->depth++;
-        s->ops.event(s, MELY_STREAM_ERROR, -ENOBUFS, s->arg);
-        s->depth--;
-    }
+    report(s, MELY_STREAM_ERROR, -ENOBUFS);
     close_now(s);
 }
 
@@ -879,10 +866,7 @@ static void report(struct mely_stream *s, unsigned what, int err)
     if (s->relay && relay_report(s, what, err))
         return;
     if (s->ops.event) {
-        name_run(s, (const void *)s->ops.event);
-        s->depth++;
-        s->ops.event(s, what, err, s->arg);
-        s->depth--;
+        CALLBACK(s, event, what, err, s->arg);
         return;
     }
     if (what & MELY_STREAM_CONNECTED)
@@ -911,17 +895,11 @@ static void deliver(struct mely_stream *s)
                 report(s, MELY_STREAM_ERROR, r);
                 break;
             }
-            name_run(s, (const void *)s->ops.line);
-            s->depth++;
-            s->ops.line(s, line, len, s->arg);
-            s->depth--;
+            CALLBACK(s, line, line, len, s->arg);
         }
     } else if (s->ops.read && may_deliver(s) && evbuffer_get_length(s->in) > 0 &&
                evbuffer_get_length(s->in) >= s->ops.read_low) {
-        name_run(s, (const void *)s->ops.read);
-        s->depth++;
-        s->ops.read(s, s->arg);
-        s->depth--;
+        CALLBACK(s, read, s->arg);
     }
     drop_taken(s);
     if (!may_deliver(s) && evbuffer_get_length(s->in) > 0)
@@ -949,16 +927,13 @@ static void on_readable(int fd, unsigned ready, void *arg)
     (void)ready;
     if (s->state == S_CLOSED || !s->rd_armed)
         return; /* queued before a pause */
-    enter(s);
+    touch(s);
     if (s->lingering) {
         linger_read(s);
-        leave(s);
         return;
     }
-    if (s->state != S_OPEN) {
-        leave(s);
+    if (s->state != S_OPEN)
         return;
-    }
     ssize_t n = fill(s);
     if (n > 0) {
         if (s->ops.read_timeout_ns || s->ops.idle_timeout_ns)
@@ -973,7 +948,6 @@ static void on_readable(int fd, unsigned ready, void *arg)
         s->eof = true;
         report(s, MELY_STREAM_ERROR, (int)n);
     }
-    leave(s);
 }
 
 static int connect_error(int fd)
@@ -988,8 +962,7 @@ static int connect_error(int fd)
 static void connect_failed(struct mely_stream *s, int err)
 {
     s->connecting = false;
-    s->eof = s->failed = true;
-    write_watch(s, false); /* the connect's: a failed socket stays "writable" */
+    s->eof = s->failed = true; /* the turn's end pauses the connect's write watch */
     report(s, MELY_STREAM_ERROR, err);
 }
 
@@ -1017,10 +990,9 @@ static void on_writable(int fd, unsigned ready, void *arg)
     (void)ready;
     if (s->state == S_CLOSED)
         return;
-    enter(s);
+    touch(s); /* sends, at the turn's end */
     if (s->connecting)
         connected(s);
-    leave(s); /* sends, at the turn's end */
 }
 
 /* Arms the stream's first watch: reading, or (connecting) the write watch
@@ -1096,12 +1068,8 @@ static void start_drain(struct mely_stream *s)
     if (s->draining)
         return;
     s->draining = true;
-    if (s->ops.drain && s->state == S_OPEN) {
-        name_run(s, (const void *)s->ops.drain);
-        s->depth++;
-        s->ops.drain(s, s->arg);
-        s->depth--;
-    }
+    if (s->ops.drain && s->state == S_OPEN)
+        CALLBACK(s, drain, s->arg);
 }
 
 static void on_bell(void *arg)
@@ -1112,7 +1080,7 @@ static void on_bell(void *arg)
     if (s->state == S_CLOSED) {
         take_sends(s); /* dropped, and their bytes uncounted */
     } else {
-        enter(s);
+        touch(s);
         take_sends(s);
         if (req & REQ_START)
             start(s);
@@ -1130,7 +1098,6 @@ static void on_bell(void *arg)
             deliver(s);
         if (req & REQ_DRAINED)
             run_drained(s);
-        leave(s);
     }
     mely_stream_unref(s);
 }
@@ -1141,7 +1108,7 @@ static void on_timer(void *arg)
     s->timer = 0;
     if (s->state == S_CLOSED)
         return;
-    enter(s);
+    touch(s);
     uint64_t now = mely_now_ns();
     if (s->lingering && now >= s->linger_by)
         close_now(s);
@@ -1165,7 +1132,6 @@ static void on_timer(void *arg)
         s->last_moved = now;
         report(s, MELY_STREAM_TIMEOUT | MELY_READ | MELY_WRITE, 0);
     }
-    leave(s);
 }
 
 static void on_closed(void *arg)
@@ -1174,10 +1140,8 @@ static void on_closed(void *arg)
     struct mely__rt *rt = s->rt;
     if (!s->closed_run) {
         s->closed_run = true;
-        if (s->ops.closed) {
-            name_run(s, (const void *)s->ops.closed);
-            s->ops.closed(s, s->arg);
-        }
+        if (s->ops.closed)
+            CALLBACK(s, closed, s->arg);
         mely__stream_closed(rt);
     }
     if (s->relay && s->relay->peer) { /* the reference mely_stream_relay took */
@@ -1384,8 +1348,7 @@ static int cap_refuse(struct mely_stream *s, bool here)
     if (s->ops.flags & MELY_STREAM_CAP_CLOSE) {
         if (here) {
             s->cap_hit = true;
-            if (s->depth == 0)
-                touch(s);
+            touch(s);
         } else {
             ring(s, REQ_CAP);
         }
@@ -1417,8 +1380,7 @@ static int write_here(struct mely_stream *s, size_t len, int (*add)(struct evbuf
         return cap_refuse(s, true);
     if (add(s->out, ctx) != 0)
         return MELY_ENOMEM;
-    if (s->depth == 0)
-        touch(s); /* held: queued already, touch does nothing */
+    touch(s); /* held for a claim: queued already, touch does nothing */
     return 0;
 }
 
@@ -1688,10 +1650,7 @@ struct evbuffer *mely_stream_input(mely_stream_t *s)
     if (!s || !own(s))
         return NULL;
     drop_taken(s);
-    /* Outside the stream's callbacks, what the caller drains is seen by the
-     * settle at the turn's end (reading may resume). */
-    if (s->depth == 0)
-        touch(s);
+    touch(s); /* what the caller drains is seen at the turn's end (reading may resume) */
     return s->in;
 }
 
@@ -1699,8 +1658,7 @@ struct evbuffer *mely_stream_output(mely_stream_t *s)
 {
     if (!s || !own(s))
         return NULL;
-    if (s->depth == 0)
-        touch(s); /* what the caller appends is sent at the turn's end */
+    touch(s); /* what the caller appends is sent at the turn's end */
     return s->out;
 }
 
@@ -1777,12 +1735,11 @@ int mely_stream_close(mely_stream_t *s, unsigned flags)
         return MELY_EINVAL;
     if (!own(s))
         return ask(s, REFUSE_CLOSE, flags & MELY_STREAM_FLUSH ? REQ_FLUSH : REQ_CLOSE);
-    enter(s);
     if (flags & MELY_STREAM_FLUSH)
         close_flush(s);
     else
         close_now(s);
-    leave(s);
+    touch(s);
     return 0;
 }
 
@@ -2082,9 +2039,7 @@ static void relay_finish(struct mely_stream *s, int err)
         return;
     if (r->pair->done) {
         name_run(s, (const void *)r->pair->done);
-        s->depth++;
         r->pair->done(r->first ? s : p, r->first ? p : s, err, r->pair->arg);
-        s->depth--;
     }
     mely_stream_close(s, err ? 0 : MELY_STREAM_FLUSH);
     mely_stream_close(p, err ? 0 : MELY_STREAM_FLUSH);

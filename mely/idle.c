@@ -2,14 +2,14 @@
  * idle.c: what a worker with nothing to run does, in order: it reads its
  * poller, tries to steal, spins a little watching for posts, reads its
  * poller and tries to steal again (work may have piled up elsewhere while it
- * spun), ends its turn (turnend.h: the streams written by other colors send
- * now, so a worker that is idle for a moment between two waves of work, a
- * broker fed by another worker, sends once for both: 2 workers, 0.17-0.19 to
- * 0.15-0.16 us of CPU per delivery), runs the idle hook (mely_on_idle), looks
- * whether the runtime is quiet when a drain waits for that (quiet.h), and
- * only then parks (park.c has
- * the park/wake protocol, steps 1-4; this file is step 1 and the calls of
- * steps 2 and 4).
+ * spun), runs the idle hook (mely_on_idle), ends its turn (turnend.h: the
+ * streams written by other colors, the hook's writes among them, send now,
+ * so a worker that is idle for a moment between two waves of work, a broker
+ * fed by another worker, sends once for both: 2 workers, 0.17-0.19 to
+ * 0.15-0.16 us of CPU per delivery), looks whether the runtime is quiet when
+ * a drain waits for that (quiet.h), and only then parks with nothing left of
+ * its turn (park.c has the park/wake protocol, steps 1-4; this file is step
+ * 1 and the calls of steps 2 and 4).
  *
  * Who may call: the worker's own thread, without its lock.
  */
@@ -135,14 +135,15 @@ static bool idle_hook(struct mely__worker *w)
 
 void mely__idle(struct mely__worker *w)
 {
-    if (poll_now(w) || mely__steal(w) || traced_spin(w) || poll_now(w) || mely__steal(w))
+    if (poll_now(w) || mely__steal(w) || traced_spin(w) || poll_now(w) || mely__steal(w) ||
+        idle_hook(w))
         return;
-    if (w->turn_end) { /* the turn ends: what it wrote leaves before sleeping */
+    if (w->turn_end || w->batch_done) { /* what the turn wrote leaves before sleeping */
         mely__poller_end_turn(w);
         if (has_work(w))
             return;
     }
-    if (idle_hook(w) || mely__quiet_poll(w))
+    if (mely__quiet_poll(w))
         return;
     park(w);
 }

@@ -778,6 +778,53 @@ START_TEST(a_write_then_a_post_keep_their_order)
 }
 END_TEST
 
+/* A write from the idle hook (mely_on_idle, outside any handler) to a
+ * stream of the same worker: it claims the stream for the worker's turn,
+ * which must end before the worker sleeps, or the bytes wait for whatever
+ * wakes it next. The client sends nothing more: only the write can answer. */
+static struct {
+    mely_stream_t *s;
+    atomic_bool armed;
+} ih;
+
+static void ih_hook(void *arg)
+{
+    (void)arg;
+    if (atomic_exchange(&ih.armed, false))
+        CHECK_RC(mely_stream_write(ih.s, "idle\n", 5), 0);
+}
+
+static void ih_nothing(void *arg)
+{
+    (void)arg;
+}
+
+static void *ih_client(void *arg)
+{
+    (void)arg;
+    int fd = client_ready(1, 0);
+    bool ok = fd >= 0;
+    if (ok) {
+        ih.s = srv.stream[0];
+        atomic_store(&ih.armed, true);
+        /* Wakes the worker, which goes idle again after it. */
+        ok = mely_post(&rt, OTHER_COLOR(0), ih_nothing, NULL) == 0 && expect(fd, "idle\n");
+    }
+    return client_done(fd, ok && shutdown(fd, SHUT_WR) == 0);
+}
+
+START_TEST(an_idle_hook_write_leaves_before_the_worker_sleeps)
+{
+    mely_stream_ops_t ops = {.closed = on_closed};
+    memset(&ih, 0, sizeof(ih));
+    start_server(1, &ops, NULL, true);
+    CHECK_RC(mely_on_idle(&rt, ih_hook, NULL), 0);
+    run_with_helper(&rt, ih_client, NULL, 60, "an idle hook's write");
+    assert_closed_once(1);
+    stop_server();
+}
+END_TEST
+
 /* ---- blocks ---------------------------------------------------------------------------- */
 
 enum {
@@ -1518,6 +1565,7 @@ int main(void)
     tcase_add_loop_test(tc, writes_racing_a_half_close, 0, 4);
     tcase_add_loop_test(tc, blocks_to_several_streams, 0, 2);
     tcase_add_test(tc, a_write_then_a_post_keep_their_order);
+    tcase_add_test(tc, an_idle_hook_write_leaves_before_the_worker_sleeps);
     tcase_add_test(tc, block_edges);
 
     tc = new_tcase(s, "limits", 60);

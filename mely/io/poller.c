@@ -22,8 +22,9 @@
  *    work a poll brings runs unbroken, the more each send carries (a
  *    publish/subscribe broker, whose readiness events post to rooms, which
  *    write to subscribers: 10.1 M deliveries/s with one generation, 15.1 M
- *    with three, as many as one libevent thread). Due timers are posted at every batch end (a load of `next` and,
- *    only if there are timers, a clock read). One poll takes what one
+ *    with three, as many as one libevent thread).
+ *    Due timers are posted at every batch end (a load of `next` and, only if
+ *    there are timers, a clock read). One poll takes what one
  *    epoll_wait returns (at most libevent's 4096 per call) and only queues
  *    events behind those already queued. So a long queue delays I/O by at
  *    most one batch plus 1 ms, and heavy I/O never starves the queue (the
@@ -186,6 +187,15 @@ static void trace_poll(struct mely__worker *w, int flags)
                      (unsigned)(mely__counter_read(&w->ctr.io_ready) - ready));
 }
 
+/* A poll's wave begins: it is done when the events queued now have run (the
+ * busy rule above; wave_done). */
+static void new_wave(struct mely__worker *w)
+{
+    w->io.poll_target = mely__counter_read(&w->ctr.events_run) +
+                        atomic_load_explicit(&w->nevents, memory_order_relaxed);
+    w->poll_generation = 0;
+}
+
 /* Runs the base once (readiness callbacks stage their posts to other workers
  * in the outbox: expire() flushes it). EVLOOP_ONCE always: with EVLOOP_NONBLOCK
  * alone, libevent polls again as long as a poll finds something, and a
@@ -197,10 +207,7 @@ static void loop_base(struct mely__worker *w, int flags)
         trace_poll(w, flags);
     else
         event_base_loop(w->io.base, flags | EVLOOP_ONCE);
-    /* When the events queued now will have run (the busy rule above). */
-    w->io.poll_target = mely__counter_read(&w->ctr.events_run) +
-                        atomic_load_explicit(&w->nevents, memory_order_relaxed);
-    w->poll_generation = 0;
+    new_wave(w);
 }
 
 /* Posts the due timers' events; every poller entry point ends here. The
@@ -241,14 +248,11 @@ void mely__poller_end_turn(struct mely__worker *w)
 static void turn_over(struct mely__worker *w, uint64_t now)
 {
     end_turn(w, now);
-    if (mely__poller_watched(&w->io)) {
-        poll_nonblock(w, now);
-    } else { /* the turn's rhythm without a poll */
-        w->io.last_poll_ns = now;
-        w->io.poll_target = mely__counter_read(&w->ctr.events_run) +
-                            atomic_load_explicit(&w->nevents, memory_order_relaxed);
-        w->poll_generation = 0;
-    }
+    w->io.last_poll_ns = now;
+    if (mely__poller_watched(&w->io))
+        loop_base(w, EVLOOP_NONBLOCK);
+    else
+        new_wave(w); /* the turn's rhythm without a poll */
 }
 
 /* Whether the work the last poll brought has run, with what it posted: when
@@ -290,7 +294,6 @@ void mely__poller_poll(struct mely__worker *w)
 
 void mely__poller_block(struct mely__worker *w)
 {
-    mely__turnend_run(w); /* none is left by idle.c's polls: a safeguard */
     /* Read after `parked` was set (timer.c explains the order). */
     uint64_t next = mely__timers_next(&w->timers);
     uint64_t now = mely__now_ns();

@@ -540,31 +540,17 @@ static uint64_t output_length(mely_stream_t *s)
     return v ? v - 1 : 0;
 }
 
-/* Sends lines without reading until the server's output is over the high
- * watermark and the socket took nothing for 300 ms. Returns the bytes sent. */
-static uint64_t send_until_stalled(int fd, mely_stream_t *s, uint64_t *out_len)
+/* The stall send_until_stalled waits for: the server's output is over the
+ * high watermark too (its length in *out_len). */
+struct slow_stall {
+    mely_stream_t *s;
+    uint64_t out_len;
+};
+
+static bool output_over_high(void *arg)
 {
-    char buf[CHUNK];
-    uint64_t sent = 0;
-    while (sent < SLOW_MAX) {
-        for (size_t i = 0; i < sizeof(buf); i++)
-            buf[i] = (char)slow_byte(sent + i);
-        ssize_t k = send(fd, buf, sizeof(buf), MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k > 0) {
-            sent += (uint64_t)k;
-            continue;
-        }
-        if (k < 0 && errno != EAGAIN && errno != EINTR) {
-            note("send: %s", strerror(errno));
-            return sent;
-        }
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        if (poll(&p, 1, 300) == 0 && (*out_len = output_length(s)) > WRITE_HIGH)
-            return sent;
-    }
-    note("the client sent %d MiB that were not read back: the server never stopped reading",
-         SLOW_MAX >> 20);
-    return sent;
+    struct slow_stall *st = arg;
+    return (st->out_len = output_length(st->s)) > WRITE_HIGH;
 }
 
 static void *slow_client(void *arg)
@@ -575,7 +561,10 @@ static void *slow_client(void *arg)
     if (fd < 0)
         goto out;
     mely_stream_t *s = srv.stream[0];
-    uint64_t out1 = 0, sent = send_until_stalled(fd, s, &out1);
+    struct slow_stall st = {.s = s};
+    uint64_t sent = send_until_stalled(fd, SLOW_MAX, slow_byte, output_over_high, &st,
+                                       "lines to a server that never stopped reading");
+    uint64_t out1 = st.out_len;
     sleep_us(QUIET_MS * 1000); /* stalled: nothing moves */
     uint64_t out2 = output_length(s);
     max_store(&srv.maxlen, out1 > out2 ? out1 : out2);

@@ -703,31 +703,6 @@ static void relay_setup(mely_stream_t *a, struct conn *c)
     CHECK_RC(mely_stream_relay(a, b, relay_done, &relay_arg), MELY_EINVAL); /* relayed */
 }
 
-/* Sends without reading until nothing more goes for 300 ms. Returns the
- * bytes sent. */
-static uint64_t send_until_stalled(int fd)
-{
-    uint8_t buf[CHUNK];
-    uint64_t sent = 0;
-    while (sent < RELAY_MAX) {
-        fill_pat(buf, sent, sizeof(buf));
-        ssize_t k = send(fd, buf, sizeof(buf), MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k > 0) {
-            sent += (uint64_t)k;
-            continue;
-        }
-        if (k < 0 && errno != EAGAIN && errno != EINTR) {
-            note("send: %s", strerror(errno));
-            return sent;
-        }
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        if (poll(&p, 1, 300) == 0)
-            return sent;
-    }
-    note("%d MiB went into the relay with nothing read: no backpressure", RELAY_MAX >> 20);
-    return sent;
-}
-
 /* Both outputs within the high mark and one read. */
 static void check_relay_outputs(const char *when)
 {
@@ -761,7 +736,7 @@ static void *relay_client(void *arg)
     } else if (ok && how == RELAY_REFUSED) {
         ok = expect_end(fd, NULL); /* the upstream side failed: both close */
     } else if (ok && how == RELAY_BACKPRESSURE) {
-        uint64_t sent = send_until_stalled(fd);
+        uint64_t sent = send_until_stalled(fd, RELAY_MAX, pat, NULL, NULL, "the relay");
         check_relay_outputs("stalled");
         sleep_us(QUIET_MS * 1000);
         check_relay_outputs("stalled, 100 ms later");

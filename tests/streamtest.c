@@ -571,6 +571,33 @@ void send_pat(int fd, uint64_t off, size_t n)
     }
 }
 
+uint64_t send_until_stalled(int fd, uint64_t max, uint8_t (*byte)(uint64_t),
+                            bool (*stalled)(void *), void *arg, const char *what)
+{
+    uint8_t buf[CHUNK];
+    uint64_t sent = 0;
+    while (sent < max) { /* bounded: max bytes */
+        for (size_t i = 0; i < sizeof(buf); i++)
+            buf[i] = byte(sent + i);
+        ssize_t k = send(fd, buf, sizeof(buf), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0) {
+            sent += (uint64_t)k;
+            continue;
+        }
+        if (k < 0 && errno != EAGAIN && errno != EINTR) {
+            note("send: %s", strerror(errno));
+            return sent;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        if (poll(&p, 1, 300) == 0 && (!stalled || stalled(arg)))
+            return sent;
+    }
+    note("%s: %llu MiB went out, nothing was read, and the server still took more: no "
+         "backpressure",
+         what, (unsigned long long)(max >> 20));
+    return sent;
+}
+
 /* Takes the whole input, checking that it continues the pattern at c->got. */
 void take_pat(mely_stream_t *s, struct conn *c)
 {

@@ -225,6 +225,12 @@ bool write_pat(mely_stream_t *s, uint64_t off, uint64_t n);
 /* Sends n bytes of the pattern from off (a client). */
 void send_pat(int fd, uint64_t off, size_t n);
 
+/* Sends byte(0), byte(1)... on fd without reading, until the socket took
+ * nothing for 300 ms and stalled(arg) agrees (NULL: no more to ask), or max
+ * bytes went (noted: "<what>: no backpressure"). Returns the bytes sent. */
+uint64_t send_until_stalled(int fd, uint64_t max, uint8_t (*byte)(uint64_t),
+                            bool (*stalled)(void *), void *arg, const char *what);
+
 /* On the stream's color: takes the whole input, checking that it continues
  * the pattern at c->got. */
 void take_pat(mely_stream_t *s, struct conn *c);

@@ -1,4 +1,5 @@
-# lib.sh: what the end-to-end benchmark scripts (run-web.sh, run-sfs.sh) share.
+# lib.sh: what the end-to-end benchmark scripts (run-web.sh, run-sfs.sh,
+# run-kv.sh, run-pubsub.sh, sws-trace.sh) share.
 # Source it after setting ME (the script's name, for messages). Functions
 # set or read the caller's variables: server_pid (stop_server, server_ticks).
 
@@ -47,6 +48,19 @@ cleanup_on_exit() {
     }
     trap cleanup EXIT
     trap 'exit 130' INT TERM
+}
+
+# said_port FILE: the port the server (server_pid) printed in FILE ("...
+# serving 127.0.0.1:PORT"), waited for at most 10 s, while it runs; empty
+# if it did not say it.
+said_port() {
+    local port=
+    for _ in $(seq 100); do
+        port=$(sed -n 's/.*serving 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$1")
+        [ -n "$port" ] || ! kill -0 "$server_pid" 2>/dev/null && break
+        sleep 0.1
+    done
+    echo "$port"
 }
 
 wait_port() { # port: wait (at most 5 s) until it accepts

@@ -97,11 +97,7 @@ run() {
     bufferevent) "$kvb" 0 >"$tmp/server.out" 2>"$tmp/server.err" & ;;
     esac
     server_pid=$!
-    for _ in $(seq 100); do # 10 s for its port
-        port=$(sed -n 's/.*serving 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$tmp/server.out")
-        [ -n "$port" ] || ! kill -0 "$server_pid" 2>/dev/null && break
-        sleep 0.1
-    done
+    port=$(said_port "$tmp/server.out")
     if [ -z "$port" ]; then
         echo "$ME: $1 did not say its port:" >&2
         cat "$tmp/server.err" >&2

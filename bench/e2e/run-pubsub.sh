@@ -115,11 +115,7 @@ one_run() {
     esac
     env ${env[@]+"${env[@]}"} "$bin" --port 0 >"$tmp/out" 2>"$tmp/err" &
     server_pid=$!
-    for _ in $(seq 200); do
-        port=$(sed -n 's/^pubsub: serving 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$tmp/out")
-        [ -n "$port" ] || ! kill -0 "$server_pid" 2>/dev/null && break
-        sleep 0.05
-    done
+    port=$(said_port "$tmp/out")
     if [ -z "$port" ]; then
         echo "$ME: $row did not say its port:" >&2
         sed 's/^/  /' "$tmp/out" "$tmp/err" >&2

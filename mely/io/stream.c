@@ -147,6 +147,7 @@ struct relay_pair {
 struct relay {
     struct mely_stream *peer;
     struct relay_pair *pair;
+    void (*event)(mely_stream_t *, unsigned, int, void *); /* the program's */
     bool eof;   /* this side's input ended */
     bool first; /* this side is mely_stream_relay's a */
 };
@@ -800,18 +801,12 @@ static void set_timer(struct mely_stream *s)
         s->timer_at = at;
 }
 
-static void relay_drained(struct mely_stream *s);
-
 /* The drained callback, if the output is down to its low mark: whether it
  * ran. */
 static bool run_drained(struct mely_stream *s)
 {
     if (s->state == S_CLOSED || evbuffer_get_length(s->out) > s->ops.write_low)
         return false;
-    if (s->relay) {
-        relay_drained(s);
-        return false;
-    }
     if (!s->ops.drained)
         return false;
     CALLBACK(s, drained, s->arg);
@@ -856,15 +851,10 @@ static void settle(struct mely_stream *s)
 
 /* ---- the callbacks' events ------------------------------------------------------ */
 
-static bool relay_deliver(struct mely_stream *s);
-static bool relay_report(struct mely_stream *s, unsigned what, int err);
-
-/* The event callback (a relay's first), or its default: close (after
- * flushing when nothing failed on the way out). */
+/* The event callback, or its default: close (after flushing when nothing
+ * failed on the way out). */
 static void report(struct mely_stream *s, unsigned what, int err)
 {
-    if (s->relay && relay_report(s, what, err))
-        return;
     if (s->ops.event) {
         CALLBACK(s, event, what, err, s->arg);
         return;
@@ -877,13 +867,10 @@ static void report(struct mely_stream *s, unsigned what, int err)
         close_now(s);
 }
 
-/* Hands the input to the line or read callback (or the relay), while it may. */
+/* Hands the input to the line or read callback, while it may. */
 static void deliver(struct mely_stream *s)
 {
-    if (s->relay) {
-        if (may_deliver(s))
-            relay_deliver(s);
-    } else if (s->ops.line) {
+    if (s->ops.line) {
         char *line;
         size_t len;
         while (may_deliver(s)) { /* bounded: each pass takes a line */
@@ -1990,8 +1977,10 @@ static void stages_free(struct mely__rt *rt)
 
 /*
  * mely_stream_relay: both streams on one color, so each one's input moves
- * into the other's output without a copy (evbuffer_add_buffer), in the
- * read path. Backpressure: a side stops being read while the other's output
+ * into the other's output without a copy (evbuffer_add_buffer). The relay
+ * is the streams' callbacks (read, drained, event: relay_ops), which take
+ * the program's place; it keeps only the program's event callback, for
+ * MELY_STREAM_CONNECTED. Backpressure: a side stops being read while the other's output
  * holds more than its write_high (the other's drained resumes it). When a
  * side reaches EOF, the other is half-closed once what came before is sent;
  * when both sides are done, or on an error or timeout of either, both close
@@ -2008,24 +1997,25 @@ static void relay_free(struct mely_stream *s)
     s->relay = NULL;
 }
 
-/* Moves s's input to its peer's output, while the peer can take it. */
-static bool relay_deliver(struct mely_stream *s)
+/* The read callback: moves s's input to its peer's output, while the peer
+ * can take it. */
+static void relay_read(mely_stream_t *s, void *arg)
 {
+    (void)arg;
     struct mely_stream *p = s->relay->peer;
     if (!p || p->state != S_OPEN || p->failed || p->shut_asked) {
         evbuffer_drain(s->in, evbuffer_get_length(s->in)); /* nowhere to go */
-        return false;
+        return;
     }
     if (evbuffer_get_length(s->in) == 0)
-        return false;
+        return;
     if (evbuffer_add_buffer(p->out, s->in) != 0) {
         report(s, MELY_STREAM_ERROR, MELY_ENOMEM);
-        return false;
+        return;
     }
     touch(p);
     if (evbuffer_get_length(p->out) > p->ops.write_high)
         mely_stream_reading(s, 0); /* resumed by p's drained */
-    return true;
 }
 
 static void relay_finish(struct mely_stream *s, int err)
@@ -2045,9 +2035,11 @@ static void relay_finish(struct mely_stream *s, int err)
     mely_stream_close(p, err ? 0 : MELY_STREAM_FLUSH);
 }
 
-/* The peer's output fell to its low mark: read s again. */
-static void relay_drained(struct mely_stream *p)
+/* The drained callback: p's output fell to its low mark, its peer is read
+ * again. */
+static void relay_drained(mely_stream_t *p, void *arg)
 {
+    (void)arg;
     struct mely_stream *s = p->relay->peer;
     if (s && !s->reading && s->state == S_OPEN) {
         s->reading = true;
@@ -2055,20 +2047,35 @@ static void relay_drained(struct mely_stream *p)
     }
 }
 
-static bool relay_report(struct mely_stream *s, unsigned what, int err)
+/* The event callback: an EOF half-closes the peer, the second one ends the
+ * relay, as does anything else but a connect (the program's). */
+static void relay_event(mely_stream_t *s, unsigned what, int err, void *arg)
 {
     struct relay *r = s->relay;
-    if (what & MELY_STREAM_CONNECTED)
-        return false; /* the program's own event callback hears it */
+    if (what & MELY_STREAM_CONNECTED) {
+        if (r->event)
+            r->event(s, what, err, arg);
+        return;
+    }
     if (what & MELY_STREAM_EOF && r->peer) {
         r->eof = true;
         mely_stream_shutdown(r->peer); /* after what came before */
         if (r->peer->relay->eof)
             relay_finish(s, 0);
-        return true;
+        return;
     }
     relay_finish(s, err ? err : -ETIMEDOUT);
-    return true;
+}
+
+/* The relay takes s's callbacks (but closed) for peer. */
+static void relay_start(struct mely_stream *s, struct relay *r)
+{
+    r->event = s->ops.event;
+    s->relay = r;
+    s->ops.read = relay_read;
+    s->ops.drained = relay_drained;
+    s->ops.event = relay_event;
+    s->ops.read_low = 0;
 }
 
 int mely_stream_relay(mely_stream_t *a, mely_stream_t *b, mely_relay_fn done, void *arg)
@@ -2090,16 +2097,16 @@ int mely_stream_relay(mely_stream_t *a, mely_stream_t *b, mely_relay_fn done, vo
     atomic_init(&pair->refs, 2);
     *ra = (struct relay){ .peer = b, .pair = pair, .first = true };
     *rb = (struct relay){ .peer = a, .pair = pair };
-    a->relay = ra;
-    b->relay = rb;
+    relay_start(a, ra);
+    relay_start(b, rb);
     /* Each side holds its peer until its own closed callback: a side may
      * close first (a close of the program's), and the other still reads
      * its relay. */
     mely_stream_ref(a);
     mely_stream_ref(b);
     /* What is in either input already goes at once. */
-    relay_deliver(a);
-    relay_deliver(b);
+    relay_read(a, NULL);
+    relay_read(b, NULL);
     touch(a);
     touch(b);
     return 0;

@@ -699,6 +699,19 @@ END_TEST
  */
 enum { HB_ROUNDS = 3000 };
 
+/* A color that another worker than s's owns (2 workers): its writes to s
+ * are staged (stream.c, "Staging"). */
+static mely_color_t color_elsewhere(mely_stream_t *s)
+{
+    int home = mely_color_owner(&rt, mely_stream_color(s));
+    mely_color_t c = OTHER_COLOR(0);
+    for (unsigned k = 0; k < 8 && mely_color_owner(&rt, c) == home; k++)
+        c = OTHER_COLOR(k);
+    if (mely_color_owner(&rt, c) == home)
+        note("no color of the other worker among OTHER_COLOR(0..7)");
+    return c;
+}
+
 static struct {
     mely_stream_t *s;
     mely_color_t color; /* the writer's: owned by the other worker */
@@ -736,12 +749,7 @@ static void *hb_client(void *arg)
     bool ok = fd >= 0;
     if (ok) {
         hb.s = srv.stream[0];
-        int home = mely_color_owner(&rt, mely_stream_color(hb.s));
-        hb.color = OTHER_COLOR(0);
-        for (unsigned k = 0; k < 8 && mely_color_owner(&rt, hb.color) == home; k++)
-            hb.color = OTHER_COLOR(k);
-        if (mely_color_owner(&rt, hb.color) == home)
-            note("no color of the other worker among OTHER_COLOR(0..7)");
+        hb.color = color_elsewhere(hb.s);
         ok = mely_post(&rt, hb.color, hb_first, NULL) == 0;
     }
     static bool seen_a[HB_ROUNDS];
@@ -773,6 +781,78 @@ START_TEST(a_write_then_a_post_keep_their_order)
     mely_stream_ops_t ops = {.closed = on_closed};
     memset(&hb, 0, sizeof(hb));
     serve(2, &ops, NULL, true, hb_client, NULL, "a write then a post");
+    assert_closed_once(1);
+    stop_server();
+}
+END_TEST
+
+/*
+ * A color on the other worker writes lines to an idle stream (staged on its
+ * worker), then, in the same event, asks for something that sends the
+ * staged buffer first: a close with flush, a half-close, or a block too
+ * large to stage. The buffer's send rings the stream's bell, a post, and a
+ * post first sends what the batch staged: the buffer must leave once, not
+ * twice (it did: the stream then read freed memory, and lost its reference
+ * count).
+ */
+enum { SR_LINES = 5, SR_BLOCK = 1000 };
+static const char *const sr_modes[] = {"a close", "a half-close", "a large block"};
+static struct {
+    mely_stream_t *s;
+    unsigned mode;
+} sr;
+
+static void sr_event(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < SR_LINES; i++)
+        CHECK_RC(mely_stream_printf(sr.s, "s%u\n", i), 0);
+    if (sr.mode == 1) {
+        CHECK_RC(mely_stream_shutdown(sr.s), 0);
+        return;
+    }
+    if (sr.mode == 2) {
+        mely_block_t *b = mely_block_alloc(SR_BLOCK);
+        ck_assert_ptr_nonnull(b);
+        memset(mely_block_data(b), 'x', SR_BLOCK - 1);
+        ((char *)mely_block_data(b))[SR_BLOCK - 1] = '\n';
+        CHECK_RC(mely_stream_write_block(sr.s, b), 0);
+        mely_block_unref(b);
+    }
+    CHECK_RC(mely_stream_close(sr.s, MELY_STREAM_FLUSH), 0);
+}
+
+static void *sr_client(void *arg)
+{
+    (void)arg;
+    int fd = client_ready(1, 0);
+    bool ok = fd >= 0;
+    if (ok) {
+        sr.s = srv.stream[0];
+        ok = mely_post(&rt, color_elsewhere(sr.s), sr_event, NULL) == 0;
+    }
+    for (unsigned i = 0; ok && i < SR_LINES; i++) {
+        char want[16];
+        snprintf(want, sizeof(want), "s%u\n", i);
+        ok = expect(fd, want);
+    }
+    if (ok && sr.mode == 2) {
+        static char block[SR_BLOCK + 1];
+        memset(block, 'x', SR_BLOCK - 1);
+        block[SR_BLOCK - 1] = '\n';
+        ok = expect(fd, block);
+    }
+    ok = ok && expect_eof(fd);
+    if (ok && sr.mode == 1) /* half-closed: the stream closes at the client's EOF */
+        ok = shutdown(fd, SHUT_WR) == 0;
+    return client_done(fd, ok);
+}
+
+START_TEST(staged_writes_then_a_request_from_the_same_event)
+{
+    mely_stream_ops_t ops = {.event = after_event_cb, .closed = on_closed};
+    sr.mode = (unsigned)_i;
+    serve(2, &ops, NULL, true, sr_client, NULL, sr_modes[_i]);
     assert_closed_once(1);
     stop_server();
 }
@@ -1565,6 +1645,7 @@ int main(void)
     tcase_add_loop_test(tc, writes_racing_a_half_close, 0, 4);
     tcase_add_loop_test(tc, blocks_to_several_streams, 0, 2);
     tcase_add_test(tc, a_write_then_a_post_keep_their_order);
+    tcase_add_loop_test(tc, staged_writes_then_a_request_from_the_same_event, 0, NELEM(sr_modes));
     tcase_add_test(tc, an_idle_hook_write_leaves_before_the_worker_sleeps);
     tcase_add_test(tc, block_edges);
 

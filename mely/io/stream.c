@@ -1819,11 +1819,13 @@ static struct staged *stage_find(struct mely__stage *st, const struct mely_strea
     return &st->slot[i];
 }
 
-/* Sends one staged buffer (the slot is left as it was: the caller empties it). */
-static void send_staged(struct staged *sl)
+/* Sends one staged buffer, taken out of the table first: the send may ring
+ * the stream's bell, a post, and a post sends what the batch staged
+ * (post.c), which must not find this buffer still there. */
+static void send_staged(struct staged one)
 {
-    struct mely_stream *s = sl->s;
-    struct send *x = sl->x;
+    struct mely_stream *s = one.s;
+    struct send *x = one.x;
     if (refused(s)) {
         free(x); /* closed meanwhile: as a write that raced the close */
     } else {
@@ -1833,16 +1835,30 @@ static void send_staged(struct staged *sl)
     mely_stream_unref(s);
 }
 
-/* Empties the table, keeping the open-addressing chains valid: rebuilt. */
-static void stage_rebuild(struct mely__stage *st, struct staged *old, unsigned nold)
+/* Empties slot `i`, moving back the entries of its probe chain that would
+ * no longer be found (linear probing's deletion: no tombstones). */
+static void stage_remove(struct mely__stage *st, unsigned i)
 {
-    memset(st->slot, 0, st->nslots * sizeof(*st->slot));
-    st->n = 0;
-    for (unsigned i = 0; i < nold; i++) /* bounded: the old table */
-        if (old[i].s) {
-            *stage_find(st, old[i].s) = old[i];
-            st->n++;
+    unsigned mask = st->nslots - 1;
+    for (unsigned j = (i + 1) & mask; st->slot[j].s; j = (j + 1) & mask) { /* bounded: the chain */
+        unsigned home = stage_hash(st->slot[j].s, st->nslots);
+        /* Entry j stays if its home lies cyclically in (i, j]. */
+        bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+        if (!stays) {
+            st->slot[i] = st->slot[j];
+            i = j;
         }
+    }
+    st->slot[i].s = NULL;
+    st->n--;
+}
+
+/* Takes the buffer of slot i out of the table, then sends it. */
+static void stage_take(struct mely__stage *st, unsigned i)
+{
+    struct staged one = st->slot[i];
+    stage_remove(st, i);
+    send_staged(one);
 }
 
 static void stage_send(struct mely__worker *w, struct mely_stream *s)
@@ -1851,25 +1867,8 @@ static void stage_send(struct mely__worker *w, struct mely_stream *s)
     if (!st->n)
         return;
     struct staged *sl = stage_find(st, s);
-    if (!sl->s)
-        return;
-    send_staged(sl);
-    sl->s = NULL;
-    /* The slots after it in its chain are placed again. */
-    unsigned nslots = st->nslots;
-    struct staged *copy = malloc(nslots * sizeof(*copy));
-    if (!copy) { /* out of memory: send the whole table instead */
-        for (unsigned i = 0; i < nslots; i++)
-            if (st->slot[i].s) {
-                send_staged(&st->slot[i]);
-                st->slot[i].s = NULL;
-            }
-        st->n = 0;
-        return;
-    }
-    memcpy(copy, st->slot, nslots * sizeof(*copy));
-    stage_rebuild(st, copy, nslots);
-    free(copy);
+    if (sl->s)
+        stage_take(st, (unsigned)(sl - st->slot));
 }
 
 static void stage_run(struct mely__turnend *node)
@@ -1877,11 +1876,8 @@ static void stage_run(struct mely__turnend *node)
     struct mely__stage *st = (struct mely__stage *)((char *)node - offsetof(struct mely__stage, node));
     st->queued = false;
     for (unsigned i = 0; st->n && i < st->nslots; i++) /* bounded: the table */
-        if (st->slot[i].s) {
-            send_staged(&st->slot[i]);
-            st->slot[i].s = NULL;
-            st->n--;
-        }
+        while (st->slot[i].s) /* bounded: a removal may move one of the chain here */
+            stage_take(st, i);
 }
 
 static struct mely__stage *stage_of(struct mely__worker *w)
@@ -1913,7 +1909,9 @@ static bool stage_grow(struct mely__stage *st)
         return false;
     st->slot = slot;
     st->nslots = 2 * nold;
-    stage_rebuild(st, old, nold);
+    for (unsigned i = 0; i < nold; i++) /* bounded: the old table */
+        if (old[i].s)
+            *stage_find(st, old[i].s) = old[i];
     free(old);
     return true;
 }

@@ -67,10 +67,14 @@ static void count_post(struct mely__worker *self, struct mely__worker *w)
 }
 
 /* Queues ev under its owner's lock; on failure (no memory for the color's
- * queue) ev is freed. A worker queueing on itself, or a thread that is not a
- * worker (its inbox was full, or the color is new), first drains the
- * owner's inbox, so that the post comes after every post published there
- * before (deliver.c). */
+ * queue) ev is freed. It first drains the owner's inbox whole, so that the
+ * post comes after every post published there before (deliver.c): also
+ * when the owner is another worker than the poster, which read "mine" and
+ * then lost the color to a move before its lock. Its outbox flush, between
+ * the two, may have put an earlier post to the color in the new owner's
+ * inbox, and a direct queueing without the drain passed it (the rare
+ * reorder of check_deliver's moves_race_flushes; tests/model/move.pml's
+ * OWN_NODRAIN variant). */
 static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
 {
     struct mely__worker *w = mely__lock_owner(rt, ev->color, self ? &self->ctr : NULL);
@@ -84,7 +88,7 @@ static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely_
         return MELY_ENOMEM;
     }
     count_post(self, w);
-    if ((w == self || !self) && rt->engine->inboxes)
+    if (rt->engine->inboxes)
         wake |= mely__deliver_all(w, self);
     wake |= mely__enqueue(w, self, cq, ev);
     mely__spin_unlock(&w->lock);

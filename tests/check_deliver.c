@@ -51,6 +51,9 @@ static struct {
     atomic_uint ran, posters_done;
     struct post *posts;                    /* NPOSTERS * quota */
     atomic_bool stop_moving;
+    unsigned ntargets;                     /* targets the posters use (NTARGETS) */
+    unsigned posters;                      /* poster colors posting (NPOSTERS) */
+    bool tight;                            /* the mover never pauses */
 } st;
 
 static void reset(unsigned quota)
@@ -58,6 +61,8 @@ static void reset(unsigned quota)
     free(st.posts);
     memset(&st, 0, sizeof(st));
     st.quota = quota;
+    st.ntargets = NTARGETS;
+    st.posters = NPOSTERS;
     st.posts = calloc((size_t)NPOSTERS * quota, sizeof(*st.posts));
     ck_assert_ptr_nonnull(st.posts);
 }
@@ -73,7 +78,7 @@ static void consume(void *arg)
              st.last_seq[p->poster][p->target]);
     st.last_seq[p->poster][p->target] = p->seq;
     atomic_fetch_sub(&st.inflight[p->target], 1);
-    if (atomic_fetch_add(&st.ran, 1) + 1 == NPOSTERS * st.quota)
+    if (atomic_fetch_add(&st.ran, 1) + 1 == st.posters * st.quota)
         mely_stop(&st.m);
 }
 
@@ -90,7 +95,7 @@ static void poster(void *arg)
     unsigned p = (unsigned)(uintptr_t)arg;
 
     for (unsigned k = 0; k < BURST && st.posted[p] < st.quota; k++) { /* bounded: BURST */
-        if (post_next(p, (p + st.posted[p]) % NTARGETS) != 0) {
+        if (post_next(p, (p + st.posted[p]) % st.ntargets) != 0) {
             note("poster %u: a post failed", p);
             mely_stop(&st.m);
             return;
@@ -103,8 +108,8 @@ static void poster(void *arg)
 static void check_all_ran(const struct shape *sh, bool fired)
 {
     ck_assert_msg(!fired, "%s: not done in time: %u of %u events ran", shape_name(sh),
-                  atomic_load(&st.ran), NPOSTERS * st.quota);
-    ck_assert_uint_eq(atomic_load(&st.ran), NPOSTERS * st.quota);
+                  atomic_load(&st.ran), st.posters * st.quota);
+    ck_assert_uint_eq(atomic_load(&st.ran), st.posters * st.quota);
     for (unsigned p = 0; p < NPOSTERS; p++)
         for (unsigned t = 0; t < NTARGETS; t++)
             ck_assert_uint_eq(st.last_seq[p][t], st.next_seq[p][t]);
@@ -258,14 +263,14 @@ static void *mover(void *arg)
     unsigned n = (unsigned)(uintptr_t)arg, i = 0;
 
     while (!atomic_load(&st.stop_moving)) { /* bounded: until the runtime stops */
-        unsigned t = i % NTARGETS, to = (i / NTARGETS) % n;
+        unsigned t = i % st.ntargets, to = (i / st.ntargets) % n;
         int err = mely_color_move(&st.m, TARGET0 + t, to);
         if (err == 0)
             atomic_fetch_add(&moves_ok, 1);
         else if (err != MELY_EBUSY)
             note("mely_color_move: %s", mely_strerror(err));
         i++;
-        if (i % 64 == 0)
+        if (i % 64 == 0 && !st.tight)
             sleep_us(10);
     }
     return NULL;
@@ -295,6 +300,41 @@ START_TEST(moves_race_flushes)
 }
 END_TEST
 
+/*
+ * A worker's post to a color it owns goes straight to the color's queue,
+ * after its outbox (which may hold an earlier post to that color, staged
+ * while another worker owned it). Two posters, two targets, and a mover
+ * that toggles the targets between the workers without pausing: the color
+ * may move away between the poster's "mine" and its lock, after the flush
+ * put the earlier post in the new owner's inbox. The direct queueing must
+ * not pass it (it did: the rare reorder of issue 26).
+ */
+START_TEST(own_posts_race_moves)
+{
+    const struct shape *sh = &shapes[_i];
+
+    reset(scaled(200000, 2 * BURST, SCALED_MAX));
+    st.ntargets = 2;
+    st.posters = 2;
+    st.tight = true;
+    atomic_store(&moves_ok, 0);
+    init_runtime_shape(&st.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    for (unsigned p = 0; p < st.posters; p++)
+        ck_assert_int_eq(mely_post(&st.m, POSTER0 + p, poster, (void *)(uintptr_t)p), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, mover, (void *)(uintptr_t)sh->workers), 0);
+    watchdog_start(&st.wd, &st.m, 60, __func__);
+    ck_assert_int_eq(mely_run(&st.m), 0);
+    bool fired = watchdog_end(&st.wd);
+    atomic_store(&st.stop_moving, true);
+    pthread_join(t, NULL);
+    assert_no_notes();
+    check_all_ran(sh, fired);
+    ck_assert_msg(atomic_load(&moves_ok) > 0, "%s: no move succeeded", shape_name(sh));
+    ck_assert_int_eq(mely_shutdown(&st.m), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("deliver");
@@ -304,6 +344,7 @@ int main(void)
     tcase_add_loop_test(tc, foreign_flood, 0, NSHAPES);
     tcase_add_loop_test(tc, causal, 0, NSHAPES);
     tcase_add_loop_test(tc, moves_race_flushes, 0, NSHAPES);
+    tcase_add_loop_test(tc, own_posts_race_moves, 0, NSHAPES);
     int rc = mely_test_main(s);
     free(st.posts);
     return rc;

@@ -8,7 +8,9 @@
 # by a mover, and color D on W0; two posting worker threads (a chain of 3
 # events to C whose handlers may move between the two threads, posted one or
 # two per flush, and one event to D) and a thread that is not a worker (one
-# event to C through the foreign lock).
+# event to C through the foreign lock); in a second search, W1's own thread
+# posting a chain to C, each event staged or, when it reads W1 as C's owner,
+# queued directly after a flush and a drain (post.c's post_now).
 # Mapping to the protocol: a flush is steps 1 (seq odd), 2 (owner loads in
 # post order, one CAS per run of events with one owner, each slot written
 # and marked ready; a full inbox ends the flush) and 3 (seq even), then a
@@ -22,16 +24,17 @@
 # step d); no invalid end state (no lost event, no endless wait).
 # Abstracted away: memory (allocation failures, step c's reserve), position
 # wrap-around, runs and handlers (a queue is FIFO and moves whole), wake-ups
-# and parking, a worker's posts to its own colors; sequential consistency
-# (Promela's interleavings) stands for the C code's seq_cst operations.
-#
+# and parking, a worker's posts to its own colors other than W1's chain;
+# sequential consistency (Promela's interleavings) stands for the C code's
+# seq_cst operations.
 # Passes (exit 0) only if
 #  - the protocol's model shows no error in an exhaustive search, and
 #  - SPIN finds the error in every broken variant (SKIP_B: no wait for
 #    flushes; SKIP_FLOCK: no foreign lock in step b; SHORT_C: step c stops
 #    at a slot not yet written; SHORT_ALL: so does the locked fallback's
-#    drain; STAY_STAGED: a full inbox leaves the rest staged), which shows
-#    the model can fail.
+#    drain; STAY_STAGED: a full inbox leaves the rest staged; OWN_NODRAIN:
+#    a worker's post to a color it read as its own skips the drain when the
+#    color moved away before its lock), which shows the model can fail.
 # Exit 1 otherwise, or if spin or a C compiler is missing (Debian/Ubuntu:
 # apt-get install -y spin). Prints the states each search explored.
 #
@@ -157,9 +160,12 @@ status=0
 echo "check-move.sh: SPIN $(spin -V 2>/dev/null | sed -n 's/^Spin Version \([^ ]*\).*/\1/p'), $cc"
 echo "the protocol (move.pml: must show no error):"
 search pass -O2 || status=1
+# A worker's posts to a color it reads as its own (the chain L of W1's
+# thread), against three moves of that color.
+search pass -O2 -DNL=3 -DNG=1 -DNF=0 -DND=0 -DNMOVES=3 || status=1
 if [ "$full" -eq 1 ]; then
     for flags in "-DCAP=1" "-DCAP=3" "-DPER_EVENT" "-DHOP=0" "-DNMOVES=3" \
-        "-DNG=2 -DNF=2" "-DND=2" "-DSTAY_STAGED -DHOP=0"; do
+        "-DNG=2 -DNF=2" "-DND=2" "-DSTAY_STAGED -DHOP=0" "-DNL=2 -DNG=2 -DND=0"; do
         # shellcheck disable=SC2086 # $flags is a list of options
         search pass -O2 $flags || status=1
     done
@@ -170,6 +176,9 @@ echo "broken variants (SPIN must find an error in each):"
 for v in SKIP_B SKIP_FLOCK SHORT_C SHORT_ALL STAY_STAGED; do
     search fail -O1 -DNG=2 -DNMOVES=1 "-D$v" || status=1
 done
+# The code before issue 26: a post to a color read as the poster's own
+# drained the owner's inbox only if the owner was still the poster.
+search fail -O1 -DNL=2 -DNG=1 -DNF=0 -DND=0 -DOWN_NODRAIN || status=1
 if [ "$status" -eq 0 ]; then
     echo "check-move.sh: ok"
 else

@@ -44,6 +44,16 @@
  *              foreign lock, re-check the owner (else unlock, retry), reserve
  *              one slot, write it, unlock; if the inbox was full, post_now:
  *              lock the owner (with the re-check), drain it whole, queue.
+ *   own()      with NL > 0: worker W1's thread posting the chain L (NL
+ *              events to C), as post.c's post_from_worker does: it reads
+ *              owner[C] (one load); if it is not W1 the event is staged;
+ *              if it is W1, the outbox is flushed (steps 1-3, as the
+ *              posters') and the event goes by post_now: lock the owner
+ *              (read, lock, re-check), drain that inbox whole, queue
+ *              directly. The color may have moved away between the read
+ *              and the lock, and the flush put the staged event in the new
+ *              owner's inbox: the drain must come first there too. At the
+ *              chain's end (its handler's end) the outbox is flushed.
  *   mover()    a steal / mely_color_move by a thread that is not a poster
  *              (so step b checks both posters), NMOVES moves of C, each
  *              holding both workers' locks (mely__color_handoff):
@@ -93,7 +103,7 @@
  * only pops the head of a queue, and a running color is never moved); a
  * worker's drain takes every ready slot in one step (one that stopped
  * earlier is the same as one made earlier); a worker's own posts to its own
- * colors (post_now with w == self) are not modeled. A worker's posting and
+ * colors are modeled only for W1 and the chain L (NL > 0). A worker's posting and
  * its owning are separate processes here (more interleavings than one
  * thread has), which is why the mover is a thread of its own: in the C code
  * a mover skips its own seq in step b, which is sound only because it is
@@ -113,7 +123,10 @@
  *  STAY_STAGED  a flush stops at a full inbox and the rest stays staged,
  *               retried by a later flush of the same thread, with no locked
  *               fallback (an earlier design): with HOP it loses G's order
- *               (with HOP=0 each thread's own order holds).
+ *               (with HOP=0 each thread's own order holds);
+ *  OWN_NODRAIN  (with NL > 0) a post to a color the poster read as its own
+ *               drains the owner's inbox only if the owner is still the
+ *               poster (the code before issue 26): L's order is lost.
  * Trails: every printf starts with "@ ", so `spin -T -t <flags> move.pml |
  * grep '^@'` tells a counterexample step by step.
  */
@@ -136,16 +149,21 @@
 #ifndef HOP
 #define HOP 1          /* G may be stolen between its handlers */
 #endif
+#ifndef NL
+#define NL 0           /* L's events (to C, by W1's own thread) */
+#endif
 
-#define NEV (NG + ND + NF)
+#define NEV (NG + ND + NF + NL)
 #define NONE 255
 #define C 0            /* the color that moves */
 #define D 1            /* the color that stays on W0 */
 #define A 0            /* the poster threads; A's seq is checked first */
 #define B 1
+#define T_L 2          /* W1's own thread, posting L (its seq) */
+#define OWN 1          /* the worker whose thread posts L */
 #define OBMAX 4        /* outbox capacity */
 
-/* An event: chain * 8 + number (from 1); chains 0 = G, 1 = D_, 2 = F. */
+/* An event: chain * 8 + number (from 1); chains 0 = G, 1 = D_, 2 = F, 3 = L. */
 #define EV(ch, n) ((ch) * 8 + (n))
 #define CH(e) ((e) / 8)
 #define NUM(e) ((e) % 8)
@@ -163,12 +181,12 @@ bool flock[2];              /* the workers' foreign locks */
 byte owner[2];              /* color -> owner (both start on W0) */
 byte loc[2];                /* color -> the worker holding its color-queue */
 byte moving_from[2] = NONE; /* ghost: during steps a-d, the worker C leaves */
-byte seq[2];                /* the poster threads' counters, modulo 4 */
+byte seq[3];                /* the posting threads' counters, modulo 4 */
 
 byte g_host = B;            /* the thread G's next handler runs on */
 byte g_next = 1;            /* G's next event number */
 byte d_next = 1;            /* D_'s next event number */
-byte last_q[3];             /* per chain: the last number queued */
+byte last_q[4];             /* per chain: the last number queued */
 byte queued = 0;            /* events queued on color-queues */
 
 /* Under w's lock (or its mover's): queue event e on its color's queue,
@@ -177,12 +195,12 @@ byte queued = 0;            /* events queued on color-queues */
  * nothing is lost, duplicated or reordered). A color-queue is FIFO and
  * moves whole, so that is the order its events run in: the queues' contents
  * need not be kept. */
-#define NAME(e) (CH(e) == 0 -> 'G' : (CH(e) == 1 -> 'D' : 'F'))
-/* Who queues (for the trails): a poster thread (A, B), or these. */
-#define BY_F 2
-#define BY_M 3
-#define BY_W 4
-#define BYNAME(by) (by == A -> 'A' : (by == B -> 'B' : (by == BY_F -> 'F' : 'M')))
+#define NAME(e) (CH(e) == 0 -> 'G' : (CH(e) == 1 -> 'D' : (CH(e) == 2 -> 'F' : 'L')))
+/* Who queues (for the trails): a posting thread (A, B, T_L), or these. */
+#define BY_F 3
+#define BY_M 4
+#define BY_W 5
+#define BYNAME(by) (by == A -> 'A' : (by == B -> 'B' : (by == T_L -> 'L' : (by == BY_F -> 'F' : 'M'))))
 inline enqueue(w, e, by) {
     if
     :: by == BY_W -> printf("@ W%d: drains %c%d into its queues\n", w, NAME(e), NUM(e))
@@ -267,7 +285,7 @@ inline stage(ev) {
  * g_host are bookkeeping that the protocol's other parties do not read). */
 inline step1(t) {
     seq[t] = (seq[t] + 1) % 4;
-    printf("@ %c: step 1, seq=%d\n", 'A' + t, seq[t])
+    printf("@ %c: step 1, seq=%d\n", BYNAME(t), seq[t])
 }
 
 /* outbox.c's flush_inboxes after step 1: steps 2 and 3. Each step below
@@ -275,7 +293,7 @@ inline step1(t) {
 inline flush_inboxes(t) {
     atomic {                                                    /* 2 */
         o = owner[COL(ob[0])];                                  /* SC load */
-        printf("@ %c: reads owner of %c%d: W%d\n", 'A' + t, NAME(ob[0]), NUM(ob[0]), o);
+        printf("@ %c: reads owner of %c%d: W%d\n", BYNAME(t), NAME(ob[0]), NUM(ob[0]), o);
         k = 1;
         nxt = NONE
     }
@@ -284,7 +302,7 @@ inline flush_inboxes(t) {
     :: atomic {     /* the run: the following events with the same owner */
            n + k < ob_n && nxt == NONE ->
            nxt = owner[COL(ob[n + k])];                          /* SC load */
-           printf("@ %c: reads owner of %c%d: W%d\n", 'A' + t, NAME(ob[n + k]), NUM(ob[n + k]), nxt);
+           printf("@ %c: reads owner of %c%d: W%d\n", BYNAME(t), NAME(ob[n + k]), NUM(ob[n + k]), nxt);
            if
            :: nxt == o -> k++; nxt = NONE
            :: else -> skip
@@ -305,8 +323,8 @@ inline flush_inboxes(t) {
            pos = tail[o];
            tail[o] = tail[o] + got;
            if
-           :: got == 0 -> printf("@ %c: inbox W%d full\n", 'A' + t, o)
-           :: else -> printf("@ %c: reserves %d of %d in inbox W%d at %d\n", 'A' + t, got, k, o, pos)
+           :: got == 0 -> printf("@ %c: inbox W%d full\n", BYNAME(t), o)
+           :: else -> printf("@ %c: reserves %d of %d in inbox W%d at %d\n", BYNAME(t), got, k, o, pos)
            fi;
            j = 0
        };
@@ -315,7 +333,7 @@ inline flush_inboxes(t) {
               j < got ->
               slot_ev[SLOT(o, pos + j)] = ob[n + j];
               slot_ready[SLOT(o, pos + j)] = true;
-              printf("@ %c: writes %c%d at W%d:%d\n", 'A' + t,
+              printf("@ %c: writes %c%d at W%d:%d\n", BYNAME(t),
                      NAME(ob[n + j]), NUM(ob[n + j]), o, pos + j);
               j++
           }
@@ -328,7 +346,7 @@ inline flush_inboxes(t) {
               got == k && n + got < ob_n ->
               n = n + got; got = 0; j = 0; pos = 0;
               o = owner[COL(ob[n])];                             /* SC load */
-              printf("@ %c: reads owner of %c%d: W%d\n", 'A' + t, NAME(ob[n]), NUM(ob[n]), o)
+              printf("@ %c: reads owner of %c%d: W%d\n", BYNAME(t), NAME(ob[n]), NUM(ob[n]), o)
           }
        :: got == k && n + got == ob_n -> n = n + got; got = 0; break
 #else
@@ -340,7 +358,7 @@ inline flush_inboxes(t) {
     atomic {                                                    /* 3 */
         n = n + got;
         seq[t] = (seq[t] + 1) % 4;
-        printf("@ %c: step 3, seq=%d, %d left staged\n", 'A' + t, seq[t], ob_n - n);
+        printf("@ %c: step 3, seq=%d, %d left staged\n", BYNAME(t), seq[t], ob_n - n);
         ob_shift(n);
         n = 0; o = 0; nxt = 0; j = 0; got = 0; pos = 0; k = 0
     }
@@ -483,6 +501,59 @@ proctype foreign() {
     od
 }
 
+#if NL > 0
+#ifdef OWN_NODRAIN
+#define OWN_DRAINS(w) (w == OWN)
+#else
+#define OWN_DRAINS(w) true
+#endif
+/* W1's thread: the chain L, each event staged or, when W1 reads itself as
+ * C's owner, posted by post_now after a flush of what is staged. */
+proctype own() {
+    byte ob[OBMAX], ob_n;
+    byte e, i, j, k, n, o, nxt, pos, got, w, until, l = 1, mine;
+    do
+    :: l <= NL ->
+        atomic {
+            mine = owner[C];                                    /* one load */
+            printf("@ L: reads owner of L%d: W%d\n", l, mine)
+        };
+        if
+        :: mine != OWN -> d_step { stage(EV(3, l)); l++; mine = 0 }
+        :: else ->
+            if
+            :: ob_n > 0 -> d_step { step1(T_L) }; flush(T_L)
+            :: else -> skip
+            fi;
+            /* post_now: lock the owner (read, lock, re-check) */
+            do
+            :: w = owner[C];
+               atomic {
+                   !lock[w] -> lock[w] = true;
+                   if
+                   :: owner[C] == w -> until = tail[w]; break
+                   :: else -> lock[w] = false; w = 0
+                   fi
+               }
+            od;
+            if
+            :: OWN_DRAINS(w) -> drain_whole(w, until, T_L, SHORT_L)
+            :: else -> printf("@ L: W%d is not W1 now: no drain\n", w)
+            fi;
+            atomic {
+                e = EV(3, l);
+                enqueue(w, e, T_L);
+                lock[w] = false;
+                e = 0; w = 0; until = 0; mine = 0;
+                l++
+            }
+        fi
+    :: l > NL && ob_n > 0 -> d_step { step1(T_L) }; flush(T_L)   /* the handler's end */
+    :: l > NL && ob_n == 0 -> break
+    od
+}
+#endif
+
 /* An owner: each lock hold drains the ready prefix of its inbox. */
 proctype worker(byte w) {
     byte e;
@@ -502,7 +573,7 @@ proctype worker(byte w) {
 inline wait_poster(p) {
     d_step {
         s = seq[p];
-        printf("@ M: step b reads seq[%c]=%d\n", 'A' + p, s);
+        printf("@ M: step b reads seq[%c]=%d\n", BYNAME(p), s);
         if
         :: s % 2 == 0 -> s = 0
         :: else -> skip
@@ -531,6 +602,9 @@ proctype mover() {
 #ifndef SKIP_B
         wait_poster(A);                                         /* b */
         wait_poster(B);
+#if NL > 0
+        wait_poster(T_L);
+#endif
 #endif
 #ifdef SKIP_FLOCK
         atomic {
@@ -576,6 +650,9 @@ init {
         run poster(A);
         run poster(B);
         run foreign();
+#if NL > 0
+        run own();
+#endif
         run mover()
     }
 }

@@ -20,8 +20,10 @@
  */
 #include <check.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/testutil.h"
 
@@ -33,10 +35,25 @@ enum {
     TARGET0 = 100,
 };
 
-/* The posts of one (poster, target) pair are numbered 1, 2, ... */
+/* The posts of one (poster, target) pair are numbered 1, 2, ... Each keeps
+ * a record of its way, for the soak (scripts/soak.sh): the worker that
+ * posted it (-1: a thread that is no worker), the target's owner that
+ * worker saw just before (the same worker: queued directly, "local"; else
+ * staged in the outbox, "remote"), the worker that ran it, and both times. */
 struct post {
     uint16_t poster, target;
     uint32_t seq;
+    int8_t post_w, owner_seen, run_w;
+    uint64_t t_post, t_run;
+};
+
+/* The mover's log: what it did to which target, when (a ring). */
+enum { MOVELOG = 1 << 16 };
+struct move_rec {
+    uint64_t t;
+    uint16_t target;
+    int8_t to;
+    int8_t err;
 };
 
 static struct {
@@ -54,6 +71,10 @@ static struct {
     unsigned ntargets;                     /* targets the posters use (NTARGETS) */
     unsigned posters;                      /* poster colors posting (NPOSTERS) */
     bool tight;                            /* the mover never pauses */
+    struct move_rec moves[MOVELOG];        /* the mover's */
+    atomic_uint nmoves;
+    atomic_bool broken;                    /* the first disorder: recorded */
+    struct post first_bad;
 } st;
 
 static void reset(unsigned quota)
@@ -73,9 +94,14 @@ static void consume(void *arg)
 
     if (atomic_fetch_add(&st.inflight[p->target], 1) != 0)
         note("target %u: two events at once", p->target);
-    if (st.last_seq[p->poster][p->target] + 1 != p->seq)
+    p->run_w = (int8_t)mely_current_worker();
+    p->t_run = now_ns();
+    if (st.last_seq[p->poster][p->target] + 1 != p->seq) {
         note("poster %u -> target %u: event #%u ran after #%u", p->poster, p->target, p->seq,
              st.last_seq[p->poster][p->target]);
+        if (!atomic_exchange(&st.broken, true))
+            st.first_bad = *p;
+    }
     st.last_seq[p->poster][p->target] = p->seq;
     atomic_fetch_sub(&st.inflight[p->target], 1);
     if (atomic_fetch_add(&st.ran, 1) + 1 == st.posters * st.quota)
@@ -86,7 +112,13 @@ static void consume(void *arg)
 static int post_next(unsigned p, unsigned t)
 {
     struct post *e = &st.posts[(size_t)p * st.quota + st.posted[p]++];
-    *e = (struct post){.poster = (uint16_t)p, .target = (uint16_t)t, .seq = ++st.next_seq[p][t]};
+    *e = (struct post){.poster = (uint16_t)p,
+                       .target = (uint16_t)t,
+                       .seq = ++st.next_seq[p][t],
+                       .post_w = (int8_t)mely_current_worker(),
+                       .owner_seen = (int8_t)mely_color_owner(&st.m, TARGET0 + t),
+                       .run_w = -2,
+                       .t_post = now_ns()};
     return mely_post(&st.m, TARGET0 + t, consume, e);
 }
 
@@ -103,6 +135,50 @@ static void poster(void *arg)
     }
     if (st.posted[p] < st.quota && mely_post(&st.m, POSTER0 + p, poster, arg) != 0)
         note("poster %u: re-post failed", p);
+}
+
+static const char *way(const struct post *e)
+{
+    return e->post_w < 0 ? "foreign" : e->post_w == e->owner_seen ? "local" : "remote";
+}
+
+/* After a disorder, with MELY_SOAK_DIR set: the records of its pair around
+ * it and the mover's log over their time, into a file of that directory. */
+static void dump_records(const char *test, const struct shape *sh)
+{
+    const char *dir = getenv("MELY_SOAK_DIR");
+    if (!atomic_load(&st.broken) || !dir || !*dir)
+        return;
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s-%s-%d.txt", dir, test, shape_name(sh), (int)getpid());
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "cannot write %s\n", path);
+        return;
+    }
+    const struct post *bad = &st.first_bad;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    fprintf(f, "%s, %s: poster %u -> target %u, #%u ran out of order\n", test, shape_name(sh),
+            bad->poster, bad->target, bad->seq);
+    fprintf(f, "seq way post_w owner_seen run_w t_post t_run (ns, monotonic)\n");
+    for (unsigned k = 0; k < st.posted[bad->poster]; k++) { /* bounded: the poster's posts */
+        const struct post *e = &st.posts[(size_t)bad->poster * st.quota + k];
+        if (e->target != bad->target || e->seq + 16 < bad->seq || e->seq > bad->seq + 4)
+            continue;
+        fprintf(f, "%u %s %d %d %d %llu %llu\n", e->seq, way(e), e->post_w, e->owner_seen,
+                e->run_w, (unsigned long long)e->t_post, (unsigned long long)e->t_run);
+        lo = e->t_post < lo ? e->t_post : lo;
+        hi = e->t_run > hi ? e->t_run : hi;
+    }
+    fprintf(f, "mover: t target to err\n");
+    unsigned n = atomic_load(&st.nmoves);
+    for (unsigned i = n > MOVELOG ? n - MOVELOG : 0; i < n; i++) { /* bounded: the ring */
+        const struct move_rec *m = &st.moves[i % MOVELOG];
+        if (m->target == bad->target && m->t + 1000000 >= lo && m->t <= hi)
+            fprintf(f, "%llu %u %d %d\n", (unsigned long long)m->t, m->target, m->to, m->err);
+    }
+    fclose(f);
+    fprintf(stderr, "records of the disorder: %s\n", path);
 }
 
 static void check_all_ran(const struct shape *sh, bool fired)
@@ -126,6 +202,7 @@ START_TEST(flood)
     watchdog_start(&st.wd, &st.m, 60, __func__);
     ck_assert_int_eq(mely_run(&st.m), 0);
     bool fired = watchdog_end(&st.wd);
+    dump_records(__func__, sh);
     assert_no_notes();
     check_all_ran(sh, fired);
     ck_assert_int_eq(mely_shutdown(&st.m), 0);
@@ -182,6 +259,7 @@ START_TEST(foreign_flood)
     bool fired = watchdog_end(&st.wd);
     for (unsigned p = 0; p < 2; p++)
         pthread_join(t[p], NULL);
+    dump_records(__func__, sh);
     assert_no_notes();
     check_all_ran(sh, fired);
     ck_assert_int_eq(mely_shutdown(&st.m), 0);
@@ -265,6 +343,9 @@ static void *mover(void *arg)
     while (!atomic_load(&st.stop_moving)) { /* bounded: until the runtime stops */
         unsigned t = i % st.ntargets, to = (i / st.ntargets) % n;
         int err = mely_color_move(&st.m, TARGET0 + t, to);
+        unsigned k = atomic_fetch_add(&st.nmoves, 1) % MOVELOG;
+        st.moves[k] = (struct move_rec){
+            .t = now_ns(), .target = (uint16_t)t, .to = (int8_t)to, .err = (int8_t)err};
         if (err == 0)
             atomic_fetch_add(&moves_ok, 1);
         else if (err != MELY_EBUSY)
@@ -292,6 +373,7 @@ START_TEST(moves_race_flushes)
     bool fired = watchdog_end(&st.wd);
     atomic_store(&st.stop_moving, true);
     pthread_join(t, NULL);
+    dump_records(__func__, sh);
     assert_no_notes();
     check_all_ran(sh, fired);
     /* The targets were idle at times (between bursts): some moves went through. */
@@ -328,6 +410,7 @@ START_TEST(own_posts_race_moves)
     bool fired = watchdog_end(&st.wd);
     atomic_store(&st.stop_moving, true);
     pthread_join(t, NULL);
+    dump_records(__func__, sh);
     assert_no_notes();
     check_all_ran(sh, fired);
     ck_assert_msg(atomic_load(&moves_ok) > 0, "%s: no move succeeded", shape_name(sh));
@@ -343,6 +426,9 @@ int main(void)
     tcase_add_loop_test(tc, flood, 0, NSHAPES);
     tcase_add_loop_test(tc, foreign_flood, 0, NSHAPES);
     tcase_add_loop_test(tc, causal, 0, NSHAPES);
+
+    /* The soak's case (scripts/soak.sh): moves racing posts. */
+    tc = new_tcase(s, "moves", 240);
     tcase_add_loop_test(tc, moves_race_flushes, 0, NSHAPES);
     tcase_add_loop_test(tc, own_posts_race_moves, 0, NSHAPES);
     int rc = mely_test_main(s);

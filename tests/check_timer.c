@@ -68,9 +68,29 @@ static struct {
     unsigned n;
     uint64_t *deadline;   /* the earliest time each may fire */
     int64_t *late;        /* ns past it */
+    int64_t *ref_late;    /* the reference sleeper's, for the same times */
     atomic_uint fired;
     atomic_uint *runs;
 } ot;
+
+/* The machine's own figure, in the same run: a plain thread sleeping to
+ * each deadline (clock_nanosleep, absolute) is late by what the scheduler
+ * adds, whatever the runtime does. The runtime's timers are judged against
+ * it, so a loaded machine does not fail the test and a slow runtime does. */
+static void *ot_reference(void *arg)
+{
+    (void)arg;
+    uint64_t base = mely_now_ns() + 20 * MS;
+    for (unsigned i = 0; i < ot.n; i++) { /* bounded: the timers */
+        uint64_t at = base + (uint64_t)i * ONTIME_STEP_US * 1000u;
+        struct timespec ts = {.tv_sec = (time_t)(at / 1000000000u),
+                              .tv_nsec = (long)(at % 1000000000u)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+        }
+        ot.ref_late[i] = (int64_t)(mely_now_ns() - at);
+    }
+    return NULL;
+}
 
 static void ot_fire(void *arg)
 {
@@ -121,8 +141,11 @@ static void *ot_setter(void *arg)
 /*
  * 200 timers, 1.5 ms apart, on various colors, set from a foreign thread
  * while the runtime runs (some with mely_timer_at, some with
- * mely_timer_after): none fires early; the median lateness is under 2 ms and
- * none is 50 ms late.
+ * mely_timer_after): none fires early, each once; the median and the 90th
+ * percentile of their lateness are within 2 ms and 5 ms of a plain thread's
+ * sleeping to the same times beside them (the machine's own figure, in the
+ * same run), and none is left behind (a second late: lost until some other
+ * event).
  */
 START_TEST(timers_fire_on_time)
 {
@@ -132,36 +155,41 @@ START_TEST(timers_fire_on_time)
     ot.deadline = calloc(ot.n, sizeof(*ot.deadline));
     ot.late = calloc(ot.n, sizeof(*ot.late));
     ot.runs = calloc(ot.n, sizeof(*ot.runs));
-    ck_assert(ot.deadline && ot.late && ot.runs);
+    ot.ref_late = calloc(ot.n, sizeof(*ot.ref_late));
+    ck_assert(ot.deadline && ot.late && ot.runs && ot.ref_late);
     init_runtime_shape(&rt, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    pthread_t ref;
+    ck_assert_int_eq(pthread_create(&ref, NULL, ot_reference, NULL), 0);
     run_with_helper(&rt, ot_setter, NULL, 60, shape_name(sh));
+    pthread_join(ref, NULL);
 
     unsigned worst = 0;
     for (unsigned i = 1; i < ot.n; i++)
         if (ot.late[i] > ot.late[worst])
             worst = i;
     mely_color_t worst_color = ot_color(worst);
-    struct lateness l = percentiles(ot.late, ot.n);
-    printf("timer lateness (%s, %u timers): p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms\n",
-           shape_name(sh), ot.n, l.p50, l.p90, l.p99, l.max);
-    /* Sanitizer builds run 4-10x slower: their bound scales (8 ms). */
-    double p50_bound = 2.0 / test_scale();
-    ck_assert_msg(l.p50 < p50_bound, "%s: median lateness %.3f ms (bound %.0f ms)", shape_name(sh),
-                  l.p50, p50_bound);
-    /* The median is the target (2 ms on an idle machine). The worst case is a
-     * sanity bound (no timer lost or left behind): CI runs two test programs
-     * at a time on 2 cores, and one of them may be a 1,000-connection echo
-     * load, so a timer's worker can wait tens of ms for a CPU; sanitizer
-     * builds run 4x slower, so the bound scales too. */
-    double bound = 250.0 / test_scale();
-    ck_assert_msg(l.max < bound,
-                  "%s: timer %u (color %u, set %.1f ms into the run) fired %.3f ms late (bound "
-                  "%.0f ms)",
-                  shape_name(sh), worst, worst_color, worst * ONTIME_STEP_US / 3 / 1e3, l.max,
-                  bound);
+    struct lateness l = percentiles(ot.late, ot.n), r = percentiles(ot.ref_late, ot.n);
+    printf("timer lateness (%s, %u timers): p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms; "
+           "a plain thread's: p50 %.3f ms, p90 %.3f ms, max %.3f ms\n",
+           shape_name(sh), ot.n, l.p50, l.p90, l.p99, l.max, r.p50, r.p90, r.max);
+    /* Beyond the machine's figure: sanitizer builds run 4-10x slower, so
+     * the margin scales (8 ms). */
+    double p50_bound = r.p50 + 2.0 / test_scale(), p90_bound = r.p90 + 5.0 / test_scale();
+    ck_assert_msg(l.p50 < p50_bound, "%s: median lateness %.3f ms (bound %.1f ms: a plain "
+                  "thread's %.3f + %.0f)", shape_name(sh), l.p50, p50_bound, r.p50,
+                  2.0 / test_scale());
+    ck_assert_msg(l.p90 < p90_bound, "%s: p90 lateness %.3f ms (bound %.1f ms: a plain thread's "
+                  "%.3f + %.0f)", shape_name(sh), l.p90, p90_bound, r.p90, 5.0 / test_scale());
+    /* Left behind: a timer whose worker did not wake for it fires with some
+     * later event, if any (none here for a second). No load of the CI
+     * machine makes a runnable thread wait that long. */
+    ck_assert_msg(l.max < 1000.0 + r.max,
+                  "%s: timer %u (color %u, set %.1f ms into the run) fired %.3f ms late",
+                  shape_name(sh), worst, worst_color, worst * ONTIME_STEP_US / 3 / 1e3, l.max);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
     free(ot.deadline);
     free(ot.late);
+    free(ot.ref_late);
     free(ot.runs);
 }
 END_TEST
@@ -226,7 +254,7 @@ static void *wk_driver(void *arg)
  * Workers park at once (spin_us 0) and sleep in their pollers until the next
  * deadline: a foreign thread sets a timer 500 ms ahead, then one 3 ms ahead
  * on the same worker, which must wake for it: every near timer within 30 ms
- * (a missed wake-up would make it ~500 ms late), the median within 2 ms.
+ * (a missed wake-up would make it ~500 ms late).
  */
 START_TEST(earlier_deadline_wakes_a_sleeping_worker)
 {
@@ -240,13 +268,12 @@ START_TEST(earlier_deadline_wakes_a_sleeping_worker)
     struct lateness l = percentiles(wk.late, wk.rounds);
     printf("wake for an earlier deadline (%s): p50 %.3f ms, max %.3f ms\n", shape_name(sh), l.p50,
            l.max);
-    /* A sanitizer build runs 4-10x slower (ThreadSanitizer with 8 workers on
-     * 2 CPUs: 30-45 ms on the AMD guests, old code too): the bound scales,
-     * and stays far below a missed wake-up's ~500 ms. */
-    double bound = 30.0 / test_scale();
-    ck_assert_msg(l.max < bound, "%s: a 3 ms timer set while the worker slept fired %.3f ms late (bound %.0f ms)",
-                  shape_name(sh), l.max, bound);
-    ck_assert_msg(l.p50 < 2.0 / test_scale(), "%s: median lateness %.3f ms", shape_name(sh), l.p50);
+    /* What the test means is a missed wake-up, which makes the near timer
+     * fire with the far one, WAKE_FAR_MS late: the bound is half that, whatever
+     * the machine's load (its scheduling delays are tens of ms at worst). */
+    ck_assert_msg(l.max < WAKE_FAR_MS / 2.0, "%s: a 3 ms timer set while the worker slept "
+                  "fired %.3f ms late: a missed wake-up (bound %d ms)", shape_name(sh), l.max,
+                  WAKE_FAR_MS / 2);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
 }
 END_TEST

@@ -7,13 +7,16 @@
 
 #include "common/measure.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,6 +73,87 @@ struct cpu_window idle_window(uint64_t settle_us, uint64_t window_us)
     sleep_us(window_us);
     return (struct cpu_window){.cpu_s = cpu_s(RUSAGE_SELF) - cpu0,
                                .wall_s = (double)(now_ns() - t0) / 1e9};
+}
+
+enum { MAX_TASKS = 512 };
+
+struct task_cpu {
+    pid_t tid;
+    double cpu_s;
+};
+
+/* The CPU-time clock of thread tid of this process: what glibc's
+ * pthread_getcpuclockid() builds from a pthread_t, from the kernel's thread
+ * id (Linux's encoding: ~tid << 3, per-thread, scheduler time), so that
+ * threads the caller did not create can be read, to the nanosecond. */
+static clockid_t tid_clock(pid_t tid)
+{
+    return (clockid_t)((~(unsigned)tid << 3) | 4u | 2u);
+}
+
+/* The CPU time of each thread of this process; how many were read. */
+static unsigned task_cpus(struct task_cpu *t, unsigned max)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return 0;
+    unsigned n = 0;
+    struct dirent *e;
+    while (n < max && (e = readdir(d)) != NULL) { /* bounded: the threads */
+        pid_t tid = (pid_t)atoi(e->d_name);
+        struct timespec ts;
+        if (tid <= 0 || clock_gettime(tid_clock(tid), &ts) != 0)
+            continue; /* not a thread, or it ended */
+        t[n++] = (struct task_cpu){tid, (double)ts.tv_sec + (double)ts.tv_nsec / 1e9};
+    }
+    closedir(d);
+    return n;
+}
+
+static atomic_bool spin_stop;
+static pthread_t spin_thread;
+
+static void *spinner(void *arg)
+{
+    double *got = arg;
+    double t0 = cpu_s(RUSAGE_THREAD);
+    while (!atomic_load_explicit(&spin_stop, memory_order_relaxed)) { /* bounded: the window */
+    }
+    *got = cpu_s(RUSAGE_THREAD) - t0;
+    return NULL;
+}
+
+struct idle_check idle_against_spinner(uint64_t settle_us, uint64_t window_us)
+{
+    static struct task_cpu before[MAX_TASKS], after[MAX_TASKS];
+    struct idle_check r = {0};
+    pid_t self = (pid_t)syscall(SYS_gettid);
+    sleep_us(settle_us);
+    atomic_store(&spin_stop, false);
+    double got = 0;
+    unsigned nb = task_cpus(before, MAX_TASKS);
+    uint64_t t0 = now_ns();
+    bool spun = pthread_create(&spin_thread, NULL, spinner, &got) == 0;
+    sleep_us(window_us);
+    atomic_store(&spin_stop, true);
+    if (spun)
+        pthread_join(spin_thread, NULL);
+    r.wall_s = (double)(now_ns() - t0) / 1e9;
+    unsigned na = task_cpus(after, MAX_TASKS);
+    r.spinner_s = got;
+    for (unsigned i = 0; i < na; i++) { /* bounded: the threads */
+        if (after[i].tid == self)
+            continue;
+        double was = 0;
+        for (unsigned j = 0; j < nb; j++) /* bounded: the threads */
+            if (before[j].tid == after[i].tid)
+                was = before[j].cpu_s;
+        double used = after[i].cpu_s - was;
+        r.others_s += used;
+        if (used > r.busiest_s)
+            r.busiest_s = used;
+    }
+    return r;
 }
 
 unsigned raise_fd_limit(unsigned want)

@@ -45,6 +45,24 @@ struct cpu_window {
 };
 struct cpu_window idle_window(uint64_t settle_us, uint64_t window_us);
 
+/* An idle window judged against the machine's own figure, in the same run:
+ * sleeps settle_us, then for window_us a thread of its own spins while this
+ * one sleeps, and returns what the spinner got (what a worker that spun
+ * would get now, on this machine under its present load) beside what each
+ * other thread of the process used (each thread's CPU-time clock, found
+ * through /proc/self/task),
+ * the calling thread left out. A busy machine gives the spinner less, and
+ * an idle worker needs no more than on a quiet one: "the busiest other
+ * thread used under a quarter of the spinner's time" tells a spinning
+ * worker from a sleeping one under any load. */
+struct idle_check {
+    double spinner_s;     /* the spinner's CPU time in the window */
+    double others_s;      /* every other thread's together */
+    double busiest_s;     /* the busiest other thread's */
+    double wall_s;
+};
+struct idle_check idle_against_spinner(uint64_t settle_us, uint64_t window_us);
+
 /* Raises the soft RLIMIT_NOFILE to at least `want` (the hard limit too, where
  * that is allowed: root), else to the hard limit; never lowers it. Returns
  * the soft limit in force afterwards. */

@@ -514,7 +514,7 @@ END_TEST
 
 /* ---- idle cost ------------------------------------------------------------------------ */
 
-static struct cpu_window idle_m;
+static struct idle_check idle_m;
 
 /* The idle test runs in every shape (11): a short window keeps it quick, and
  * a worker that spins (say, in the steal driver) would use all of it. */
@@ -528,7 +528,7 @@ static void *idle_meter(void *arg)
         mely_stop(&rt);
         return NULL;
     }
-    idle_m = idle_window(IDLE_SETTLE_US, IDLE_WINDOW_US); /* after the workers settle */
+    idle_m = idle_against_spinner(IDLE_SETTLE_US, IDLE_WINDOW_US); /* after the workers settle */
     mely_stop(&rt);
     return NULL;
 }
@@ -694,14 +694,17 @@ START_TEST(stats_printed_at_exit)
 }
 END_TEST
 
-/* A runtime with nothing to do must sleep: the whole process (workers,
- * this meter, the stall monitor's 40 wake-ups a second, a sanitizer's
- * threads) may use at most 10% of one core, whatever the engine and the
- * steal policy (idle workers run the steal driver before they park). Under
- * a sanitizer every wake-up costs many times more: 20% there (8 unpinned
- * workers under ThreadSanitizer, while CI ran another test program beside
- * it, used 10.1% and 11.1%; alone, under 10%). A worker that spun would use
- * 100%. */
+/* A runtime with nothing to do must sleep. What the test means is "no
+ * worker spins" (idle workers run the steal driver before they park,
+ * whatever the engine and the steal policy): so it compares each thread of
+ * the process (workers, the stall monitor's 40 wake-ups a second, a
+ * sanitizer's threads) with a thread that spins beside them in the same
+ * window, which gets what a spinning worker would get on this machine under
+ * its present load. The busiest must use under a quarter of that (on a
+ * quiet machine: a spinner gets the whole window, an idle worker well under
+ * 1%). An absolute bound (10% of a core for the process) failed under the
+ * load of CI running two test programs at a time; the process's total is
+ * bench/dispatch's idle row. */
 START_TEST(idle_runtime_uses_no_cpu)
 {
     init_runtime_shape(&rt, &shapes[_i], MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
@@ -709,10 +712,15 @@ START_TEST(idle_runtime_uses_no_cpu)
     run_with_helper(&rt, idle_meter, NULL, 30, "idle runtime");
     ck_assert_msg(idle_m.wall_s >= IDLE_WINDOW_US / 1e6 - 0.01, "the idle period lasted %.3f s",
                   idle_m.wall_s);
-    double share = test_scale() < 1.0 ? 0.20 : 0.10;
-    ck_assert_msg(idle_m.cpu_s < share * idle_m.wall_s,
-                  "%s: idle workers used %.1f ms of CPU in %.3f s (bound: %.0f%% of one core)",
-                  shape_name(&shapes[_i]), idle_m.cpu_s * 1e3, idle_m.wall_s, share * 100);
+    printf("idle (%s): the busiest thread %.2f ms, all %.2f ms of CPU in %.3f s; a spinning "
+           "thread got %.1f ms\n",
+           shape_name(&shapes[_i]), idle_m.busiest_s * 1e3, idle_m.others_s * 1e3,
+           idle_m.wall_s, idle_m.spinner_s * 1e3);
+    ck_assert_msg(idle_m.busiest_s < idle_m.spinner_s / 4,
+                  "%s: an idle thread used %.1f ms of CPU in %.3f s, a spinning one %.1f ms "
+                  "(bound: a quarter of it)",
+                  shape_name(&shapes[_i]), idle_m.busiest_s * 1e3, idle_m.wall_s,
+                  idle_m.spinner_s * 1e3);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
 }
 END_TEST

@@ -54,7 +54,8 @@ struct cpu_window idle_window(uint64_t settle_us, uint64_t window_us);
  * the calling thread left out. A busy machine gives the spinner less, and
  * an idle worker needs no more than on a quiet one: "the busiest other
  * thread used under a quarter of the spinner's time" tells a spinning
- * worker from a sleeping one under any load. */
+ * worker from a sleeping one under any load. Where /proc cannot be opened
+ * (no descriptor left), the process's total stands for the busiest. */
 struct idle_check {
     double spinner_s;     /* the spinner's CPU time in the window */
     double others_s;      /* every other thread's together */

@@ -161,12 +161,15 @@ typedef struct mely {
  * override cfg: MELY_WORKERS (1..256), MELY_PIN (0/1), MELY_BATCH (1..MELY_BATCH_MAX),
  * MELY_SPIN_US (0..1000000), MELY_STEAL (a policy, as cfg->steal),
  * MELY_ENGINE (as cfg->engine), MELY_KEEP_SIGPIPE (0/1), MELY_KEEP_MALLOC (0/1). One more has no
- * cfg field: MELY_STALL_MS (0..3600000, default 100; 0: off), the time after
- * which a handler still running gets one MELY_LOG_WARN line through the log
- * hook while it runs ("stall: worker W, color C: handler NAME has run for
- * N ms so far ..."; NAME is the descriptor's name, else the function's
- * symbol as dladdr() finds it, else its address), at most 10 lines a second,
- * each stall counted in mely_stats_t.stalls. A monitor thread per
+ * cfg field: MELY_STALL_MS (0..3600000, default 100; 0: off), the CPU time
+ * after which a handler still running gets one MELY_LOG_WARN line through
+ * the log hook while it runs ("stall: worker W, color C: handler NAME has
+ * run for N ms of CPU so far, M ms of wall time ..."; NAME is the
+ * descriptor's name, else the function's symbol as dladdr() finds it, else
+ * its address), at most 10 lines a second, each stall counted in
+ * mely_stats_t.stalls. CPU time, the worker thread's, so that a worker the
+ * kernel descheduled is not blamed on its handler; a handler that sleeps or
+ * blocks uses none and is not warned about either. A monitor thread per
  * mely_run() watches for them (doc/runtime.md, "Stall warnings").
  * Each worker's poller (a libevent event_base) is created here, so that
  * watches and timers can be set before mely_run(). No thread starts until mely_run().
@@ -793,9 +796,10 @@ typedef struct mely_stats {
     uint64_t io_ready;       /* watch events its poller queued (readiness) */
     uint64_t timers_fired;   /* timers of this worker that expired */
     uint64_t watch_moves;    /* watches moved to this worker's poller */
-    uint64_t stalls;         /* handlers of this worker that ran longer than
-                                MELY_STALL_MS (each counted once, whether or
-                                not the rate limit let its warning through) */
+    uint64_t stalls;         /* handlers of this worker that used more than
+                                MELY_STALL_MS of CPU time (each counted once,
+                                whether or not the rate limit let its
+                                warning through) */
     uint64_t stream_sends;   /* system calls (writev) that sent streams' output
                                 on this worker: one per stream per batch at
                                 most (mely/stream.h) */

@@ -13,6 +13,15 @@
  *    any of them into a message. The library never aborts on a user error.
  *  - "Any thread" means: a handler running on any worker of any runtime, the
  *    thread that called mely_run(), or a thread the runtime does not know.
+ *    It never means a signal handler: no function of this library is
+ *    async-signal-safe unless its comment says "also a signal handler"
+ *    (mely_now_ns, mely_color_pick, mely_color_hash). A signal can
+ *    interrupt a thread inside the runtime, holding a worker's lock or
+ *    halfway through a free list; a call from the signal handler then
+ *    spins forever on the lock its own thread holds, or corrupts the
+ *    runtime. Take signals with mely_signal() instead: it runs a colored
+ *    handler, an ordinary event from which every call is allowed, for each
+ *    delivery (example there).
  *  - A mely_t is a handle the caller owns (zero it, or leave it as mely_init()
  *    or mely_shutdown() left it). Do not copy it: pass its address.
  */
@@ -152,12 +161,15 @@ typedef struct mely {
  * override cfg: MELY_WORKERS (1..256), MELY_PIN (0/1), MELY_BATCH (1..MELY_BATCH_MAX),
  * MELY_SPIN_US (0..1000000), MELY_STEAL (a policy, as cfg->steal),
  * MELY_ENGINE (as cfg->engine), MELY_KEEP_SIGPIPE (0/1), MELY_KEEP_MALLOC (0/1). One more has no
- * cfg field: MELY_STALL_MS (0..3600000, default 100; 0: off), the time after
- * which a handler still running gets one MELY_LOG_WARN line through the log
- * hook while it runs ("stall: worker W, color C: handler NAME has run for
- * N ms so far ..."; NAME is the descriptor's name, else the function's
- * symbol as dladdr() finds it, else its address), at most 10 lines a second,
- * each stall counted in mely_stats_t.stalls. A monitor thread per
+ * cfg field: MELY_STALL_MS (0..3600000, default 100; 0: off), the CPU time
+ * after which a handler still running gets one MELY_LOG_WARN line through
+ * the log hook while it runs ("stall: worker W, color C: handler NAME has
+ * run for N ms of CPU so far, M ms of wall time ..."; NAME is the
+ * descriptor's name, else the function's symbol as dladdr() finds it, else
+ * its address), at most 10 lines a second, each stall counted in
+ * mely_stats_t.stalls. CPU time, the worker thread's, so that a worker the
+ * kernel descheduled is not blamed on its handler; a handler that sleeps or
+ * blocks uses none and is not warned about either. A monitor thread per
  * mely_run() watches for them (doc/runtime.md, "Stall warnings").
  * Each worker's poller (a libevent event_base) is created here, so that
  * watches and timers can be set before mely_run(). No thread starts until mely_run().
@@ -188,7 +200,10 @@ int mely_run(mely_t *m);
  * Asks mely_run() to return. Handlers that are running finish; no new handler
  * starts after the workers notice the request.
  * @return 0; MELY_ESHUTDOWN.
- * Threads: any thread, including handlers and signal-free foreign threads.
+ * Threads: any thread, including handlers; not a signal handler, for which
+ * it is not written (for one, it would wait forever for a mely_shutdown()
+ * that the signal interrupted on the same thread): to stop on SIGINT or
+ * SIGTERM, call it from a mely_signal() handler (example there).
  */
 int mely_stop(mely_t *m);
 
@@ -274,15 +289,22 @@ uint64_t mely_fn_measured(const mely_t *m, mely_fn_t fn);
  *         MELY_COLOR_PINNED); MELY_EPRIO (prio outside 0..MELY_PRIO_MAX);
  *         MELY_ENOFN (fn NULL); MELY_EINVAL (unknown flag); MELY_ENOMEM.
  *         On error nothing was queued.
- * Threads: any thread. Cost: O(1), no malloc in the steady state.
+ * Threads: any thread, but never a signal handler: a post spins on its
+ * owner's lock, and the thread the signal interrupted may be the holder,
+ * inside a post or between batches (a deadlock); it also takes events from
+ * the thread's own free list, which the interrupted code may be changing.
+ * To post when a signal arrives, post from a mely_signal() handler (example
+ * there). Cost: O(1), no malloc in the steady state.
  */
 int mely_post_ex(mely_t *m, mely_color_t color, int prio, const mely_handler_t *h,
                  mely_fn_t fn, void *arg, unsigned flags);
 
-/* mely_post_ex(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, 0): a tail post. */
+/* mely_post_ex(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, 0): a tail post.
+ * Threads: as mely_post_ex (never a signal handler). */
 int mely_post(mely_t *m, mely_color_t color, mely_fn_t fn, void *arg);
 
-/* mely_post_ex(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, MELY_POST_HEAD). */
+/* mely_post_ex(m, color, MELY_PRIO_DEFAULT, NULL, fn, arg, MELY_POST_HEAD).
+ * Threads: as mely_post_ex (never a signal handler). */
 int mely_post_head(mely_t *m, mely_color_t color, mely_fn_t fn, void *arg);
 
 /* ---- Introspection ----------------------------------------------------------- */
@@ -354,14 +376,15 @@ int mely_color_range(mely_t *m, uint32_t n, mely_color_range_t *out);
 
 /* The color of `key` in range r: base + key % n, so consecutive keys (fds,
  * ids) take consecutive colors, which the color map spreads over the
- * workers. Any thread. */
+ * workers. Any thread, also a signal handler. */
 static inline mely_color_t mely_color_pick(const mely_color_range_t *r, uint64_t key)
 {
     return r->base + (mely_color_t)(key % r->n);
 }
 
 /* The color of a key given as bytes (a string, a struct): a hash (FNV-1a,
- * 64-bit) of the len bytes at key, picked into r. Any thread. */
+ * 64-bit) of the len bytes at key, picked into r. Any thread, also a signal
+ * handler. */
 mely_color_t mely_color_hash(const mely_color_range_t *r, const void *key, size_t len);
 
 /* ---- I/O, timers and signals (the per-worker pollers) --------------------
@@ -404,7 +427,7 @@ static inline mely_to_t mely_to(mely_color_t color)
 #define MELY_READ 0x1u     /* readable, or the peer hung up, or an error */
 #define MELY_WRITE 0x2u    /* writable */
 #define MELY_ONESHOT 0x4u  /* flag of mely_watch(): disarm after one readiness */
-#define MELY_SIGNAL 0x8u   /* the `ready` of a signal handler (mely_signal) */
+#define MELY_SIGNAL 0x8u   /* the `ready` of a signal watch's handler (mely_signal) */
 
 #define MELY_ENOENT (-ENOENT) /* no such timer (fired, cancelled or never set) */
 
@@ -495,7 +518,8 @@ int mely_watch_resume(mely_watch_t *w);
  */
 int mely_close(mely_t *m, int fd);
 
-/* Monotonic clock, in nanoseconds (the clock of mely_timer_at). Any thread. */
+/* Monotonic clock, in nanoseconds (the clock of mely_timer_at). Any thread,
+ * also a signal handler (clock_gettime). */
 uint64_t mely_now_ns(void);
 
 /* A timer, named by a 64-bit id (never 0) that carries a generation, so that
@@ -513,7 +537,8 @@ typedef uint64_t mely_timer_t;
  * order they were set. Cost: O(log n) in the pending timers of one worker.
  * @return 0 and *out (out may be NULL); MELY_ESHUTDOWN; MELY_ECOLOR;
  *         MELY_EPRIO; MELY_ENOFN; MELY_EINVAL (ts invalid); MELY_ENOMEM.
- * Threads: any thread; works before mely_run() (the clock runs meanwhile).
+ * Threads: any thread, not a signal handler (the timers' lock, as a post's);
+ * works before mely_run() (the clock runs meanwhile).
  */
 int mely_timer_after(mely_t *m, uint64_t delay_ns, mely_to_t to, mely_fn_t fn, void *arg,
                      mely_timer_t *out);
@@ -527,7 +552,7 @@ int mely_timer_at_wall(mely_t *m, const struct timespec *ts, mely_to_t to, mely_
  * expired and its event was queued but had not started).
  * @return 0; MELY_ENOENT (fn has started or finished, or the timer was
  *         cancelled or never existed); MELY_ESHUTDOWN.
- * Threads: any thread.
+ * Threads: any thread, not a signal handler.
  */
 int mely_timer_cancel(mely_t *m, mely_timer_t t);
 
@@ -539,9 +564,40 @@ int mely_timer_cancel(mely_t *m, mely_timer_t t);
  * with mely_watch_remove(); when a signal's last watch goes, its previous
  * disposition is restored. Signals are caught process-wide: one runtime at a
  * time should watch a given signal.
- * @return 0 and *out; MELY_ESHUTDOWN; MELY_EINVAL (signo not catchable, e.g.
- *         SIGKILL, or fn/out NULL); MELY_ECOLOR; MELY_EPRIO; MELY_ENOMEM.
- * Threads: any thread.
+ * This is the safe way to act on a signal: fn is a handler like any other,
+ * so it may post, set timers, stop the runtime. A signal handler of the
+ * program's own may call none of these (Conventions, at the top). E.g., stop
+ * on SIGINT or SIGTERM, and have SIGHUP post a reload to color 1:
+ *
+ *     static void on_stop(int signo, unsigned ready, void *arg)
+ *     {
+ *         mely_stop(arg);
+ *     }
+ *     static void on_hup(int signo, unsigned ready, void *arg)
+ *     {
+ *         mely_post(arg, 1, reload, NULL);
+ *     }
+ *     ...
+ *     mely_watch_t *w[3];
+ *     if (mely_signal(&m, SIGINT, MELY_TO(0), on_stop, &m, &w[0]) ||
+ *         mely_signal(&m, SIGTERM, MELY_TO(0), on_stop, &m, &w[1]) ||
+ *         mely_signal(&m, SIGHUP, MELY_TO(0), on_hup, &m, &w[2]))
+ *         ...
+ *
+ * A program that must keep a sigaction() handler of its own (it needs the
+ * siginfo_t, say) writes a byte to a pipe there (write() is
+ * async-signal-safe) and posts from the handler of a mely_watch() on the
+ * pipe's other end.
+ * The synchronous faults SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP and SIGSYS
+ * are refused: the kernel raises them at an instruction of the thread
+ * itself, and a watch notes the signal and returns, so the instruction runs
+ * again. A crash would become an endless loop, without a core dump (SIGTRAP
+ * and SIGSYS continue instead, past an instruction nobody acted on). A
+ * program that handles them does so in its own sigaction() handler.
+ * @return 0 and *out; MELY_ESHUTDOWN; MELY_EINVAL (signo not catchable,
+ *         SIGKILL and SIGSTOP, a synchronous fault above, out of range, or
+ *         fn/out NULL); MELY_ECOLOR; MELY_EPRIO; MELY_ENOMEM.
+ * Threads: any thread (not a signal handler).
  */
 int mely_signal(mely_t *m, int signo, mely_to_t to, mely_io_fn_t fn, void *arg,
                 mely_watch_t **out);
@@ -740,9 +796,10 @@ typedef struct mely_stats {
     uint64_t io_ready;       /* watch events its poller queued (readiness) */
     uint64_t timers_fired;   /* timers of this worker that expired */
     uint64_t watch_moves;    /* watches moved to this worker's poller */
-    uint64_t stalls;         /* handlers of this worker that ran longer than
-                                MELY_STALL_MS (each counted once, whether or
-                                not the rate limit let its warning through) */
+    uint64_t stalls;         /* handlers of this worker that used more than
+                                MELY_STALL_MS of CPU time (each counted once,
+                                whether or not the rate limit let its
+                                warning through) */
     uint64_t stream_sends;   /* system calls (writev) that sent streams' output
                                 on this worker: one per stream per batch at
                                 most (mely/stream.h) */

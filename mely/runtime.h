@@ -143,8 +143,9 @@ struct mely__worker {
     uint64_t turn_ns;             /* when the worker's turn began (io/poller.c) */
     unsigned poll_generation;     /* of the last poll's work (io/poller.c) */
 
-    /* the stall watch (stall.h): written by the worker around each handler,
-     * read by the monitor thread; a line of its own, so that the monitor's
+    /* the stall watch (stall.h): written by the worker around each handler
+     * (and its CPU clock once per mely_run()), read by the monitor thread;
+     * a line of its own, so that the monitor's
      * reads never take a line the worker writes for anything else */
     alignas(MELY__CACHELINE) struct mely__stall_word stall;
 

@@ -1,19 +1,31 @@
 /*
- * stall.h: stall warnings. A handler that runs longer than MELY_STALL_MS
- * holds up every other color of its worker; a monitor thread (stall.c), one
- * per mely_run(), notices it while it still runs and says so through the log
- * hook (log.h), once per run, at most a few lines a second.
+ * stall.h: stall warnings. A handler that computes for longer than
+ * MELY_STALL_MS holds up every other color of its worker; a monitor thread
+ * (stall.c), one per mely_run(), notices it while it still runs and says so
+ * through the log hook (log.h), once per run, at most a few lines a second.
+ *
+ * What counts is the CPU time the worker's thread spent in the run, not the
+ * wall time: on a loaded machine a worker that the kernel descheduled in a
+ * handler of 25-100 us of CPU was reported as a handler that "has run for"
+ * 57-960 ms (issue 26). The price: a handler that blocks (sleeps, waits for
+ * a lock, a condition, a synchronous read) holds its worker up as much, and
+ * is not warned about either, since its thread uses no CPU meanwhile. The
+ * warning says both times. The monitor reads the worker thread's CPU clock
+ * (pthread_getcpuclockid, which the worker publishes when it starts:
+ * mely__stall_thread), a system call, only for a run that lasts: stall.c
+ * says when.
  *
  * The worker's whole share is one store per handler and one per batch, to
  * a cache line only it writes, which the monitor reads every MELY_STALL_MS/4
  * (bounded): a word that names the running handler and numbers its run
  * (mely__stall_begin), and, once the batch is over, the number alone
  * (mely__stall_end). No clock is read on the worker: the monitor times a
- * run from the first tick that sees its word, so a warning comes between
- * MELY_STALL_MS and 1.5 x MELY_STALL_MS into the run (two periods late at
- * most), and never early. (A TSC read around each handler cost local
- * post+run 45%: 14.5 to 21.1 ns an event; three stores, a sequence number
- * before and after each handler and the handler apart, cost 0.5 ns, 3%.)
+ * run from its own ticks, so it underestimates both times and a warning is
+ * never early; for a handler that computes without a pause, it comes
+ * between one and two periods after MELY_STALL_MS of CPU (stall.c). (A TSC
+ * read around each handler cost local post+run 45%: 14.5 to 21.1 ns an
+ * event; three stores, a sequence number before and after each handler and
+ * the handler apart, cost 0.5 ns, 3%.)
  *
  * The word: (run number << 48) | (MELY__STALL_DESC if the handler is a
  * descriptor) | the descriptor's or function's address. User-space code and
@@ -45,6 +57,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "mely/event.h"
 
@@ -54,6 +67,11 @@
 struct mely__stall_word {
     _Atomic uint64_t word; /* the run (above), or its number alone when none */
     _Atomic int color;     /* the color being run (set per batch) */
+    /* The worker thread's CPU clock, valid while cpu_ok: written by the
+     * worker before it sets cpu_ok (release), read by the monitor after it
+     * sees cpu_ok (acquire); once per mely_run(), not per handler. */
+    clockid_t cpu_clock;
+    _Atomic bool cpu_ok;
 };
 
 #define MELY__STALL_RUN_SHIFT 48
@@ -122,6 +140,12 @@ static inline void mely__stall_end(struct mely__stall_word *s, uint64_t run)
 {
     atomic_store_explicit(&s->word, run, memory_order_release);
 }
+
+/* The worker's thread, as it starts its loop (running true) and as it
+ * leaves it (false): publishes (withdraws) its CPU clock for the monitor.
+ * Without one (pthread_getcpuclockid failed) the monitor judges by wall
+ * time, and says so. */
+void mely__stall_thread(struct mely__stall_word *s, bool running);
 
 /* A handler's name for people: its descriptor's name, else "descriptor
  * ADDR"; else fn's symbol (dladdr: exported functions, and a program's own

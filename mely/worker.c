@@ -38,6 +38,7 @@
 #include "mely/io/poller.h"
 #include "mely/park.h"
 #include "mely/runtime.h"
+#include "mely/stall.h"
 #include "mely/steal.h"
 #include "mely/trace.h"
 
@@ -203,7 +204,9 @@ static void *worker_main(void *arg)
 
     pin(w);
     mely__self = w;
+    mely__stall_thread(&w->stall, true); /* the stall monitor's CPU clock */
     w->rt->engine->loop(w);
+    mely__stall_thread(&w->stall, false);
     mely__self = NULL;
     return NULL;
 }

@@ -8,6 +8,8 @@
  *    deliveries while one is queued merge; several watches of one signal each
  *    run; removal stops delivery and restores the previous disposition;
  *  - bad arguments; a signal that arrives before mely_run() is delivered;
+ *  - the synchronous faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
+ *    SIGSYS) are refused, and a fault in a handler still ends the process;
  *  - SIGPIPE is ignored after mely_init() (a write to a closed peer returns
  *    EPIPE), unless keep_sigpipe / MELY_KEEP_SIGPIPE=1.
  * Check runs each test in its own process, so dispositions do not leak from
@@ -28,7 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mely/mely.h"
@@ -350,6 +354,89 @@ START_TEST(signal_errors)
 }
 END_TEST
 
+/* ---- synchronous faults ------------------------------------------------------------------ */
+
+static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+
+/*
+ * The signals the kernel raises at a thread's own instruction are refused
+ * (MELY_EINVAL), each in its own test, and the disposition stays SIG_DFL: a
+ * watch returns from the signal handler, and the faulting instruction runs
+ * again (mely/io/watch.c, signal_watchable).
+ */
+START_TEST(fault_signals_are_refused)
+{
+    int signo = faults[_i];
+    mely_watch_t *w = NULL;
+    set_disposition(signo, SIG_DFL);
+    init_runtime(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    int err = mely_signal(&rt, signo, MELY_TO(1), nop_sig, NULL, &w);
+    ck_assert_msg(err == MELY_EINVAL, "mely_signal(%s): %d (%s), not MELY_EINVAL",
+                  strsignal(signo), err, mely_strerror(err));
+    ck_assert_ptr_eq(w, NULL);
+    ck_assert_ptr_eq(disposition(signo), SIG_DFL);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
+/* The child's failures, apart from what a sanitizer's own exit codes say. */
+enum { CHILD_INIT_FAILED = 90, CHILD_POST_FAILED, CHILD_RAN_ON };
+
+static void crash(void *arg)
+{
+    (void)arg;
+    volatile int *volatile p = NULL; /* volatile twice: the store is made */
+    *p = 1;
+}
+
+/*
+ * A program that asks for SIGSEGV (the refusal ignored, as a program that
+ * never checked) and then faults in a handler ends, killed by SIGSEGV, and
+ * does not loop. Before the refusal the watch's signal handler returned to
+ * the faulting store, again and again: a child that still runs after 20 s is
+ * that loop. A sanitizer build reports the fault and exits (1..89) instead.
+ */
+START_TEST(a_fault_in_a_handler_still_crashes)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* No core file left behind by the test. */
+        struct rlimit none = {0, 0};
+        setrlimit(RLIMIT_CORE, &none);
+        set_disposition(SIGSEGV, SIG_DFL);
+        mely_config_t cfg;
+        mely_config_init(&cfg);
+        cfg.workers = 2;
+        if (mely_init(&rt, &cfg) != 0)
+            _exit(CHILD_INIT_FAILED);
+        mely_watch_t *w;
+        (void)mely_signal(&rt, SIGSEGV, MELY_TO(1), nop_sig, NULL, &w);
+        if (mely_post(&rt, 2, crash, NULL) != 0)
+            _exit(CHILD_POST_FAILED);
+        mely_run(&rt);
+        _exit(CHILD_RAN_ON);
+    }
+    int status = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 2000 && got == 0; i++) { /* 20 s at most */
+        got = waitpid(pid, &status, WNOHANG);
+        if (got == 0)
+            sleep_us(10000);
+    }
+    if (got == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        ck_abort_msg("the child still ran 20 s after its fault: the fault loops");
+    }
+    ck_assert_int_eq(got, pid);
+    bool killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV;
+    bool reported = WIFEXITED(status) && WEXITSTATUS(status) > 0 && WEXITSTATUS(status) < 90;
+    ck_assert_msg(killed || reported, "the child ended with status %#x", status);
+}
+END_TEST
+
 /* ---- SIGPIPE ------------------------------------------------------------------------------- */
 
 /*
@@ -424,6 +511,8 @@ int main(void)
     tcase_add_test(tc, several_watches_and_removal);
     tcase_add_test(tc, signal_before_run_is_delivered);
     tcase_add_test(tc, signal_errors);
+    tcase_add_loop_test(tc, fault_signals_are_refused, 0, NELEM(faults));
+    tcase_add_test(tc, a_fault_in_a_handler_still_crashes);
 
     tc = new_tcase(s, "sigpipe", 30);
     tcase_add_test(tc, sigpipe_ignored_by_default);

@@ -1,14 +1,17 @@
 /*
  * check_stall.c: stall warnings (MELY_STALL_MS, mely/stall.h). A handler
- * that runs 300 ms yields exactly one warning through the log hook while it
- * runs, naming it (by its descriptor's name, or by its symbol), and the
- * `stalls` counter says 1; a slow timer callback and a slow fd watch
- * callback are named by the program's function (or the descriptor of their
- * mely_to_t), not by the runtime's dispatcher that calls them (io/timer.c's
- * fire, io/watch.c's watch_run: runname.h), on both engines; 10,000
- * handlers of 1 ms yield none; MELY_STALL_MS=0 yields none; at most 10
- * lines a second are said, every stall counted; a malformed MELY_STALL_MS is
- * refused.
+ * that computes for 300 ms of CPU yields exactly one warning through the log
+ * hook while it runs, naming it (by its descriptor's name, or by its
+ * symbol) and giving its CPU and wall times, and the `stalls` counter says
+ * 1; a slow timer callback and a slow fd watch callback are named by the
+ * program's function (or the descriptor of their mely_to_t), not by the
+ * runtime's dispatcher that calls them (io/timer.c's fire, io/watch.c's
+ * watch_run: runname.h), on both engines; handlers that last 300-400 ms
+ * without using the CPU (asleep, waiting on a condition, or runnable but
+ * descheduled by threads that take their CPU) yield none, while a handler
+ * computing after them in the same run does; 2,000 handlers of 1 ms of CPU
+ * yield none; MELY_STALL_MS=0 yields none; at most 10 lines a second are
+ * said, every stall counted; a malformed MELY_STALL_MS is refused.
  *
  * The program is linked with -export-dynamic so that dladdr() can name its
  * handlers, as it names those of a shared library.
@@ -19,6 +22,7 @@
 #include <check.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,51 +77,143 @@ static uint64_t total_stalls(const mely_t *m, unsigned workers)
 
 /* ---- handlers ------------------------------------------------------------------- */
 
-/* Named through dladdr (exported: see the top of this file). */
-void stall_test_sleeper(void *arg)
+/* The calling thread's CPU time, in ns. */
+static uint64_t thread_cpu_ns(void)
 {
-    sleep_us((uint64_t)(uintptr_t)arg * 1000);
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Computes until this thread has used `ms` more of CPU time (what a stall
+ * is: the monitor reads the thread's CPU clock). Bounded by 60 s of wall
+ * time, should the machine starve the thread. */
+static void burn_cpu_ms(uint64_t ms)
+{
+    uint64_t start = thread_cpu_ns(), give_up = now_ns() + 60000000000u;
+    while (thread_cpu_ns() - start < ms * 1000000u) /* bounded: give_up */
+        if (now_ns() > give_up) {
+            note("%llu ms of CPU not had in 60 s", (unsigned long long)ms);
+            return;
+        }
+}
+
+/* Computes for arg ms of CPU, then stops the runtime. Named through dladdr
+ * (exported: see the top of this file). */
+void stall_test_burner(void *arg)
+{
+    burn_cpu_ms((uint64_t)(uintptr_t)arg);
     mely_stop(&rt);
 }
 
-static void sleep_then_stop(void *arg)
+static void burn_then_stop(void *arg)
 {
-    stall_test_sleeper(arg);
+    stall_test_burner(arg);
 }
 
 static const mely_handler_t slow_desc = {.name = "slow_300ms_handler"};
 
-/* Sleeps 1 ms, then posts itself again until `ran` reaches stop_at. */
-static void short_sleeper(void *arg)
+/* Computes for 1 ms, then posts itself again until `ran` reaches stop_at. */
+static void short_burner(void *arg)
 {
     (void)arg;
-    sleep_us(1000);
+    burn_cpu_ms(1);
     if (atomic_fetch_add(&ran, 1) + 1 >= stop_at)
         mely_stop(&rt);
-    else if (mely_post(&rt, 3, short_sleeper, NULL) != 0)
+    else if (mely_post(&rt, 3, short_burner, NULL) != 0)
         note("repost failed");
 }
 
-/* A timer's callback, 300 ms (exported: named through dladdr). */
+/* A timer's callback, 300 ms of CPU (exported: named through dladdr). */
 void stall_test_slow_timer(void *arg)
 {
-    stall_test_sleeper(arg);
+    stall_test_burner(arg);
 }
 
 /* An fd watch's callback: takes the byte that made the pipe readable, then
- * sleeps 300 ms (exported). */
+ * computes for 300 ms of CPU (exported). */
 void stall_test_slow_watch(int fd, unsigned ready, void *arg)
 {
     (void)ready;
     char c;
     if (read(fd, &c, 1) != 1)
         note("the watched pipe had no byte");
-    stall_test_sleeper(arg);
+    stall_test_burner(arg);
+}
+
+/* Handlers that last without using the CPU (exported: a warning about them
+ * would name them). */
+
+/* Sleeps 300 ms. */
+void stall_test_asleep(void *arg)
+{
+    (void)arg;
+    sleep_us(300000);
+}
+
+/* Waits 300 ms for a condition that nobody signals. */
+void stall_test_waiting(void *arg)
+{
+    (void)arg;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (until.tv_nsec + 300000000) / 1000000000;
+    until.tv_nsec = (until.tv_nsec + 300000000) % 1000000000;
+    pthread_mutex_lock(&mu);
+    int err = 0;
+    while (err == 0) /* bounded: ETIMEDOUT at `until` */
+        err = pthread_cond_timedwait(&cv, &mu, &until);
+    pthread_mutex_unlock(&mu);
+}
+
+enum { HOGS = 15, DESCHEDULED_MS = 400 };
+static atomic_bool hogs_stop;
+static atomic_ullong descheduled_cpu_ns; /* what stall_test_descheduled used */
+
+/* Takes the CPU it is pinned to until hogs_stop (bounded: 10 s). */
+static void *hog(void *arg)
+{
+    (void)arg;
+    uint64_t give_up = now_ns() + 10000000000u;
+    while (!atomic_load(&hogs_stop) && now_ns() < give_up)
+        ;
+    return NULL;
+}
+
+/* Runnable for 400 ms of wall time, but descheduled most of it: HOGS threads
+ * pinned to its (pinned) worker's CPU take their fair shares, about 15/16.
+ * The issue's case, a loaded machine, made certain. */
+void stall_test_descheduled(void *arg)
+{
+    (void)arg;
+    pthread_t t[HOGS];
+    unsigned started = 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(sched_getcpu(), &set);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+    atomic_store(&hogs_stop, false);
+    while (started < HOGS && pthread_create(&t[started], &attr, hog, NULL) == 0)
+        started++;
+    pthread_attr_destroy(&attr);
+    if (started < HOGS)
+        note("%u hogs started of %d", started, HOGS);
+    uint64_t cpu0 = thread_cpu_ns(), t0 = now_ns();
+    while (now_ns() - t0 < DESCHEDULED_MS * 1000000ull) /* bounded: the wall clock */
+        ;
+    atomic_store(&descheduled_cpu_ns, thread_cpu_ns() - cpu0);
+    atomic_store(&hogs_stop, true);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
 }
 
 /* ---- the tests ------------------------------------------------------------------ */
 
-/* Runs one 300 ms handler (through descriptor desc, or fn without one). */
+/* Runs one handler of 300 ms of CPU (through descriptor desc, or fn without one). */
 static void run_slow(const mely_handler_t *desc, mely_fn_t fn)
 {
     init_runtime(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
@@ -127,30 +223,39 @@ static void run_slow(const mely_handler_t *desc, mely_fn_t fn)
         ck_assert_int_eq(mely_post_ex(&rt, 5, MELY_PRIO_DEFAULT, desc, fn, arg, 0), 0);
     else
         ck_assert_int_eq(mely_post(&rt, 5, fn, arg), 0);
-    run_bounded(&rt, 30, "a 300 ms handler");
+    run_bounded(&rt, 30, "a handler of 300 ms of CPU");
 }
 
 START_TEST(slow_handler_warns_once_by_descriptor_name)
 {
-    run_slow(&slow_desc, sleep_then_stop);
+    run_slow(&slow_desc, burn_then_stop);
     uint64_t stalls = total_stalls(&rt, 2);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
     mely_set_log(NULL, NULL);
+    assert_no_notes();
     ck_assert_uint_eq(warnings(), 1);
     ck_assert_msg(strstr(rec_msg[0], "slow_300ms_handler") && strstr(rec_msg[0], "color 5"),
                   "the warning is \"%s\"", rec_msg[0]);
+    /* "has run for C ms of CPU so far, W ms of wall time", C >= 100, C <= W. */
+    unsigned long long cpu = 0, wall = 0;
+    const char *times = strstr(rec_msg[0], "has run for ");
+    ck_assert_msg(times && sscanf(times, "has run for %llu ms of CPU so far, %llu ms of wall time",
+                                  &cpu, &wall) == 2,
+                  "the warning is \"%s\"", rec_msg[0]);
+    ck_assert_msg(cpu >= 100 && cpu <= wall, "the warning is \"%s\"", rec_msg[0]);
     ck_assert_uint_eq(stalls, 1);
 }
 END_TEST
 
 START_TEST(slow_handler_named_by_its_symbol)
 {
-    run_slow(NULL, stall_test_sleeper);
+    run_slow(NULL, stall_test_burner);
     uint64_t stalls = total_stalls(&rt, 2);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
     mely_set_log(NULL, NULL);
+    assert_no_notes();
     ck_assert_uint_eq(warnings(), 1);
-    ck_assert_msg(strstr(rec_msg[0], "stall_test_sleeper"), "the warning is \"%s\"", rec_msg[0]);
+    ck_assert_msg(strstr(rec_msg[0], "stall_test_burner"), "the warning is \"%s\"", rec_msg[0]);
     ck_assert_uint_eq(stalls, 1);
 }
 END_TEST
@@ -167,7 +272,7 @@ static void assert_named(const char *name)
                   "the warning is \"%s\", not about %s", rec_msg[0], name);
 }
 
-/* A timer whose callback runs 300 ms: named by the callback, or by the
+/* A timer whose callback computes for 300 ms: named by the callback, or by the
  * descriptor of its mely_to_t when it has one (_i: engine, then with one). */
 START_TEST(slow_timer_named_by_its_callback)
 {
@@ -181,7 +286,7 @@ START_TEST(slow_timer_named_by_its_callback)
     ck_assert_int_eq(mely_timer_after(&rt, 1000000, to, stall_test_slow_timer,
                                       (void *)(uintptr_t)300, NULL),
                      0);
-    run_bounded(&rt, 30, "a 300 ms timer callback");
+    run_bounded(&rt, 30, "a timer callback of 300 ms of CPU");
     uint64_t stalls = total_stalls(&rt, 2);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
     mely_set_log(NULL, NULL);
@@ -191,7 +296,7 @@ START_TEST(slow_timer_named_by_its_callback)
 }
 END_TEST
 
-/* An fd watch whose callback runs 300 ms: named by the callback (_i: engine). */
+/* An fd watch whose callback computes for 300 ms: named by the callback (_i: engine). */
 START_TEST(slow_watch_named_by_its_callback)
 {
     int p[2];
@@ -203,7 +308,7 @@ START_TEST(slow_watch_named_by_its_callback)
     ck_assert_int_eq(mely_watch(&rt, p[0], MELY_READ | MELY_ONESHOT, MELY_TO(5),
                                 stall_test_slow_watch, (void *)(uintptr_t)300, &wt),
                      0);
-    run_bounded(&rt, 30, "a 300 ms watch callback");
+    run_bounded(&rt, 30, "a watch callback of 300 ms of CPU");
     uint64_t stalls = total_stalls(&rt, 2);
     ck_assert_int_eq(mely_watch_remove(wt), 0);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
@@ -216,20 +321,23 @@ START_TEST(slow_watch_named_by_its_callback)
 }
 END_TEST
 
+/* Back-to-back runs of 1 ms of CPU, 2 s of CPU in all (500 ms in sanitizer
+ * builds), each well under MELY_STALL_MS: a monitor that took them for one
+ * run would see its CPU time pass 100 ms. */
 START_TEST(short_handlers_never_warn)
 {
-    enum { N = 10000 }; /* the figure: about 11 s */
+    unsigned n = scaled(2000, 500, 2000);
     init_runtime(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
     start_recording();
     atomic_store(&ran, 0);
-    stop_at = N;
-    ck_assert_int_eq(mely_post(&rt, 3, short_sleeper, NULL), 0);
-    run_bounded(&rt, 60, "10,000 handlers of 1 ms");
+    stop_at = n;
+    ck_assert_int_eq(mely_post(&rt, 3, short_burner, NULL), 0);
+    run_bounded(&rt, 60, "handlers of 1 ms of CPU");
     uint64_t stalls = total_stalls(&rt, 2);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
     mely_set_log(NULL, NULL);
     assert_no_notes();
-    ck_assert_uint_eq(atomic_load(&ran), N);
+    ck_assert_uint_eq(atomic_load(&ran), n);
     ck_assert_msg(warnings() == 0, "%u warnings, the first \"%s\"", warnings(), rec_msg[0]);
     ck_assert_uint_eq(stalls, 0);
 }
@@ -238,7 +346,7 @@ END_TEST
 START_TEST(stall_ms_zero_turns_warnings_off)
 {
     ck_assert_int_eq(setenv("MELY_STALL_MS", "0", 1), 0);
-    run_slow(&slow_desc, sleep_then_stop);
+    run_slow(&slow_desc, burn_then_stop);
     uint64_t stalls = total_stalls(&rt, 2);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
     mely_set_log(NULL, NULL);
@@ -253,10 +361,10 @@ START_TEST(stall_ms_sets_the_threshold)
     ck_assert_int_eq(setenv("MELY_STALL_MS", "20", 1), 0);
     init_runtime(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
     start_recording();
-    ck_assert_int_eq(mely_post_ex(&rt, 5, MELY_PRIO_DEFAULT, &slow_desc, sleep_then_stop,
+    ck_assert_int_eq(mely_post_ex(&rt, 5, MELY_PRIO_DEFAULT, &slow_desc, burn_then_stop,
                                   (void *)(uintptr_t)80, 0),
                      0);
-    run_bounded(&rt, 30, "an 80 ms handler");
+    run_bounded(&rt, 30, "a handler of 80 ms of CPU");
     ck_assert_int_eq(mely_shutdown(&rt), 0);
     mely_set_log(NULL, NULL);
     ck_assert_uint_eq(warnings(), 1);
@@ -264,11 +372,11 @@ START_TEST(stall_ms_sets_the_threshold)
 }
 END_TEST
 
-/* Sleeps 20 ms; the last of stop_at stops the runtime. */
-static void sleep_20ms(void *arg)
+/* Computes for 20 ms; the last of stop_at stops the runtime. */
+static void burn_20ms(void *arg)
 {
     (void)arg;
-    sleep_us(20000);
+    burn_cpu_ms(20);
     if (atomic_fetch_add(&ran, 1) + 1 >= stop_at)
         mely_stop(&rt);
 }
@@ -285,9 +393,9 @@ START_TEST(warnings_are_rate_limited)
     atomic_store(&ran, 0);
     stop_at = N;
     for (int i = 0; i < N; i++)
-        ck_assert_int_eq(mely_post(&rt, 5, sleep_20ms, NULL), 0);
+        ck_assert_int_eq(mely_post(&rt, 5, burn_20ms, NULL), 0);
     uint64_t t0 = now_ns();
-    run_bounded(&rt, 30, "15 handlers of 20 ms");
+    run_bounded(&rt, 30, "15 handlers of 20 ms of CPU");
     uint64_t wall_ms = (now_ns() - t0) / 1000000u;
     uint64_t stalls = total_stalls(&rt, 2);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
@@ -297,6 +405,42 @@ START_TEST(warnings_are_rate_limited)
         ck_assert_uint_eq(warnings(), 10);
     else
         ck_assert_uint_le(warnings(), 10 * (wall_ms / 1000 + 1));
+}
+END_TEST
+
+/* Handlers that last without computing (_i), then, on the same color, one
+ * that computes: the second alone is a stall. */
+static const struct {
+    mely_fn_t fn;
+    const char *what;
+} idle_runs[] = {
+    {stall_test_asleep, "asleep 300 ms"},
+    {stall_test_waiting, "waiting 300 ms on a condition"},
+    {stall_test_descheduled, "descheduled 400 ms by 15 threads on its CPU"},
+};
+
+START_TEST(only_cpu_time_makes_a_stall)
+{
+    init_runtime(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    start_recording();
+    atomic_store(&descheduled_cpu_ns, 0);
+    ck_assert_int_eq(mely_post(&rt, 5, idle_runs[_i].fn, NULL), 0);
+    ck_assert_int_eq(mely_post(&rt, 5, stall_test_burner, (void *)(uintptr_t)300), 0);
+    run_bounded(&rt, 30, idle_runs[_i].what);
+    uint64_t stalls = total_stalls(&rt, 2);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+    mely_set_log(NULL, NULL);
+    assert_no_notes();
+    char used[64] = "";
+    if (idle_runs[_i].fn == stall_test_descheduled) {
+        unsigned long long ms = atomic_load(&descheduled_cpu_ns) / 1000000u;
+        printf("descheduled: %llu ms of CPU in %d ms\n", ms, DESCHEDULED_MS);
+        snprintf(used, sizeof(used), " (the descheduled handler used %llu ms of CPU)", ms);
+    }
+    ck_assert_msg(warnings() == 1 && strstr(rec_msg[0], "stall_test_burner"),
+                  "%s, then 300 ms of CPU: %u warnings, the first \"%s\"%s", idle_runs[_i].what,
+                  warnings(), rec_msg[0], used);
+    ck_assert_uint_eq(stalls, 1);
 }
 END_TEST
 
@@ -324,6 +468,7 @@ int main(void)
     tcase_add_loop_test(tc, slow_timer_named_by_its_callback, 0, 2 * NELEM(engines));
     tcase_add_loop_test(tc, slow_watch_named_by_its_callback, 0, NELEM(engines));
     tcase_add_test(tc, short_handlers_never_warn);
+    tcase_add_loop_test(tc, only_cpu_time_makes_a_stall, 0, NELEM(idle_runs));
     tcase_add_test(tc, stall_ms_zero_turns_warnings_off);
     tcase_add_test(tc, stall_ms_sets_the_threshold);
     tcase_add_test(tc, warnings_are_rate_limited);

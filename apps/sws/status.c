@@ -2,7 +2,7 @@
  * status.c: the status page (/server-status by default), plain text or JSON
  * (?format=json): requests, connections and, per worker, SWS's request counts
  * next to the runtime's statistics (events run, steals, events and cycles
- * stolen, polls, stalls: handlers still running past MELY_STALL_MS). Also
+ * stolen, polls, stalls: handlers past MELY_STALL_MS of CPU time). Also
  * who may see it: by default only loopback peers, since it tells anyone who
  * asks how loaded the server is; everyone else gets the file of that name,
  * if the root has one, or 404.

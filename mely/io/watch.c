@@ -478,10 +478,39 @@ int mely_watch(mely_t *m, int fd, unsigned what, mely_to_t to, mely_io_fn_t fn, 
     return rt ? mely__handle_done(self, watch_in(rt, fd, what, to, fn, arg, out)) : MELY_ESHUTDOWN;
 }
 
+/*
+ * Whether signo may be watched. SIGKILL and SIGSTOP cannot be caught. The
+ * synchronous faults are refused: the kernel raises them at an instruction
+ * of the thread itself, and a watch only notes the signal and returns. For
+ * SIGSEGV, SIGBUS, SIGFPE and SIGILL that return runs the faulting
+ * instruction again, which faults again: a crash became an endless loop,
+ * with no core dump. SIGTRAP (a breakpoint, a single step) and SIGSYS (a
+ * seccomp trap, whose system call then "returns" its own number) do not
+ * loop, but a handler that runs later cannot act on the instruction either,
+ * and their default action, a core dump, is worth more than an event. A
+ * program that must handle them does so with sigaction(), in the handler.
+ */
+static bool signal_watchable(int signo)
+{
+    switch (signo) {
+    case SIGKILL:
+    case SIGSTOP:
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL:
+    case SIGTRAP:
+    case SIGSYS:
+        return false;
+    default:
+        return signo > 0 && signo < NSIG;
+    }
+}
+
 static int signal_in(struct mely__rt *rt, int signo, mely_to_t to, mely_io_fn_t fn, void *arg,
                      mely_watch_t **out)
 {
-    if (!fn || !out || signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP)
+    if (!fn || !out || !signal_watchable(signo))
         return MELY_EINVAL;
     int err = mely__to_check(rt, &to);
     return err ? err : watch_new(rt, signo, MELY_SIGNAL, &to, fn, arg, out);

@@ -21,6 +21,7 @@
 #include <check.h>
 #include <ctype.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +71,8 @@ static struct {
     atomic_bool stop_moving;
     unsigned ntargets;                     /* targets the posters use (NTARGETS) */
     unsigned posters;                      /* poster colors posting (NPOSTERS) */
-    bool tight;                            /* the mover never pauses */
+    bool tight;                            /* the mover never sleeps */
+    bool moving;                           /* a mover runs (and ends the run) */
     struct move_rec moves[MOVELOG];        /* the mover's */
     atomic_uint nmoves;
     atomic_bool broken;                    /* the first disorder: recorded */
@@ -104,8 +106,8 @@ static void consume(void *arg)
     }
     st.last_seq[p->poster][p->target] = p->seq;
     atomic_fetch_sub(&st.inflight[p->target], 1);
-    if (atomic_fetch_add(&st.ran, 1) + 1 == st.posters * st.quota)
-        mely_stop(&st.m);
+    if (atomic_fetch_add(&st.ran, 1) + 1 == st.posters * st.quota && !st.moving)
+        mely_stop(&st.m); /* with a mover, the mover stops the run */
 }
 
 /* Posts the next event of poster p to target t. */
@@ -340,11 +342,23 @@ END_TEST
 
 static atomic_uint moves_ok;
 
+/* Moves the targets round the workers until every event ran and a move
+ * went through (the targets are idle then: on a loaded machine none may
+ * have been idle before), or for 10 s after, then stops the run. */
 static void *mover(void *arg)
 {
     unsigned n = (unsigned)(uintptr_t)arg, i = 0;
+    uint64_t all_ran_at = 0;
 
     while (!atomic_load(&st.stop_moving)) { /* bounded: until the runtime stops */
+        if (atomic_load(&st.ran) == st.posters * st.quota) {
+            if (!all_ran_at)
+                all_ran_at = now_ns();
+            if (atomic_load(&moves_ok) > 0 || now_ns() - all_ran_at > 10000000000ull) {
+                mely_stop(&st.m);
+                break;
+            }
+        }
         unsigned t = i % st.ntargets, to = (i / st.ntargets) % n;
         int err = mely_color_move(&st.m, TARGET0 + t, to);
         if (err == 0) { /* the moves that happened: the log spans more time */
@@ -356,7 +370,12 @@ static void *mover(void *arg)
         else if (err != MELY_EBUSY)
             note("mely_color_move: %s", mely_strerror(err));
         i++;
-        if (i % 64 == 0 && !st.tight)
+        /* A tight mover yields instead of sleeping: preempted while it holds
+         * two workers' locks, on a loaded machine, it held both workers for
+         * seconds (a run of 100,000 events did not end in 60 s). */
+        if (st.tight)
+            sched_yield();
+        else if (i % 64 == 0)
             sleep_us(10);
     }
     return NULL;
@@ -368,6 +387,7 @@ START_TEST(moves_race_flushes)
 
     reset(scaled(20000, 2 * BURST, SCALED_MAX));
     atomic_store(&moves_ok, 0);
+    st.moving = true;
     init_runtime_shape(&st.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
     for (unsigned p = 0; p < NPOSTERS; p++)
         ck_assert_int_eq(mely_post(&st.m, POSTER0 + p, poster, (void *)(uintptr_t)p), 0);
@@ -405,6 +425,7 @@ START_TEST(own_posts_race_moves)
     st.posters = 2;
     st.tight = true;
     atomic_store(&moves_ok, 0);
+    st.moving = true;
     init_runtime_shape(&st.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
     for (unsigned p = 0; p < st.posters; p++)
         ck_assert_int_eq(mely_post(&st.m, POSTER0 + p, poster, (void *)(uintptr_t)p), 0);

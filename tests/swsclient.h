@@ -76,14 +76,16 @@ int get_status(unsigned port, const char *request);
 #define SWS_BIN "apps/sws/sws"
 
 struct bin {
-    int pid;       /* the process (pid_t) */
-    int out;       /* its standard output, kept open while it runs */
-    unsigned port; /* from its start-up line; 0 if none came within 20 s */
+    int pid;        /* the process (pid_t) */
+    int out;        /* its standard output, kept open while it runs */
+    unsigned port;  /* from its start-up line; 0 if none came within 20 s */
+    char line[512]; /* that line (what came of it) */
 };
 
 /* Starts argv (argv[0]: SWS_BIN) with its standard output on a pipe and
- * waits at most 20 s for the line with its port. Fails the test if the
- * binary is missing, cannot be spawned or prints no port. */
+ * waits at most 20 s for the line with its port ("... on http://HOST:PORT/",
+ * or http://[HOST]:PORT/ for IPv6). Fails the test if the binary is
+ * missing, cannot be spawned or prints no port. */
 void bin_start(struct bin *b, char *const argv[]);
 
 /* SIGTERM, then at most 10 s for it to exit (then SIGKILL). Returns its exit

@@ -185,11 +185,13 @@ int main(int argc, char **argv)
         sws_free(&s);
         return 1;
     }
+    char url[128];
+    sws_url(url, sizeof(url), s.cfg.host, sws_port(&s));
     printf("sws: serving %s (cache %zu MB, files up to %zu KB in memory, %u descriptors, checked "
-           "every %u ms) on http://%s:%u/ with %u workers, engine %s, steal %s\n",
+           "every %u ms) on %s with %u workers, engine %s, steal %s\n",
            cfg.root ? cfg.root : "the sample site", s.cache.budget >> 20, s.cache.max_file >> 10,
-           s.cache.max_fds, cfg.cache.valid_ms, s.cfg.host, sws_port(&s),
-           s.workers, cfg.engine ? cfg.engine : "mely", cfg.steal ? cfg.steal : "off");
+           s.cache.max_fds, cfg.cache.valid_ms, url, s.workers, cfg.engine ? cfg.engine : "mely",
+           cfg.steal ? cfg.steal : "off");
     fflush(stdout);
     int rc = sws_run(&s);
     if (rc != 0)

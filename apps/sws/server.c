@@ -434,6 +434,13 @@ unsigned sws_port(const struct sws *s)
     return s->listener ? mely_listener_port(s->listener) : 0;
 }
 
+int sws_url(char *out, size_t n, const char *host, unsigned port)
+{
+    /* --host is numeric (inet_pton): a colon means IPv6, and no zone ("%eth0"). */
+    const char *fmt = strchr(host, ':') ? "http://[%s]:%u/" : "http://%s:%u/";
+    return snprintf(out, n, fmt, host, port);
+}
+
 int sws_run(struct sws *s)
 {
     return mely_run(&s->rt);

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/testutil.h"
@@ -49,9 +50,19 @@ void srv_config(struct sws_config *cfg)
     cfg->pin = 0;
     cfg->timeout_ms = 10000;
     cfg->drain_ms = 3000;
+    /* Files the tests write are served with their ETag, and cached, once a
+     * tick of the coarse clock has passed (files_settle), not a second. */
+    cfg->cache.settle_ms = 0;
     /* SWS_TEST_EPOLL_HANDLER=1 runs every test with the paper's Epoll handler. */
     const char *e = getenv("SWS_TEST_EPOLL_HANDLER");
     cfg->epoll_handler = e && strcmp(e, "1") == 0;
+}
+
+void files_settle(void)
+{
+    struct timespec tick = { 0, 10000000 }; /* if clock_getres fails: HZ=100's */
+    clock_getres(CLOCK_REALTIME_COARSE, &tick);
+    sleep_us((uint64_t)tick.tv_nsec / 1000 + 5000);
 }
 
 unsigned srv_start(const struct sws_config *cfg)

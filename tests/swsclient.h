@@ -14,8 +14,15 @@
 /* ---- the server -------------------------------------------------------------------- */
 
 /* A configuration for tests: port 0, 2 unpinned workers, the sample site
- * (SWS_TEST_EPOLL_HANDLER=1 in the environment: with --epoll-handler). */
+ * (SWS_TEST_EPOLL_HANDLER=1 in the environment: with --epoll-handler), and
+ * --cache-settle-ms 0. */
 void srv_config(struct sws_config *cfg);
+
+/* Waits until the files written before the call have settled for a server
+ * configured by srv_config (--cache-settle-ms 0): one tick of the coarse
+ * clock and 5 ms. Until then SWS serves them without ETag and caches
+ * nothing of them (apps/sws/files.c, "Snapshots of small files"). */
+void files_settle(void);
 
 /* Starts the server on a thread; returns its port (fails the test otherwise). */
 unsigned srv_start(const struct sws_config *cfg);

@@ -82,6 +82,7 @@ void sws_config_init(struct sws_config *cfg)
     cfg->cache.budget = (size_t)CACHE_DEFAULT_MB << 20;
     cfg->cache.max_file = (size_t)CACHE_DEFAULT_FILE_KB << 10;
     cfg->cache.valid_ms = CACHE_DEFAULT_VALID_MS;
+    cfg->cache.settle_ms = CACHE_DEFAULT_SETTLE_MS;
 }
 
 void sws_count(struct sws *s, int status, uint64_t bytes)

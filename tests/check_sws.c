@@ -84,6 +84,7 @@ static void make_root(void)
     free(b);
     snprintf(p, sizeof(p), "%s/link", root);
     ck_assert_int_eq(symlink("/etc/passwd", p), 0);
+    files_settle(); /* served with their ETags from the first request */
 }
 
 static void remove_root(void)

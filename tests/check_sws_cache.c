@@ -15,7 +15,11 @@
  *    its limits once quiet;
  *  - versions renamed in while 4 clients fetch (valid 0, a tiny budget, so
  *    that replacement and eviction race the sends): every body one whole
- *    version of the length its Content-Length says, one ETag per version;
+ *    version of the length its Content-Length says, its ETag's size that
+ *    length, or no ETag and no-store while the file has not settled;
+ *  - a file written in place under a read (issue 26): a writer stopped
+ *    between its two pages, as a read finds it; what is read then is served
+ *    without ETag and not kept; the settle rule itself (cache_settled);
  *  - start-up with a 40 GB file and 3,000 others: under 1 s, nothing loaded.
  */
 #ifndef _GNU_SOURCE
@@ -113,7 +117,7 @@ static void get(struct cl *c, const char *path, const char *hdr, int status, str
     ck_assert_msg(r->status == status, "GET %s: %d, expected %d", path, r->status, status);
 }
 
-/* GET path must give 200 and body; returns its ETag (static copy). */
+/* GET path must give 200 and body; returns its ETag (static copy; "" if none). */
 static const char *expect_body(struct cl *c, const char *path, const char *body, size_t n)
 {
     static char etag[128];
@@ -121,7 +125,8 @@ static const char *expect_body(struct cl *c, const char *path, const char *body,
     get(c, path, NULL, 200, &r);
     ck_assert_msg(r.body_len == n && memcmp(r.body, body, n) == 0, "GET %s: body of %zu bytes differs",
                   path, r.body_len);
-    snprintf(etag, sizeof(etag), "%s", resp_header(&r, "ETag"));
+    const char *e = resp_header(&r, "ETag");
+    snprintf(etag, sizeof(etag), "%s", e ? e : "");
     resp_free(&r);
     return etag;
 }
@@ -139,6 +144,7 @@ START_TEST(test_changes)
 {
     make_root();
     put_str("a.txt", "version one\n");
+    files_settle(); /* (before it settles, a file is served without ETag: test_torn_write) */
     unsigned port = start(0, _i == 1);
     struct sws_cache *k = &srv()->cache;
     struct cl c;
@@ -149,6 +155,7 @@ START_TEST(test_changes)
     /* a new size */
     next_tick();
     put_str("a.txt", "version number two\n");
+    files_settle();
     snprintf(e2, sizeof(e2), "%s", expect_body(&c, "/a.txt", "version number two\n", 19));
     ck_assert_str_ne(e1, e2);
     snprintf(hdr, sizeof(hdr), "If-None-Match: %s\r\n", e1);
@@ -171,9 +178,11 @@ START_TEST(test_changes)
     /* the same size, in place */
     next_tick();
     put_str("a.txt", "version number 3!!\n");
+    files_settle();
     ck_assert_str_ne(expect_body(&c, "/a.txt", "version number 3!!\n", 19), e2);
     /* renamed over */
     put("a.txt", "renamed\n", 8, true);
+    files_settle();
     expect_body(&c, "/a.txt", "renamed\n", 8);
     /* deleted, created */
     char p[256];
@@ -184,17 +193,20 @@ START_TEST(test_changes)
     get(&c, "/b.txt", NULL, 404, &r);
     resp_free(&r);
     put_str("b.txt", "new\n");
+    files_settle();
     expect_body(&c, "/b.txt", "new\n", 4); /* no negative caching */
     /* a file that becomes a directory (301, then its index), then a symlink */
     path_of(p, sizeof(p), "b.txt");
     ck_assert_int_eq(unlink(p), 0);
     ck_assert_int_eq(mkdir(p, 0755), 0);
     put_str("b.txt/index.html", "index\n");
+    files_settle();
     get(&c, "/b.txt", NULL, 301, &r);
     ck_assert_str_eq(resp_header(&r, "Location"), "/b.txt/");
     resp_free(&r);
     expect_body(&c, "/b.txt/", "index\n", 6);
     put_str("c.txt", "c\n");
+    files_settle();
     expect_body(&c, "/c.txt", "c\n", 2);
     path_of(p, sizeof(p), "c.txt");
     ck_assert_int_eq(unlink(p), 0);
@@ -217,6 +229,7 @@ START_TEST(test_valid_period)
 {
     make_root();
     put_str("p.txt", "old bytes\n");
+    files_settle(); /* cached at the first request */
     unsigned port = start(600, _i == 1);
     struct cl c;
     ck_assert(cl_connect(&c, port, 5000));
@@ -394,7 +407,7 @@ END_TEST
 struct churn {
     unsigned port;
     atomic_bool stop;
-    atomic_uint responses, bad, versions;
+    atomic_uint responses, tagged, bad, versions;
 };
 
 /* Version v of a file: (v % 50) + 1000 * (1 + v % 3) bytes of 'A' + v % 26. */
@@ -420,10 +433,17 @@ static void *churn_reader(void *arg)
         bool ok = r.status == 200 && r.body_len > 0;
         for (size_t i = 1; ok && i < r.body_len; i++)
             ok = r.body[i] == r.body[0]; /* one whole version */
-        /* the ETag's size field is the length (files.c: "mtime-size-inode") */
+        /* the ETag's size field is the length (files.c: "mtime-size-inode");
+           a file that has not settled comes without one, and no-store */
         const char *e = resp_header(&r, "ETag");
         const char *dash = e ? strchr(e, '-') : NULL;
-        ok = ok && dash && strtoull(dash + 1, NULL, 16) == r.body_len;
+        if (e) {
+            ok = ok && dash && strtoull(dash + 1, NULL, 16) == r.body_len;
+            atomic_fetch_add(&ch->tagged, 1);
+        } else {
+            const char *cc = resp_header(&r, "Cache-Control");
+            ok = ok && cc && strcmp(cc, "no-store") == 0;
+        }
         if (!ok)
             atomic_fetch_add(&ch->bad, 1);
         atomic_fetch_add(&ch->responses, 1);
@@ -456,18 +476,174 @@ START_TEST(test_churn)
         memset(buf, 'A' + (int)(v % 26), version_len(v));
         put("v.bin", buf, version_len(v), true);
         atomic_store(&ch.versions, v);
-        sleep_us(2000);
+        if (v % 8 == 0)
+            sleep_us(30000); /* long enough to settle: cached, then replaced */
+        else
+            sleep_us(2000);
     }
     atomic_store(&ch.stop, true);
     for (int t = 0; t < 4; t++)
         pthread_join(th[t], NULL);
-    printf("churn: %u versions, %u responses, %llu checks, %llu changes\n", atomic_load(&ch.versions),
-           atomic_load(&ch.responses), (unsigned long long)atomic_load(&srv()->cache.checks),
-           (unsigned long long)atomic_load(&srv()->cache.changes));
+    printf("churn: %u versions, %u responses (%u with an ETag), %llu checks, %llu changes, "
+           "%llu fresh\n",
+           atomic_load(&ch.versions), atomic_load(&ch.responses), atomic_load(&ch.tagged),
+           (unsigned long long)atomic_load(&srv()->cache.checks),
+           (unsigned long long)atomic_load(&srv()->cache.changes),
+           (unsigned long long)atomic_load(&srv()->cache.fresh));
     ck_assert_uint_eq(atomic_load(&ch.bad), 0);
     ck_assert_uint_gt(atomic_load(&ch.responses), 20);
+    ck_assert_uint_gt(atomic_load(&ch.tagged), 0);
+    ck_assert_uint_gt(atomic_load(&srv()->cache.fresh), 0);
     ck_assert_uint_gt(atomic_load(&srv()->cache.changes), 2);
     free(buf);
+    finish();
+}
+END_TEST
+
+/* ---- a file written in place under a read (issue 26) ------------------------------------ */
+
+/* Two versions of an 8 KB file, A and B, whose two 4 KB pages both differ:
+ * a read that overlaps a write of B over A may take B's first page and A's
+ * second (Linux does not make a buffered read atomic against a write), a
+ * body that is neither version. */
+#define TORN_PAGE 4096
+
+static void torn_versions(char *a, char *b)
+{
+    memset(a, 'a', TORN_PAGE);
+    memset(a + TORN_PAGE, 'b', TORN_PAGE);
+    memset(b, 'c', TORN_PAGE);
+    memset(b + TORN_PAGE, 'd', TORN_PAGE);
+}
+
+#define TORN_SETTLE_MS 100 /* test_torn_write's --cache-settle-ms */
+
+/* Long enough for a file written now to have settled (files.c). */
+static void let_settle(void)
+{
+    sleep_us(TORN_SETTLE_MS * 1000);
+    files_settle(); /* and a tick */
+}
+
+static void write_at(int fd, const void *p, size_t n, off_t off)
+{
+    ck_assert_int_eq((int)pwrite(fd, p, n, off), (int)n);
+}
+
+/* GET /t.bin: 200 with body `want` (2 pages); returns whether it came with
+ * an ETag (copied to etag). */
+static bool expect_t(struct cl *c, const char *want, const char *what, char *etag, size_t n)
+{
+    struct resp r;
+    get(c, "/t.bin", NULL, 200, &r);
+    ck_assert_msg(r.body_len == 2 * TORN_PAGE && memcmp(r.body, want, 2 * TORN_PAGE) == 0,
+                  "%s: a body of %zu bytes, not the file's (first byte '%c', byte 4096 '%c')", what,
+                  r.body_len, r.body_len ? r.body[0] : '-',
+                  r.body_len > TORN_PAGE ? r.body[TORN_PAGE] : '-');
+    const char *e = resp_header(&r, "ETag");
+    snprintf(etag, n, "%s", e ? e : "");
+    resp_free(&r);
+    return e != NULL;
+}
+
+/* cache_settled: a ctime more than settle_ns before the read's start, and
+ * with a whole-seconds ctime (a file system that keeps seconds, or FAT's
+ * two), 2 s more. */
+START_TEST(test_settled_rule)
+{
+    const int64_t s = 1000000000, ms = 1000000, t0 = 1700000000 * s + 500 * ms;
+    struct cache_ident id = { .ctime_ns = t0 - 100 * ms - 1 };
+    ck_assert(cache_settled(&id, t0, 100 * ms));
+    id.ctime_ns = t0 - 100 * ms;
+    ck_assert(!cache_settled(&id, t0, 100 * ms));
+    id.ctime_ns = t0 + 5 * s; /* the clock set back: not before it catches up */
+    ck_assert(!cache_settled(&id, t0, 0));
+    id.ctime_ns = 1700000000 * s; /* whole seconds: the change up to 2 s later */
+    ck_assert(!cache_settled(&id, t0, 0));
+    ck_assert(!cache_settled(&id, t0 + 1 * s, 0));
+    ck_assert(cache_settled(&id, t0 + 2 * s, 0));
+    ck_assert(!cache_settled(&id, t0 + 2 * s, 600 * ms));
+    /* the mtime plays no part (anyone may set it) */
+    id = (struct cache_ident){ .ctime_ns = t0 - s + 1, .mtime_ns = t0 + 3600 * s };
+    ck_assert(cache_settled(&id, t0, 100 * ms));
+}
+END_TEST
+
+/* A writer stopped in the middle of one pwrite of B over A, as a read finds
+ * it: B's first page is in, A's second is still there, and the file's
+ * timestamps already say that it changed (a write sets them before it
+ * copies). Whatever SWS reads then must not be served under a strong ETag
+ * nor kept: once the write is done, the next request gets B, and once the
+ * file has settled, B with its ETag, cached. _i = 0: the tear is the file's
+ * first load (--cache-valid-ms 60000: what is loaded would be served for a
+ * minute); _i = 1: a cached A checked at every request (--cache-valid-ms 0). */
+START_TEST(test_torn_write)
+{
+    make_root();
+    char a[2 * TORN_PAGE], b[2 * TORN_PAGE], torn[2 * TORN_PAGE], etag[128], e2[128], hdr[200];
+    torn_versions(a, b);
+    memcpy(torn, b, TORN_PAGE);
+    memcpy(torn + TORN_PAGE, a + TORN_PAGE, TORN_PAGE);
+    put("t.bin", a, sizeof(a), false);
+    struct sws_config cfg;
+    srv_config(&cfg);
+    cfg.root = root;
+    cfg.cache.valid_ms = _i ? 0 : 60000;
+    cfg.cache.settle_ms = TORN_SETTLE_MS;
+    unsigned port = srv_start(&cfg);
+    struct sws_cache *k = &srv()->cache;
+    char p[256];
+    path_of(p, sizeof(p), "t.bin");
+    int fd = open(p, O_WRONLY);
+    ck_assert_int_ge(fd, 0);
+    struct cl c;
+    struct resp r;
+    ck_assert(cl_connect(&c, port, 5000));
+    if (_i) {
+        let_settle();
+        ck_assert_msg(expect_t(&c, a, "A, settled", etag, sizeof(etag)), "A, settled: no ETag");
+    }
+    /* the writer, stopped between its pages */
+    write_at(fd, b, TORN_PAGE, 0);
+    get(&c, "/t.bin", NULL, 200, &r);
+    ck_assert_msg(r.body_len == sizeof(torn) && memcmp(r.body, torn, sizeof(torn)) == 0,
+                  "mid-write: not the bytes on disk");
+    ck_assert_msg(resp_header(&r, "ETag") == NULL,
+                  "a torn body (B's first page, A's second) served with the strong ETag %s",
+                  resp_header(&r, "ETag"));
+    ck_assert_msg(resp_header(&r, "Last-Modified") == NULL, "a torn body with a Last-Modified");
+    const char *cc = resp_header(&r, "Cache-Control");
+    ck_assert_msg(cc && strcmp(cc, "no-store") == 0, "a torn body without no-store");
+    resp_free(&r);
+    ck_assert_uint_eq(atomic_load(&k->n), 0); /* not kept (and A, stale, dropped) */
+    ck_assert_uint_eq(atomic_load(&k->fresh), 1);
+    if (_i) { /* A's ETag no longer matches: the body is served, not a 304 */
+        snprintf(hdr, sizeof(hdr), "If-None-Match: %s\r\n", etag);
+        get(&c, "/t.bin", hdr, 200, &r);
+        ck_assert_msg(r.body_len == sizeof(torn) && memcmp(r.body, torn, sizeof(torn)) == 0,
+                      "mid-write, If-None-Match A: not the bytes on disk");
+        resp_free(&r);
+        /* nor does "*": the client's copy may be of a version that never was */
+        get(&c, "/t.bin", "If-None-Match: *\r\n", 200, &r);
+        resp_free(&r);
+    }
+    /* the write ends: never the torn bytes again */
+    write_at(fd, b + TORN_PAGE, TORN_PAGE, TORN_PAGE);
+    close(fd);
+    expect_t(&c, b, "just after the write", e2, sizeof(e2));
+    let_settle();
+    ck_assert_msg(expect_t(&c, b, "B, settled", e2, sizeof(e2)), "B, settled: no ETag");
+    if (_i)
+        ck_assert_str_ne(etag, e2);
+    uint64_t loads = atomic_load(&k->loads);
+    snprintf(hdr, sizeof(hdr), "If-None-Match: %s\r\n", e2);
+    get(&c, "/t.bin", hdr, 304, &r);
+    resp_free(&r);
+    ck_assert(expect_t(&c, b, "B, cached", etag, sizeof(etag)));
+    ck_assert_str_eq(etag, e2);
+    if (!_i)
+        ck_assert_uint_eq(atomic_load(&k->loads), loads); /* kept: served from memory */
+    cl_close(&c);
     finish();
 }
 END_TEST
@@ -545,5 +721,8 @@ int main(void)
     tcase_add_test(tc, test_budget);
     tcase_add_test(tc, test_churn);
     tcase_add_test(tc, test_startup);
+    tc = new_tcase(s, "torn", 60);
+    tcase_add_test(tc, test_settled_rule);
+    tcase_add_loop_test(tc, test_torn_write, 0, 2);
     return mely_test_main(s);
 }

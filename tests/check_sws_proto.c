@@ -12,7 +12,9 @@
  *  - the status page: only for loopback peers by default, moved by
  *    status_path or turned off, the file of that name served where the page
  *    does not apply, a warning at start-up when the root has that file;
- *  - exhaustion_pauses on the status page, apart from cap_pauses.
+ *  - exhaustion_pauses on the status page, apart from cap_pauses;
+ *  - the URL printed at start-up: an IPv6 host in brackets (sws_url, and the
+ *    binary on ::1 when this machine has IPv6 loopback).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -29,6 +31,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "apps/sws/http.h"
@@ -399,6 +402,70 @@ START_TEST(test_status_cli)
 }
 END_TEST
 
+/* ---- the URL printed at start-up ------------------------------------------------------ */
+
+/* Whether a socket can be bound to [::1] (IPv6 loopback). */
+static bool have_ipv6_loopback(void)
+{
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+    bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* sws --host ::1 printed "http://:::PORT/" (the host's colons and the port's
+ * run together); an IPv6 address goes in brackets. */
+START_TEST(test_url)
+{
+    char u[64];
+    ck_assert_int_eq(sws_url(u, sizeof(u), "127.0.0.1", 8080), 22);
+    ck_assert_str_eq(u, "http://127.0.0.1:8080/");
+    sws_url(u, sizeof(u), "0.0.0.0", 80);
+    ck_assert_str_eq(u, "http://0.0.0.0:80/");
+    sws_url(u, sizeof(u), "::", 8080);
+    ck_assert_str_eq(u, "http://[::]:8080/");
+    sws_url(u, sizeof(u), "::1", 0);
+    ck_assert_str_eq(u, "http://[::1]:0/");
+    sws_url(u, sizeof(u), "2001:db8::7", 65535);
+    ck_assert_str_eq(u, "http://[2001:db8::7]:65535/");
+    sws_url(u, sizeof(u), "::ffff:127.0.0.1", 1);
+    ck_assert_str_eq(u, "http://[::ffff:127.0.0.1]:1/");
+    ck_assert_int_eq(sws_url(u, 8, "::1", 8080), 18); /* cut, NUL-ended */
+    ck_assert_str_eq(u, "http://");
+    if (!have_ipv6_loopback()) {
+        printf("test_url: no IPv6 loopback here, the binary on ::1 not tried\n");
+        return;
+    }
+    char *argv[] = { SWS_BIN, "--host", "::1", "--port", "0", "--workers", "1", "--no-pin", NULL };
+    struct bin b;
+    bin_start(&b, argv);
+    char want[64];
+    snprintf(want, sizeof(want), " on http://[::1]:%u/ ", b.port);
+    ck_assert_msg(strstr(b.line, want) != NULL, "start-up line \"%s\" without \"%s\"", b.line, want);
+    /* and it serves there */
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)b.port),
+                              .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+    struct timeval tv = { .tv_sec = 5 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    static const char q[] = "GET /hello.txt HTTP/1.1\r\nHost: [::1]\r\nConnection: close\r\n\r\n";
+    ck_assert_int_eq((int)write(fd, q, sizeof(q) - 1), (int)sizeof(q) - 1);
+    char r[1024];
+    size_t have = 0;
+    for (ssize_t n; have < sizeof(r) - 1 && (n = read(fd, r + have, sizeof(r) - 1 - have)) > 0;)
+        have += (size_t)n;
+    r[have] = '\0';
+    close(fd);
+    ck_assert_msg(strncmp(r, "HTTP/1.1 200 ", 13) == 0 && strstr(r, "\r\n\r\nHello from SWS.\n"),
+                  "GET /hello.txt over [::1]: \"%s\"", r);
+    ck_assert_int_eq(bin_stop(&b), 0);
+}
+END_TEST
+
 /* ---- descriptor exhaustion on the status page ------------------------------------- */
 
 static unsigned fds_of(int pid)
@@ -485,5 +552,6 @@ int main(void)
     tcase_add_test(tc, test_status_path);
     tcase_add_test(tc, test_status_cli);
     tcase_add_test(tc, test_exhaustion_pauses);
+    tcase_add_test(tc, test_url);
     return mely_test_main(s);
 }

@@ -9,8 +9,9 @@
 #    64 MB of its idle RSS; the 40 GB file's Content-Length and first MB;
 #  - changes seen within the validity period (--cache-valid-ms 100): a
 #    rewritten file (new size, same size, renamed over, written in place;
-#    small and streamed) serves its new bytes and a new ETag, the old ETag no
-#    longer gives 304; a deleted file 404; a new file 200 at once;
+#    small and streamed) serves its new bytes and, once settled
+#    (--cache-settle-ms 100), a new ETag, the old ETag no longer gives 304; a
+#    deleted file 404; a new file 200 at once;
 #  - a streamed file truncated under a download: the connection is closed
 #    short (curl exit 18), never padded; one that grows: exactly the
 #    Content-Length sent;
@@ -70,7 +71,8 @@ mkfifo "$root/fifo"
 
 # ---- start-up ---------------------------------------------------------------------
 t0=$(now_ms)
-"$sws" --root "$root" --port 0 --workers 2 --no-pin --cache-valid-ms 100 >"$tmp/sws.out" 2>"$tmp/sws.err" &
+"$sws" --root "$root" --port 0 --workers 2 --no-pin --cache-valid-ms 100 --cache-settle-ms 100 \
+    >"$tmp/sws.out" 2>"$tmp/sws.err" &
 pid=$!
 port=$(sws_port "$tmp/sws.out" "$pid" 200) || fail "sws exited, or did not print its port in 20 s"
 t1=$(now_ms)
@@ -127,11 +129,12 @@ expect() {
     etag=$(hdr "$1" ETag)
     ok
 }
-settle() { sleep 0.3; } # past --cache-valid-ms 100
+settle() { sleep 0.3; } # past --cache-valid-ms 100, and --cache-settle-ms 100 and a tick
 for p in /page.txt /large.bin; do
     f=$root${p}
     expect a "$p" "$f"
     e1=$etag
+    [ -n "$e1" ] || fail "GET $p: no ETag"
     get inm "$p" -H "If-None-Match: $e1"
     [ "$code" = 304 ] || fail "GET $p with its ETag: $code, expected 304"
     # a new size
@@ -139,6 +142,7 @@ for p in /page.txt /large.bin; do
     settle
     expect b "$p" "$f"
     e2=$etag
+    [ -n "$e2" ] || fail "GET $p, settled: no ETag"
     [ "$e2" != "$e1" ] || fail "GET $p: the ETag did not change with the file ($e1)"
     get inm "$p" -H "If-None-Match: $e1"
     [ "$code" = 200 ] || fail "GET $p with the old ETag: $code, expected 200"
@@ -150,6 +154,7 @@ for p in /page.txt /large.bin; do
     fi
     settle
     expect c "$p" "$f"
+    [ -n "$etag" ] || fail "GET $p, settled: no ETag"
     [ "$etag" != "$e2" ] || fail "GET $p: the ETag did not change with an in-place write"
     # renamed over (a new inode)
     cp "$f" "$tmp/next" && printf 'X' | dd of="$tmp/next" conv=notrunc status=none && mv "$tmp/next" "$f"

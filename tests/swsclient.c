@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/testutil.h"
@@ -49,9 +50,19 @@ void srv_config(struct sws_config *cfg)
     cfg->pin = 0;
     cfg->timeout_ms = 10000;
     cfg->drain_ms = 3000;
+    /* Files the tests write are served with their ETag, and cached, once a
+     * tick of the coarse clock has passed (files_settle), not a second. */
+    cfg->cache.settle_ms = 0;
     /* SWS_TEST_EPOLL_HANDLER=1 runs every test with the paper's Epoll handler. */
     const char *e = getenv("SWS_TEST_EPOLL_HANDLER");
     cfg->epoll_handler = e && strcmp(e, "1") == 0;
+}
+
+void files_settle(void)
+{
+    struct timespec tick = { 0, 10000000 }; /* if clock_getres fails: HZ=100's */
+    clock_getres(CLOCK_REALTIME_COARSE, &tick);
+    sleep_us((uint64_t)tick.tv_nsec / 1000 + 5000);
 }
 
 unsigned srv_start(const struct sws_config *cfg)
@@ -303,21 +314,29 @@ void bin_start(struct bin *b, char *const argv[])
     posix_spawn_file_actions_destroy(&fa);
     close(out[1]);
     ck_assert_msg(e == 0, "spawning %s: %s", argv[0], strerror(e));
-    char line[512];
+    char *line = b->line;
     size_t have = 0;
     uint64_t deadline = now_ns() + 20000000000ull;
-    while (have < sizeof(line) - 1 && !memchr(line, '\n', have) && now_ns() < deadline) {
+    while (have < sizeof(b->line) - 1 && !memchr(line, '\n', have) && now_ns() < deadline) {
         struct pollfd p = { .fd = out[0], .events = POLLIN };
         if (poll(&p, 1, 100) <= 0)
             continue;
-        ssize_t n = read(out[0], line + have, sizeof(line) - 1 - have);
+        ssize_t n = read(out[0], line + have, sizeof(b->line) - 1 - have);
         if (n <= 0)
             break;
         have += (size_t)n;
     }
     line[have] = '\0';
-    const char *at = strstr(line, "http://127.0.0.1:");
-    *b = (struct bin){ .pid = pid, .out = out[0], .port = at ? (unsigned)atoi(at + 17) : 0 };
+    /* the port follows the host's last colon: after "]" for IPv6 */
+    const char *at = strstr(line, " on http://");
+    const char *end = at ? strchr(at + 11, '/') : NULL;
+    const char *colon = NULL;
+    for (const char *p = at ? at + 11 : NULL; p && p < end; p++)
+        if (*p == ':')
+            colon = p;
+    b->pid = pid;
+    b->out = out[0];
+    b->port = colon ? (unsigned)atoi(colon + 1) : 0;
     if (!b->port) {
         bin_stop(b);
         ck_abort_msg("%s printed no port in 20 s: \"%s\"", argv[0], line);

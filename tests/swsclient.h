@@ -14,8 +14,15 @@
 /* ---- the server -------------------------------------------------------------------- */
 
 /* A configuration for tests: port 0, 2 unpinned workers, the sample site
- * (SWS_TEST_EPOLL_HANDLER=1 in the environment: with --epoll-handler). */
+ * (SWS_TEST_EPOLL_HANDLER=1 in the environment: with --epoll-handler), and
+ * --cache-settle-ms 0. */
 void srv_config(struct sws_config *cfg);
+
+/* Waits until the files written before the call have settled for a server
+ * configured by srv_config (--cache-settle-ms 0): one tick of the coarse
+ * clock and 5 ms. Until then SWS serves them without ETag and caches
+ * nothing of them (apps/sws/files.c, "Snapshots of small files"). */
+void files_settle(void);
 
 /* Starts the server on a thread; returns its port (fails the test otherwise). */
 unsigned srv_start(const struct sws_config *cfg);
@@ -76,14 +83,16 @@ int get_status(unsigned port, const char *request);
 #define SWS_BIN "apps/sws/sws"
 
 struct bin {
-    int pid;       /* the process (pid_t) */
-    int out;       /* its standard output, kept open while it runs */
-    unsigned port; /* from its start-up line; 0 if none came within 20 s */
+    int pid;        /* the process (pid_t) */
+    int out;        /* its standard output, kept open while it runs */
+    unsigned port;  /* from its start-up line; 0 if none came within 20 s */
+    char line[512]; /* that line (what came of it) */
 };
 
 /* Starts argv (argv[0]: SWS_BIN) with its standard output on a pipe and
- * waits at most 20 s for the line with its port. Fails the test if the
- * binary is missing, cannot be spawned or prints no port. */
+ * waits at most 20 s for the line with its port ("... on http://HOST:PORT/",
+ * or http://[HOST]:PORT/ for IPv6). Fails the test if the binary is
+ * missing, cannot be spawned or prints no port. */
 void bin_start(struct bin *b, char *const argv[]);
 
 /* SIGTERM, then at most 10 s for it to exit (then SIGKILL). Returns its exit

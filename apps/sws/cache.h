@@ -23,6 +23,13 @@
  *     device, inode, size, mtime and ctime): unchanged, it is kept; changed, a
  *     new entry (new bytes, new ETag) replaces it; gone, it is dropped (404).
  *     Requests that arrive while one checks are served the entry as it was.
+ *   - Only a settled file is kept in memory: one whose ctime is older than the
+ *     read's start by `settle_ms` and a clock tick. A file changed more
+ *     recently may be in the middle of a write, and a read that overlaps a
+ *     write in place can take some pages of each version with no trace in
+ *     fstat; it is read twice, served to its one request without validators
+ *     (no ETag, no Last-Modified; Cache-Control: no-store) and not kept
+ *     (files.c: "Snapshots of small files").
  *
  * Entries are reference-counted: the table holds one reference, and each
  * response in flight one more, so an entry replaced or evicted while a
@@ -71,6 +78,8 @@ struct sws_entry {
     int fd;                 /* a streamed file: its descriptor; else -1 */
     bool pinned;            /* the built-in sample site: never checked or evicted */
     struct cache_ident id;  /* the file when loaded */
+    bool fresh;             /* a read of an unsettled file: served once, without
+                               validators (f.etag NULL), never in the table */
     atomic_uint refs;       /* the table's + one per user */
     atomic_uint_fast64_t checked_ns; /* CLOCK_MONOTONIC_COARSE of the last check */
     atomic_bool used;       /* CLOCK's reference bit: set by hits */
@@ -96,6 +105,7 @@ struct cache_shard {
 #define CACHE_DEFAULT_MB 64
 #define CACHE_DEFAULT_FILE_KB 16
 #define CACHE_DEFAULT_VALID_MS 1000
+#define CACHE_DEFAULT_SETTLE_MS 1000
 
 /* The cache's limits (sws_config_init sets the defaults above). */
 struct sws_cache_config {
@@ -105,6 +115,9 @@ struct sws_cache_config {
                           0: RLIMIT_NOFILE / 16, between 16 and 1024) */
     unsigned valid_ms; /* an entry is checked again after this (--cache-valid-ms;
                           0: on every request) */
+    unsigned settle_ms; /* a small file changed less than this (and a clock tick)
+                           before its read is served fresh, not kept
+                           (--cache-settle-ms; files.c) */
 };
 
 struct sws_cache {
@@ -113,6 +126,7 @@ struct sws_cache {
     size_t budget, max_file;
     unsigned max_fds;
     uint64_t valid_ns;
+    int64_t settle_ns;    /* settle_ms plus the tick of the clock that stamps ctimes */
     atomic_size_t n;      /* entries in the table */
     atomic_size_t bytes;  /* their cost */
     atomic_uint fds;      /* their descriptors */
@@ -121,6 +135,9 @@ struct sws_cache {
     char gen_pad[56];
     /* counters (relaxed; for /server-status and the tests) */
     atomic_uint_fast64_t loads, checks, changes, evictions;
+    /* reads of unsettled files served fresh (not kept); reads thrown away because
+       the file changed under them (another fstat, or the second read, differed) */
+    atomic_uint_fast64_t fresh, rereads;
 };
 
 /* Opens root for serving (nothing is read). Returns 0, or -1 with a message
@@ -159,11 +176,14 @@ void cache_put(struct sws_entry *e);
  * ReadFile's work (the disk path), for a miss or a check: opens path beneath
  * the root and makes, checks or replaces its entry. stale: the entry to check
  * (its reference is taken over), or NULL.
- * @return 200 with *out set (a reference for the caller); 301: path names a
+ * @return 200 with *out set (a reference for the caller; (*out)->fresh: a
+ *         read of an unsettled file, which is in no table); 301: path names a
  *         directory that has an index.html (answer cache_redirect); 404: no such
- *         file, or one that may not be served; 503: out of descriptors; 500:
- *         out of memory or an I/O error.
- * Blocks on the file system (an open, an fstat, and for a small file its read).
+ *         file, or one that may not be served; 503: out of descriptors, or a
+ *         small file that changed under each of 3 reads; 500: out of memory or
+ *         an I/O error.
+ * Blocks on the file system (an open, an fstat, and for a small file its read;
+ * two reads if the file changed within the settle period).
  */
 int cache_open(struct sws_cache *c, const char *path, size_t len, struct sws_entry *stale,
                struct sws_entry **out);
@@ -190,10 +210,16 @@ const char *cache_mime(const char *name);
 /* A new entry (one reference, not in the table) for the file id, served
  * with Content-Type type under path[0..len): with fd >= 0, streamed from fd
  * (taken over); else held in memory, with room for id->size bytes of body
- * for the caller to fill (e->f.body). NULL if out of memory (fd is then not
- * closed). */
+ * for the caller to fill (e->f.body). fresh: a head without validators, with
+ * Cache-Control: no-store (an unsettled file's read). NULL if out of memory
+ * (fd is then not closed). */
 struct sws_entry *cache_entry_new(const char *path, size_t len, const char *type,
-                                  const struct cache_ident *id, int fd);
+                                  const struct cache_ident *id, int fd, bool fresh);
+
+/* Whether a file of identity id, read from start_ns on (CLOCK_REALTIME),
+ * had settled: its ctime, counted at the latest its granularity allows,
+ * is more than settle_ns before start_ns (files.c's essay). */
+bool cache_settled(const struct cache_ident *id, int64_t start_ns, int64_t settle_ns);
 
 /* Sets up the shards and limits (cache_init* call it first). Returns 0 or -1
  * (out of memory; cache_free frees what was made). */

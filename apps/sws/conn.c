@@ -562,12 +562,14 @@ static void respond_file(struct conn *c, const struct sws_file *f, bool must_clo
 
 /* Answers with a cache entry (a reference the connection keeps until the
  * response is out): 304 if If-None-Match matches, else 200 with the body
- * from memory or, for a streamed file, from its descriptor. */
+ * from memory or, for a streamed file, from its descriptor. A fresh entry
+ * (an unsettled file's read, files.c) has no ETag and never answers 304, not
+ * even to "*": the client's copy may be of a version that never was. */
 static void respond_entry(struct conn *c, struct sws_entry *e)
 {
     const struct http_req *q = &c->ib->req;
     /* before consume(): inm points into the request's bytes */
-    bool match = q->inm && http_etag_match(q->inm, q->inm_len, e->f.etag, e->f.etag_len);
+    bool match = q->inm && e->f.etag && http_etag_match(q->inm, q->inm_len, e->f.etag, e->f.etag_len);
     c->ent = e;
     consume(c);
     if (match) {

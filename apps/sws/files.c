@@ -11,6 +11,10 @@
  * empty segment ("//") are refused before that. Files are opened O_NONBLOCK,
  * so a FIFO under the root cannot block a worker, and fstat then refuses
  * anything but a regular file.
+ *
+ * A small file is read into its entry and served from memory under a strong
+ * ETag for as long as the entry lives; "Snapshots of small files", below,
+ * says when such a read can be trusted to be one version of the file.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -101,7 +105,7 @@ static void http_date(char *out, size_t n, int64_t mtime_ns)
 /* An entry is one malloc'ed block: the struct, then its path, ETag, heads
  * and (held in memory) body; cache_put frees it in one go. */
 struct sws_entry *cache_entry_new(const char *path, size_t len, const char *type,
-                                  const struct cache_ident *id, int fd)
+                                  const struct cache_ident *id, int fd, bool fresh)
 {
     char date[64], etag[80], head[512], h304[256];
     http_date(date, sizeof(date), id->mtime_ns);
@@ -115,6 +119,15 @@ struct sws_entry *cache_entry_new(const char *path, size_t len, const char *type
     int h3 = snprintf(h304, sizeof(h304),
                       "HTTP/1.1 304 Not Modified\r\nServer: sws\r\nLast-Modified: %s\r\nETag: %s\r\n",
                       date, etag);
+    if (fresh) {
+        /* No validator a client or proxy could revalidate (304) these bytes
+         * with later, and nothing for them to keep (the essay, below). */
+        hl = snprintf(head, sizeof(head),
+                      "HTTP/1.1 200 OK\r\nServer: sws\r\nContent-Type: %s\r\nContent-Length: %" PRIu64
+                      "\r\nCache-Control: no-store\r\n",
+                      type, id->size);
+        el = h3 = 0;
+    }
     if (el < 0 || hl < 0 || h3 < 0 || (size_t)hl >= sizeof(head))
         return NULL;
     size_t body = fd < 0 ? (size_t)id->size : 0;
@@ -137,6 +150,11 @@ struct sws_entry *cache_entry_new(const char *path, size_t len, const char *type
     PUT(e->f.head, head, (size_t)hl);
     PUT(e->f.head304, h304, (size_t)h3);
 #undef PUT
+    if (fresh) { /* nothing to match, nothing to answer a match with */
+        e->f.etag = NULL;
+        e->f.head304 = NULL;
+    }
+    e->fresh = fresh;
     e->path_len = len;
     e->f.etag_len = (size_t)el;
     e->f.head_len = (size_t)hl;
@@ -170,6 +188,98 @@ static bool same_ident(const struct cache_ident *a, const struct cache_ident *b)
            a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
 }
 
+/*
+ * Snapshots of small files
+ * ========================
+ *
+ * A small file's entry holds its bytes, read once, under a strong ETag made
+ * of its mtime, size and inode; hits serve them from memory for as long as
+ * the entry lives, and a client or proxy that stored them revalidates them
+ * with that ETag (304) without ever seeing them again. So the read must be
+ * one version of the file, whole. Terms: the read starts at T0 and ends at
+ * T1; a write's timestamp update is the moment t_u it sets ctime and mtime,
+ * and its copy the moment its bytes go into the page cache.
+ *
+ * Why fstat before and after the read is not enough. Linux does not make a
+ * buffered read atomic against a write (ext4 and tmpfs take no lock to read;
+ * XFS does): a read that overlaps one pwrite of 8 KB in place can take the
+ * new first page and the old second one, or tear anywhere (a body was seen
+ * new up to its byte 28). The write sets ctime and mtime once, at
+ * t_u, before its copy (file_update_time), so fstat before and after the
+ * read may both show the new timestamps, with the same size and inode, while
+ * the read saw old bytes (issue 26: 1 in 150 rounds; 85 torn responses in
+ * 50,897 with a write every 30 ms); a read between the stamp and the copy
+ * even gets the whole old version under the new ETag. Timestamps come from
+ * a coarse clock (one tick, 4 ms at HZ=250; Linux 6.13's fine-grained stamps
+ * only after a stat), so two writes within one tick may even share them.
+ *
+ * What the timestamps still tell (git's "racily clean" index entries). A
+ * write whose copy overlaps the read updated the timestamps at some t_u <= T1
+ * and ends its copy after T0. ctime is stamped from the coarse clock, so
+ * ctime >= t_u - tick; and the fstat after the read, which must match the one
+ * before, sees it. If the writer spent at most S between its timestamp update
+ * and the end of its copy, t_u >= T0 - S, so ctime >= T0 - S - tick. Turned
+ * round: a read whose file's ctime is older than T0 - S - tick overlapped no
+ * write (but one stalled for more than S), and any later write stamps a later
+ * tick, so the entry's identity changes and its next check sees it. Such a
+ * file has *settled*: its read is kept, with its ETag. S is --cache-settle-ms
+ * (1 s by default): it covers the tick, a writer preempted mid-copy, and the
+ * kernel throttling a writer between two pages for dirty-page writeback
+ * (balance_dirty_pages pauses up to 200 ms at a time). The tick alone is
+ * not enough: with S = 0 on a loaded 2-vCPU guest, reads whose file's ctime
+ * was already 6 ms old still tore (the writer preempted mid-copy, or the
+ * guest's coarse clock behind by more than a tick). cache_settled() is the
+ * test; it costs one clock_gettime (vDSO) per load, nothing per hit.
+ *
+ * ctime, not mtime: anyone may set mtime to anything (touch -d, cp -p, tar,
+ * a writer that restores it after each write), and a file unpacked with an
+ * mtime in the future would never settle; ctime is always the kernel's
+ * clock at the last change (writes, utimensat, chmod, rename). A ctime in
+ * whole seconds means a file system that keeps seconds (ext4's small
+ * inodes, some FUSE) or two (FAT): the change may be up to 2 s later than
+ * it says (a nanosecond stamp that happens to end in .000000000 only makes
+ * its file wait 2 s more).
+ *
+ * An unsettled file (changed less than S + tick before T0) may be in the
+ * middle of a write: its read is not kept. It is read twice and the reads
+ * compared (the fstat after both must still match), which catches a write
+ * that overlaps either read unless the writer is stopped between its pages
+ * for the whole time of both; then it is served to its one request *fresh*:
+ * without ETag or Last-Modified, with Cache-Control: no-store, so that no
+ * client or proxy keeps or revalidates it, and it goes in no table (a
+ * cached entry it replaces is dropped). The next request reads the file
+ * again; the first one after it settled makes the entry. A file rewritten
+ * more often than every S is so never cached: each request pays an open,
+ * two fstat, two reads and a close (for 8 KB from the page cache, 7-10 us
+ * more server CPU than a cached hit: doc/sws.md). A small file that changes under each of 3 attempts gets 503
+ * (it used to be streamed from its descriptor under the last identity's
+ * ETag, as it happened to be on disk when sendfile read it).
+ *
+ * Rejected. Reading twice and comparing alone: a writer stopped between its
+ * pages (preempted, throttled) gives two equal torn reads, which would then
+ * be kept for --cache-valid-ms under a strong ETag. A hash of the bytes as
+ * the ETag: the same tear hashes as well as any version, and each load would
+ * hash. Keeping an unsettled read and reading the file again later: every
+ * request meanwhile gets the bytes that may be torn. Locks: flock is
+ * advisory, and writers do not take it.
+ *
+ * What is not caught. A writer stopped inside one write for longer than S
+ * (its buffer faulting in from a slow disk): by then the torn state is what
+ * the file holds, and nothing a reader sees tells it from content. Writes
+ * through a shared mmap to pages already dirty change no timestamp at all.
+ * File systems whose timestamps come from another machine's clock (NFS)
+ * shift S by the skew. Writers that need readers to see whole versions
+ * write a new file and rename it over (atomic: the entry keeps the old
+ * inode, see doc/sws.md). Streamed files are sent as they are on disk when
+ * sendfile reads them (doc/sws.md): none of this applies to them.
+ */
+
+bool cache_settled(const struct cache_ident *id, int64_t start_ns, int64_t settle_ns)
+{
+    int64_t grain = id->ctime_ns % 1000000000 == 0 ? 2000000000 : 0;
+    return id->ctime_ns < start_ns - settle_ns - grain;
+}
+
 /* Reads exactly n bytes from offset 0 and checks that the file ends there. */
 static bool read_body(int fd, char *b, size_t n)
 {
@@ -189,33 +299,82 @@ static bool read_body(int fd, char *b, size_t n)
     return r == 0;
 }
 
-/* The entry of the open regular file fd (taken over: kept in a streamed
- * entry, else closed). A small file is read into memory; if it changes under
- * the read (its size or identity differs after), it is read again, twice at
- * most, then streamed as it is. */
-static struct sws_entry *load(struct sws_cache *c, const char *path, size_t len, const char *type,
-                              int fd, struct cache_ident *id)
+static int64_t realtime_ns(void)
 {
-    for (int tries = 0; tries < 3 && id->size <= c->max_file && id->size <= c->budget / 4; tries++) {
-        struct sws_entry *e = cache_entry_new(path, len, type, id, -1);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts_ns(ts);
+}
+
+#define LOAD_TRIES 3
+
+/* Whether a file of id's size is held in memory (else streamed). */
+static bool in_memory(const struct sws_cache *c, const struct cache_ident *id)
+{
+    return id->size <= c->max_file && id->size <= c->budget / 4;
+}
+
+/* The entry of the open regular file fd, whose fstat gave id (fd is taken
+ * over: kept in a streamed entry, else closed). A small file is read into
+ * memory, once if it had settled, else twice (the essay above); if it
+ * changes under the read (another fstat after it, or the two reads differ),
+ * it is read again, LOAD_TRIES times in all. Returns 200 with *out (fresh if
+ * unsettled), 503 if it changed under every read, 500 (out of memory, or
+ * fstat failed). */
+static int load(struct sws_cache *c, const char *path, size_t len, const char *type, int fd,
+                struct cache_ident *id, struct sws_entry **out)
+{
+    char *again = NULL; /* the second read of an unsettled file */
+    size_t again_cap = 0;
+    for (int tries = 0; tries < LOAD_TRIES && in_memory(c, id); tries++) {
+        size_t n = (size_t)id->size;
+        bool settled = cache_settled(id, realtime_ns(), c->settle_ns);
+        if (!settled && n > again_cap) {
+            free(again);
+            again_cap = 0;
+            if (!(again = malloc(n)))
+                goto fail;
+            again_cap = n;
+        }
+        struct sws_entry *e = cache_entry_new(path, len, type, id, -1, !settled);
         if (!e)
-            break;
+            goto fail;
+        char *body = (char *)e->f.body; /* NULL if n == 0 */
+        bool ok = read_body(fd, body, n);
+        if (ok && !settled)
+            ok = read_body(fd, again, n) && (n == 0 || memcmp(body, again, n) == 0);
         struct stat st;
-        bool ok = read_body(fd, (char *)e->f.body, (size_t)id->size) && fstat(fd, &st) == 0;
-        struct cache_ident now = ok ? ident_of(&st) : *id;
+        struct cache_ident now = *id;
+        ok = ok && fstat(fd, &st) == 0;
+        if (ok)
+            now = ident_of(&st);
         if (ok && same_ident(id, &now)) {
+            free(again);
             close(fd);
-            return e;
+            *out = e;
+            return 200;
         }
         cache_put(e);
+        atomic_fetch_add_explicit(&c->rereads, 1, memory_order_relaxed);
         if (fstat(fd, &st) != 0)
-            break;
+            goto fail;
         *id = ident_of(&st);
     }
-    struct sws_entry *e = cache_entry_new(path, len, type, id, fd);
-    if (!e)
+    free(again);
+    if (in_memory(c, id)) { /* it changed under every read */
         close(fd);
-    return e;
+        return 503;
+    }
+    /* a large file (or one that grew past the line meanwhile) */
+    if (!(*out = cache_entry_new(path, len, type, id, fd, false))) {
+        close(fd);
+        return 500;
+    }
+    return 200;
+fail:
+    free(again);
+    close(fd);
+    return 500;
 }
 
 /* ---- opening beneath the root ---------------------------------------------------- */
@@ -311,9 +470,19 @@ static int open_file(struct sws_cache *c, const char *path, size_t len, struct s
         }
         atomic_fetch_add_explicit(&c->changes, 1, memory_order_relaxed);
     }
-    struct sws_entry *e = load(c, path, len, cache_mime(rel), fd, &id);
-    if (!e)
-        return 500;
+    struct sws_entry *e = NULL;
+    int status = load(c, path, len, cache_mime(rel), fd, &id, &e);
+    if (status != 200 || e->fresh) {
+        /* A changed file whose new version is not (yet) to be kept: the stale
+         * entry is no version to serve any longer. (Not after a 500: a passing
+         * failure leaves the entry as it is.) */
+        if (stale && status != 500)
+            cache_remove(c, stale);
+        if (status == 200)
+            atomic_fetch_add_explicit(&c->fresh, 1, memory_order_relaxed);
+        *out = e;
+        return status;
+    }
     atomic_fetch_add_explicit(&c->loads, 1, memory_order_relaxed);
     cache_insert(c, e); /* in place of stale, if the table still holds it */
     *out = e;
@@ -390,6 +559,11 @@ int cache_init(struct sws_cache *c, const char *root, const struct sws_cache_con
     }
     if (!c->max_fds)
         c->max_fds = default_fds();
+    /* ctimes are stamped from the coarse clock: a change may be up to one of
+     * its ticks later than its ctime says (the essay above). */
+    struct timespec tick = { 0, 10000000 };
+    clock_getres(CLOCK_REALTIME_COARSE, &tick);
+    c->settle_ns = (int64_t)cfg->settle_ms * 1000000 + ts_ns(tick);
     c->rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (c->rootfd < 0) {
         errf(err, errlen, "%s: %s", root, strerror(errno));
@@ -432,7 +606,7 @@ static int add_sample(struct sws_cache *c, const char *path, const char *file, c
                       size_t len, uint64_t ino, int64_t now_ns)
 {
     struct cache_ident id = { .ino = ino, .size = len, .mtime_ns = now_ns, .ctime_ns = now_ns };
-    struct sws_entry *e = cache_entry_new(path, strlen(path), cache_mime(file), &id, -1);
+    struct sws_entry *e = cache_entry_new(path, strlen(path), cache_mime(file), &id, -1, false);
     if (!e)
         return -1;
     if (len)

@@ -47,6 +47,10 @@ static void usage(FILE *f)
             "                      descriptor limit / 16, between 16 and 1024)\n"
             "  --cache-valid-ms N  a cached file is checked again (stat) after N ms;\n"
             "                      0: on every request (default %u)\n"
+            "  --cache-settle-ms N a small file changed less than N ms (and a clock\n"
+            "                      tick) before it is read may be mid-write: it is\n"
+            "                      read twice, served without ETag (no-store) and\n"
+            "                      not cached until it has settled (default %u)\n"
             "  --status-path PATH  where the status page is (default /server-status;\n"
             "                      off: nowhere); where it applies, it hides a file of\n"
             "                      that name\n"
@@ -62,7 +66,8 @@ static void usage(FILE *f)
             "Protocol: GET and HEAD; at most 4 empty lines before a request line (then\n"
             "400); Expect: 100-continue answered at once (100 Continue for GET/HEAD, the\n"
             "405 for other methods), other expectations 417.\n",
-            CACHE_DEFAULT_MB, CACHE_DEFAULT_FILE_KB, CACHE_DEFAULT_VALID_MS);
+            CACHE_DEFAULT_MB, CACHE_DEFAULT_FILE_KB, CACHE_DEFAULT_VALID_MS,
+            CACHE_DEFAULT_SETTLE_MS);
 }
 
 static int number(const char *opt, const char *v, unsigned min, unsigned max, unsigned *out)
@@ -81,7 +86,8 @@ static int number(const char *opt, const char *v, unsigned min, unsigned max, un
 /* Long options only: sws has no one-letter ones. */
 enum { O_ROOT = 1, O_HOST, O_PORT, O_WORKERS, O_NOPIN, O_MAXC, O_MAXW, O_STEAL, O_ENGINE,
        O_MEASURED, O_PRINT, O_REUSE, O_TIMEOUT, O_DRAIN, O_HELP, O_EPOLL, O_STATUS,
-       O_STATUS_PUBLIC, O_CACHE_MB, O_CACHE_FILE, O_CACHE_FDS, O_CACHE_VALID, O_TRACE };
+       O_STATUS_PUBLIC, O_CACHE_MB, O_CACHE_FILE, O_CACHE_FDS, O_CACHE_VALID, O_CACHE_SETTLE,
+       O_TRACE };
 static const struct option opts[] = {
     { "root", required_argument, NULL, O_ROOT },
     { "host", required_argument, NULL, O_HOST },
@@ -104,6 +110,7 @@ static const struct option opts[] = {
     { "cache-file-kb", required_argument, NULL, O_CACHE_FILE },
     { "cache-fds", required_argument, NULL, O_CACHE_FDS },
     { "cache-valid-ms", required_argument, NULL, O_CACHE_VALID },
+    { "cache-settle-ms", required_argument, NULL, O_CACHE_SETTLE },
     { "trace", required_argument, NULL, O_TRACE },
     { "help", no_argument, NULL, O_HELP },
     { NULL, 0, NULL, 0 },
@@ -154,6 +161,9 @@ static int parse_args(int argc, char **argv, struct sws_config *cfg, bool *print
             break;
         case O_CACHE_FDS: rc = number("cache-fds", optarg, 1, 1u << 20, &cfg->cache.max_fds); break;
         case O_CACHE_VALID: rc = number("cache-valid-ms", optarg, 0, 86400000, &cfg->cache.valid_ms); break;
+        case O_CACHE_SETTLE:
+            rc = number("cache-settle-ms", optarg, 0, 86400000, &cfg->cache.settle_ms);
+            break;
         case O_TRACE: cfg->trace = optarg; break;
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -185,11 +195,13 @@ int main(int argc, char **argv)
         sws_free(&s);
         return 1;
     }
+    char url[128];
+    sws_url(url, sizeof(url), s.cfg.host, sws_port(&s));
     printf("sws: serving %s (cache %zu MB, files up to %zu KB in memory, %u descriptors, checked "
-           "every %u ms) on http://%s:%u/ with %u workers, engine %s, steal %s\n",
+           "every %u ms) on %s with %u workers, engine %s, steal %s\n",
            cfg.root ? cfg.root : "the sample site", s.cache.budget >> 20, s.cache.max_file >> 10,
-           s.cache.max_fds, cfg.cache.valid_ms, s.cfg.host, sws_port(&s),
-           s.workers, cfg.engine ? cfg.engine : "mely", cfg.steal ? cfg.steal : "off");
+           s.cache.max_fds, cfg.cache.valid_ms, url, s.workers, cfg.engine ? cfg.engine : "mely",
+           cfg.steal ? cfg.steal : "off");
     fflush(stdout);
     int rc = sws_run(&s);
     if (rc != 0)

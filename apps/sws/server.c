@@ -82,6 +82,7 @@ void sws_config_init(struct sws_config *cfg)
     cfg->cache.budget = (size_t)CACHE_DEFAULT_MB << 20;
     cfg->cache.max_file = (size_t)CACHE_DEFAULT_FILE_KB << 10;
     cfg->cache.valid_ms = CACHE_DEFAULT_VALID_MS;
+    cfg->cache.settle_ms = CACHE_DEFAULT_SETTLE_MS;
 }
 
 void sws_count(struct sws *s, int status, uint64_t bytes)
@@ -432,6 +433,13 @@ int sws_start(struct sws *s, const struct sws_config *cfg, char *err, size_t err
 unsigned sws_port(const struct sws *s)
 {
     return s->listener ? mely_listener_port(s->listener) : 0;
+}
+
+int sws_url(char *out, size_t n, const char *host, unsigned port)
+{
+    /* --host is numeric (inet_pton): a colon means IPv6, and no zone ("%eth0"). */
+    const char *fmt = strchr(host, ':') ? "http://[%s]:%u/" : "http://%s:%u/";
+    return snprintf(out, n, fmt, host, port);
 }
 
 int sws_run(struct sws *s)

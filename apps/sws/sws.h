@@ -116,6 +116,13 @@ int sws_start(struct sws *s, const struct sws_config *cfg, char *err, size_t err
 /* The port listened on. */
 unsigned sws_port(const struct sws *s);
 
+/* The URL of a server on host (a numeric address) and port, as a client
+ * writes it: "http://127.0.0.1:8080/", an IPv6 address in brackets
+ * ("http://[::1]:8080/", RFC 3986: its colons would read as a port's).
+ * Into out, NUL-ended, cut to n bytes; returns the length it needs (as
+ * snprintf). Any thread. */
+int sws_url(char *out, size_t n, const char *host, unsigned port);
+
 /* Runs until a drain ends (or sws_halt). Returns mely_run()'s result. */
 int sws_run(struct sws *s);
 

@@ -141,6 +141,9 @@ gen() { # bytes -> deterministic printable content
 gen 1024 >"$docroot/1k.txt"
 gen 102400 >"$docroot/100k.txt"
 chmod -R a+rX "$docroot"
+# SWS serves a file changed less than --cache-settle-ms (1 s) ago fresh from
+# disk, uncached (doc/sws.md): the first run would measure that.
+sleep 1.1
 
 cleanup_on_exit
 

@@ -271,7 +271,10 @@ static void replace_under_reader(unsigned port, const char *rel, size_t n)
     char q[256];
     snprintf(q, sizeof(q), "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path);
     ck_assert(cl_sendstr(&slow, q));
-    sleep_us(200000); /* the server fills the socket and waits */
+    /* The response began: the server has the old version (its bytes, or
+     * its descriptor), and fills the socket and waits. */
+    ck_assert_msg(cl_response_began(&slow, 10000), "%s: no response within 10 s", path);
+    sleep_us(50000);
     put(rel, v2, n + 7, true);
     ck_assert(cl_connect(&c, port, 5000));
     for (int i = 0; i < 3; i++)
@@ -301,7 +304,8 @@ START_TEST(test_replaced_while_sending)
     struct cl slow;
     ck_assert(cl_connect_rcvbuf(&slow, port, 10000, 8192));
     ck_assert(cl_sendstr(&slow, "GET /t.bin HTTP/1.1\r\nHost: t\r\n\r\n"));
-    sleep_us(200000);
+    ck_assert_msg(cl_response_began(&slow, 10000), "/t.bin: no response within 10 s");
+    sleep_us(50000);
     char p[256];
     path_of(p, sizeof(p), "t.bin");
     ck_assert_int_eq(truncate(p, 4096), 0);
@@ -516,7 +520,11 @@ static void torn_versions(char *a, char *b)
     memset(b + TORN_PAGE, 'd', TORN_PAGE);
 }
 
-#define TORN_SETTLE_MS 100 /* test_torn_write's --cache-settle-ms */
+/* test_torn_write's --cache-settle-ms: the writer it plays stays stopped
+ * between its pages for less than that, however loaded the machine (at 100
+ * ms, a loaded 2-CPU machine let more pass before the next request, and the
+ * torn file had settled, as a writer stopped longer than S does). */
+#define TORN_SETTLE_MS 1500
 
 /* Long enough for a file written now to have settled (files.c). */
 static void let_settle(void)

@@ -268,6 +268,17 @@ bool cl_closed_within(struct cl *c, unsigned ms, size_t *extra)
     return false;
 }
 
+bool cl_response_began(struct cl *c, unsigned ms)
+{
+    if (c->len)
+        return true;
+    struct pollfd p = { .fd = c->fd, .events = POLLIN };
+    int n;
+    while ((n = poll(&p, 1, (int)ms)) < 0 && errno == EINTR) { /* bounded: signals */
+    }
+    return n == 1 && (p.revents & POLLIN);
+}
+
 bool cl_silent_for(struct cl *c, unsigned ms)
 {
     if (c->len)

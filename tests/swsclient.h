@@ -75,6 +75,12 @@ bool cl_closed_within(struct cl *c, unsigned ms, size_t *extra);
 /* Whether nothing arrives for `ms` (the connection stays open and silent). */
 bool cl_silent_for(struct cl *c, unsigned ms);
 
+/* Whether the response has begun to arrive within `ms` (nothing consumed):
+ * the server has its file by then, open or read. A test that changes the
+ * file under a response waits for this, not for a fixed time that a loaded
+ * machine may exceed. */
+bool cl_response_began(struct cl *c, unsigned ms);
+
 /* One request on a new connection; returns the status (-1 on failure). */
 int get_status(unsigned port, const char *request);
 

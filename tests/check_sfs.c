@@ -12,7 +12,7 @@
  *    size limit: each closes its connection and nothing else, and sfsd's
  *    statistics count each by kind;
  *  - path confinement: "..", absolute paths, symlinks out of the root and
- *    within it, a NUL byte, a fifo;
+ *    within it, a NUL byte, a fifo, a Unix socket, devices;
  *  - clients that vanish mid-read; memory bounded under slow readers.
  * Every test starts its own sfsd (so that its statistics are the test's)
  * and checks them when it stops it.
@@ -31,6 +31,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "tests/sfsclient.h"
@@ -430,6 +432,15 @@ START_TEST(test_read)
     read_ok(&c, mid, SEED_MID, MID, 12345, 65536);
     read_ok(&c, mid, SEED_MID, MID, MID - 1, 1);
     read_ok(&c, empty, 0, 0, 0, 4096);
+    /* Offsets an off_t cannot hold (2^63 and up), and ranges that end past
+     * what it can: no file has bytes there, so 0 bytes, the end of the file
+     * (pread itself says EINVAL). */
+    const uint64_t far[] = { 1ull << 63, UINT64_MAX, (1ull << 63) + 12345, INT64_MAX,
+                             INT64_MAX - 100, (1ull << 63) - 65535 };
+    for (int i = 0; i < NELEM(far); i++) {
+        read_ok(&c, small, SEED_SMALL, SMALL, far[i], 65536);
+        read_ok(&c, mid, SEED_MID, MID, far[i], 1);
+    }
     ck_assert_int_eq(sfsc_read(&c, dir, 0, 100, &rep), EISDIR);
     ck_assert_int_eq(status_of(&c, SFS_READDIR, small, 0, &rep), ENOTDIR);
     ck_assert_int_eq(sfsc_read(&c, 0, 0, 100, &rep), EBADF);
@@ -696,6 +707,32 @@ END_TEST
 
 /* ---- path confinement ------------------------------------------------------------------------ */
 
+/* A Unix socket's file at rel (nothing listens on it: open() says ENXIO). */
+static void make_socket(const char *rel)
+{
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    char p[256];
+    path_of(p, sizeof p, rel);
+    ck_assert(strlen(p) < sizeof a.sun_path);
+    strcpy(a.sun_path, p);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_msg(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0, "bind %s: %s", p,
+                  strerror(errno));
+    close(fd);
+}
+
+/* A device node at rel: major 0 has no driver, so open() says ENXIO. Only
+ * root may make one: false (and the test leaves it out) otherwise. */
+static bool make_device(const char *rel, mode_t type)
+{
+    char p[256];
+    path_of(p, sizeof p, rel);
+    if (mknod(p, type | 0644, makedev(0, 0)) == 0)
+        return true;
+    printf("confinement: no %s device (mknod: %s): not tested\n", rel, strerror(errno));
+    return false;
+}
+
 START_TEST(test_confinement)
 {
     unsigned port = start(false, false, NULL);
@@ -703,6 +740,16 @@ START_TEST(test_confinement)
     struct sfs_attr a;
     struct sfs_reply rep;
     connect_ok(&c, port);
+    /* Sockets and devices: EACCES, as fifos (doc/sfs.md), never open()'s
+     * ENXIO. */
+    make_socket("sock");
+    struct path_err special[3] = { { "sock", EACCES } };
+    int nspecial = 1;
+    if (make_device("chr", S_IFCHR))
+        special[nspecial++] = (struct path_err){ "chr", EACCES };
+    if (make_device("blk", S_IFBLK))
+        special[nspecial++] = (struct path_err){ "blk", EACCES };
+    lookups_fail(&c, special, nspecial);
     static const struct path_err refused[] = {
         { "..", EINVAL },           { "../outside.txt", EINVAL },   { "a/../../x", EINVAL },
         { "sub/../small.txt", EINVAL }, { "sub/..", EINVAL },        { "/..", EINVAL },

@@ -13,7 +13,8 @@
  *    statistics count each by kind;
  *  - path confinement: "..", absolute paths, symlinks out of the root and
  *    within it, a NUL byte, a fifo, a Unix socket, devices;
- *  - clients that vanish mid-read; memory bounded under slow readers.
+ *  - clients that vanish mid-read, or half-close after their requests (the
+ *    replies still come); memory bounded under slow readers.
  * Every test starts its own sfsd (so that its statistics are the test's)
  * and checks them when it stops it.
  */
@@ -879,6 +880,60 @@ START_TEST(test_vanish)
 END_TEST
 
 /*
+ * A client that half-closes (shutdown SHUT_WR) once its requests are sent
+ * still gets every reply, then the server's close. 40 READDIRs of many/
+ * (each lists about 1,000 entries: slow, as requests go) in one write,
+ * then SHUT_WR: the server reads the EOF while the last of them are still
+ * being answered, since the backlog (16) lets the rest in only as replies
+ * leave. Then a single LOOKUP followed by SHUT_WR, and a half-close in the
+ * middle of the hello.
+ */
+#define HALF_REQS 40
+START_TEST(test_half_close)
+{
+    unsigned port = start(false, true, NULL);
+    struct sfsc c;
+    struct sfs_reply rep;
+    connect_ok(&c, port);
+    uint64_t h = open_ok(&c, "many", NULL);
+    enum { FRAME = SFS_LENGTH + 32 + SFS_TAG };
+    uint8_t all[HALF_REQS * FRAME], plain[SFS_MAX_REQUEST];
+    size_t len = 0;
+    for (int i = 0; i < HALF_REQS; i++) {
+        struct sfs_request r = { .id = c.next_id++, .op = SFS_READDIR, .handle = h };
+        size_t f = sfsc_seal(&c, plain, sfs_request_encode(&r, plain), all + len);
+        ck_assert(f > 0 && f <= FRAME);
+        len += f;
+    }
+    ck_assert(send_all(c.fd, all, len));
+    ck_assert_int_eq(shutdown(c.fd, SHUT_WR), 0);
+    for (int i = 0; i < HALF_REQS; i++) {
+        ck_assert_msg(sfsc_recv(&c, &rep), "reply %d of %d: %s", i, HALF_REQS, c.why);
+        ck_assert(rep.op == SFS_READDIR && rep.status == 0 && rep.count > 0);
+    }
+    size_t extra = 1;
+    ck_assert_msg(closed_within(c.fd, 10000, &extra) && extra == 0,
+                  "no close after the replies to a half-closed client");
+    sfsc_close(&c);
+
+    connect_ok(&c, port);
+    struct sfs_request r = { .op = SFS_LOOKUP, .path = "small.txt", .pathlen = 9 };
+    ck_assert(sfsc_send(&c, &r));
+    ck_assert_int_eq(shutdown(c.fd, SHUT_WR), 0);
+    ck_assert_msg(sfsc_recv(&c, &rep), "LOOKUP, then SHUT_WR: %s", c.why);
+    ck_assert(rep.id == r.id && rep.status == 0 && rep.attr.size == SMALL);
+    ck_assert(closed_within(c.fd, 10000, &extra) && extra == 0);
+    sfsc_close(&c);
+    /* A half-close before the hello is complete: closed, nothing sent. */
+    int fd = sfs_dial(port, 5000);
+    ck_assert(fd >= 0 && send_all(fd, SFS_MAGIC, 4) && shutdown(fd, SHUT_WR) == 0);
+    ck_assert(closed_within(fd, 10000, &extra) && extra == 0);
+    close(fd);
+    stop_expect(0, 0, 0, 0);
+}
+END_TEST
+
+/*
  * Slow readers: 20 clients each pipeline 200 READs of 64 KB and read nothing
  * for 2 s. What sfsd may hold meanwhile (conn.C, "Backpressure"): per
  * connection, at most max_backlog (16) replies dispatched and not yet
@@ -976,6 +1031,7 @@ int main(void)
     tcase_add_test(tc, test_confinement);
     tc = new_tcase(s, "clients", 120);
     tcase_add_test(tc, test_vanish);
+    tcase_add_test(tc, test_half_close);
     tcase_add_test(tc, test_slow_readers);
     return mely_test_main(s);
 }

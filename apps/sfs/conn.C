@@ -6,6 +6,10 @@
  * and start() (color 0, at accept) and the destructor (wherever the last
  * count drops, once nothing else can touch the connection).
  *
+ * Half-close: a peer's EOF stops reading, but whatever it is owed (replies
+ * being made or queued) is still sent; the connection closes once nothing
+ * is owed (finish_if_done).
+ *
  * Backpressure: owed() counts the replies not yet written: requests handed to
  * color 0 (`backlog_`, until their reply is sealed) and sealed replies still
  * queued (`outq_`). At max_backlog the connection stops reading its socket (the
@@ -60,7 +64,8 @@ void sfsconn::start()
 
 void sfsconn::pause_reading(bool pause)
 {
-    if (pause == reading_paused_ || closed_)
+    /* After the peer's EOF there is nothing more to read. */
+    if (pause == reading_paused_ || closed_ || peer_done_)
         return;
     reading_paused_ = pause;
     if (pause)
@@ -92,8 +97,14 @@ void sfsconn::readable()
     if (in_len_ == in_.size())
         return close("input buffer full", &g_stats.io_errors);
     ssize_t n = ::read(fd, in_.data() + in_len_, in_.size() - in_len_);
-    if (n == 0)
-        return close("peer closed", nullptr);
+    if (n == 0) {
+        /* The peer half-closed, or closed: what it asked for is still owed.
+         * read_frames() has left no whole frame (reading was on), so the
+         * rest of in_, if any, is a frame cut short: dropped. */
+        peer_done_ = true;
+        fdcb(fd, selread, nullptr);
+        return finish_if_done();
+    }
     if (n < 0) {
         if (errno != EAGAIN && errno != EINTR)
             close(strerror(errno), errno == ECONNRESET ? nullptr : &g_stats.io_errors);
@@ -192,6 +203,14 @@ void sfsconn::seal_reply(sfs_out *out)
     outq_.push_back(out);
     if (flush() && reading_paused_ && owed() <= g_opt.max_backlog / 2)
         read_frames();
+    finish_if_done();
+}
+
+/* After the peer's EOF: closes once nothing more is owed. */
+void sfsconn::finish_if_done()
+{
+    if (peer_done_ && !closed_ && owed() == 0)
+        close("peer closed", nullptr);
 }
 
 unsigned sfsconn::owed() const
@@ -203,6 +222,7 @@ void sfsconn::writable()
 {
     if (!closed_ && flush() && reading_paused_ && owed() <= g_opt.max_backlog / 2)
         read_frames();
+    finish_if_done();
 }
 
 /* Writes what is queued, several frames per call. Watches for writability

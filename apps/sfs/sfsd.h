@@ -96,6 +96,7 @@ private:
     bool open_frame(uint32_t len, uint8_t *body);
     bool flush();
     void pause_reading(bool pause);
+    void finish_if_done();
     void close(const char *why, std::atomic<unsigned long> *counter);
 
     sfs_session session_{};
@@ -103,6 +104,7 @@ private:
     bool closed_ = false;
     bool reading_paused_ = false;
     bool write_watched_ = false;
+    bool peer_done_ = false;   /* the peer half-closed: reply, then close */
     std::vector<uint8_t> in_; /* bytes read, not yet a whole frame */
     size_t in_len_ = 0;
     std::vector<sfs_out *> outq_; /* sealed, not yet written (front first) */

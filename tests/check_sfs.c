@@ -12,9 +12,12 @@
  *    size limit: each closes its connection and nothing else, and sfsd's
  *    statistics count each by kind;
  *  - path confinement: "..", absolute paths, symlinks out of the root and
- *    within it, a NUL byte, a fifo, a Unix socket, devices;
+ *    within it, a NUL byte, a fifo;
  *  - clients that vanish mid-read, or half-close after their requests (the
- *    replies still come); memory bounded under slow readers.
+ *    replies still come); memory bounded under slow readers;
+ *  - the limits against hostile clients: silent connections cannot keep a
+ *    real client out (the oldest still in its handshake makes room), the
+ *    handshake and idle timeouts, the per-address limit.
  * Every test starts its own sfsd (so that its statistics are the test's)
  * and checks them when it stops it.
  */
@@ -1017,6 +1020,204 @@ START_TEST(test_slow_readers)
 }
 END_TEST
 
+/* ---- limits: silent, idle and crowding clients ------------------------------------------------- */
+
+/* Whether fd is still open at the server's end: no EOF or reset within ms. */
+static bool still_open(int fd, unsigned ms)
+{
+    return !closed_within(fd, ms, NULL);
+}
+
+/* Checks that a timeout of 1 s has not closed fd early: it must be open
+ * now, if now is less than 0.9 s after `since` (before the server could
+ * have started the timeout). A test thread that ran late (a loaded machine)
+ * proves nothing, and says so. */
+static void open_before_timeout(int fd, uint64_t since, const char *what)
+{
+    bool open = still_open(fd, 20);
+    double s = (double)(now_ns() - since) / 1e9;
+    if (s >= 0.9) {
+        printf("%s: checked only after %.2f s: not checked\n", what, s);
+        return;
+    }
+    ck_assert_msg(open, "%s: closed %.2f s into a timeout of 1 s", what, s);
+}
+
+/* Connects as a client that must be refused: the server closes the socket
+ * without a hello. */
+static void connect_refused(unsigned port, const char *from)
+{
+    struct sfsc c;
+    ck_assert_msg(!sfsc_connect_from(&c, port, from), "a connection from %s was not refused",
+                  from ? from : "127.0.0.1");
+}
+
+/* A connection that is not yet counted as closed by the server may still
+ * hold its slot for a moment (its close goes to color 0 as an event): this
+ * connects, retrying for up to 2 s. */
+static void connect_soon(struct sfsc *c, unsigned port)
+{
+    for (int i = 0; i < 20 && !sfsc_connect(c, port); i++)
+        sleep_us(100000);
+    ck_assert_msg(c->fd >= 0, "%s", c->why);
+}
+
+/*
+ * Silent connections fill the table (--max-conns 8): a real client is
+ * still served, within 1 s, by evicting the oldest connection that has not
+ * completed its handshake; the others stay. Keyed clients are never
+ * evicted: once all 8 are keyed, a ninth is refused, and served again once
+ * one leaves.
+ */
+#define CROWD 8
+START_TEST(test_silent_crowd)
+{
+    static const char *const extra[] = { "--max-conns", "8", NULL };
+    unsigned port = start(false, false, extra);
+    int base = stable_fds(), silent[CROWD];
+    for (int i = 0; i < CROWD; i++) {
+        silent[i] = sfs_dial(port, 5000);
+        ck_assert_msg(silent[i] >= 0, "connect: %s", strerror(errno));
+    }
+    ck_assert_msg(fds_back_to(base + CROWD, 10000), "sfsd holds %d fds, not %d + %d",
+                  proc_fds(srv.pid), base, CROWD);
+    struct sfsc c[CROWD + 1];
+    uint64_t t0 = now_ns();
+    connect_ok(&c[0], port);
+    uint64_t h = open_ok(&c[0], "mid.bin", NULL);
+    read_ok(&c[0], h, SEED_MID, MID, 0, 65536);
+    double ms = (double)(now_ns() - t0) / 1e6;
+    printf("silent crowd: %d silent connections, a real client served in %.1f ms\n", CROWD, ms);
+    ck_assert_msg(ms < 1000, "a real client waited %.0f ms", ms);
+    ck_assert_msg(closed_within(silent[0], 5000, NULL), "the oldest silent connection stays");
+    for (int i = 1; i < CROWD; i++)
+        ck_assert_msg(still_open(silent[i], 20), "silent connection %d was closed too", i);
+    /* Each new client displaces the next oldest silent one. */
+    for (int i = 1; i < CROWD; i++) {
+        connect_ok(&c[i], port);
+        ck_assert_int_eq(lookup(&c[i], "", NULL, NULL), 0);
+        ck_assert_msg(closed_within(silent[i], 5000, NULL), "silent connection %d stays", i);
+    }
+    connect_refused(port, NULL); /* all keyed: nothing to evict */
+    read_ok(&c[0], h, SEED_MID, MID, 65536, 65536);
+    sfsc_close(&c[3]);
+    connect_soon(&c[CROWD], port);
+    ck_assert_int_eq(lookup(&c[CROWD], "small.txt", NULL, NULL), 0);
+    for (int i = 0; i <= CROWD; i++)
+        if (i != 3)
+            sfsc_close(&c[i]);
+    for (int i = 0; i < CROWD; i++)
+        close(silent[i]);
+    struct sfsd_report r = stop_expect(0, 0, 0, 0);
+    ck_assert_msg(r.evicted == CROWD && r.refused >= 1, "evicted %lu (expected %d), refused %lu",
+                  r.evicted, CROWD, r.refused);
+}
+END_TEST
+
+/* --handshake-timeout 1: a silent connection and one that sent half a hello
+ * are closed after about 1 s (not before 0.5 s, by 3 s), with nothing sent;
+ * a keyed connection is not. */
+START_TEST(test_handshake_timeout)
+{
+    static const char *const extra[] = { "--handshake-timeout", "1", NULL };
+    unsigned port = start(false, false, extra);
+    struct sfsc k;
+    uint64_t t0 = now_ns();
+    int silent = sfs_dial(port, 5000), half = sfs_dial(port, 5000);
+    ck_assert(silent >= 0 && half >= 0 && send_all(half, SFS_MAGIC, 4));
+    connect_ok(&k, port);
+    sleep_us(500000);
+    open_before_timeout(silent, t0, "a silent connection");
+    open_before_timeout(half, t0, "half a hello");
+    size_t got = 1;
+    ck_assert_msg(closed_within(silent, 2500, &got) && got == 0,
+                  "a silent connection stays past the handshake timeout");
+    ck_assert_msg(closed_within(half, 1000, &got) && got == 0,
+                  "half a hello stays past the handshake timeout");
+    printf("handshake timeout 1 s: closed after %.2f s\n", (double)(now_ns() - t0) / 1e9);
+    sleep_us(500000);
+    ck_assert_int_eq(lookup(&k, "small.txt", NULL, NULL), 0); /* keyed: not timed out */
+    sfsc_close(&k);
+    close(silent);
+    close(half);
+    struct sfsd_report r = stop_expect(0, 0, 0, 0);
+    ck_assert_msg(r.handshake_timeouts == 2 && r.idle_timeouts == 0,
+                  "timeouts: handshake %lu, idle %lu; expected 2, 0", r.handshake_timeouts,
+                  r.idle_timeouts);
+}
+END_TEST
+
+/* --idle-timeout 1: a keyed client that sends nothing is closed after about
+ * 1 s; one that trickles a request a byte at a time too (bytes that make no
+ * request are no activity); one that sends a request every 250 ms is not. */
+START_TEST(test_idle_timeout)
+{
+    static const char *const extra[] = { "--idle-timeout", "1", NULL };
+    unsigned port = start(false, false, extra);
+    struct sfsc quiet, busy, trickle;
+    uint64_t t0 = now_ns();
+    connect_ok(&quiet, port);
+    connect_ok(&busy, port);
+    connect_ok(&trickle, port);
+    uint8_t plain[SFS_MAX_REQUEST], frame[SFS_LENGTH + SFS_MAX_REQUEST + SFS_TAG];
+    struct sfs_request r = { .id = 7, .op = SFS_LOOKUP, .path = "small.txt", .pathlen = 9 };
+    size_t flen = sfsc_seal(&trickle, plain, sfs_request_encode(&r, plain), frame);
+    ck_assert(flen > 12);
+    for (int i = 0; i < 10; i++) { /* 2.5 s */
+        sleep_us(250000);
+        if (i == 1) {
+            open_before_timeout(quiet.fd, t0, "a quiet client");
+            open_before_timeout(trickle.fd, t0, "a trickling client");
+        }
+        ck_assert_msg(lookup(&busy, "", NULL, NULL) == 0, "the busy client: %s", busy.why);
+        send(trickle.fd, frame + i, 1, MSG_NOSIGNAL); /* fails once closed */
+    }
+    ck_assert_msg(closed_within(quiet.fd, 1000, NULL), "a quiet client stays past the idle timeout");
+    ck_assert_msg(closed_within(trickle.fd, 1000, NULL), "a trickling client stays");
+    printf("idle timeout 1 s: checked after %.2f s\n", (double)(now_ns() - t0) / 1e9);
+    ck_assert_int_eq(lookup(&busy, "small.txt", NULL, NULL), 0);
+    sfsc_close(&quiet);
+    sfsc_close(&busy);
+    sfsc_close(&trickle);
+    struct sfsd_report rep = stop_expect(0, 0, 0, 0);
+    ck_assert_msg(rep.idle_timeouts == 2 && rep.handshake_timeouts == 0,
+                  "timeouts: idle %lu, handshake %lu; expected 2, 0", rep.idle_timeouts,
+                  rep.handshake_timeouts);
+}
+END_TEST
+
+/* --max-per-addr 2: a third client from 127.0.0.1 is refused while the two
+ * it has are keyed; another address (127.0.0.2, loopback too) is served;
+ * at its limit, a new connection displaces that address's silent one. */
+START_TEST(test_per_address)
+{
+    static const char *const extra[] = { "--max-per-addr", "2", NULL };
+    unsigned port = start(false, false, extra);
+    struct sfsc a, b, d, e;
+    connect_ok(&a, port);
+    connect_ok(&b, port);
+    connect_refused(port, NULL);
+    ck_assert_msg(sfsc_connect_from(&d, port, "127.0.0.2"), "from 127.0.0.2: %s", d.why);
+    ck_assert_int_eq(lookup(&d, "small.txt", NULL, NULL), 0);
+    int silent = sfs_dial_from(port, "127.0.0.2", 5000);
+    ck_assert(silent >= 0);
+    ck_assert_msg(sfsc_connect_from(&e, port, "127.0.0.2"), "from 127.0.0.2: %s", e.why);
+    ck_assert_msg(closed_within(silent, 5000, NULL), "127.0.0.2's silent connection stays");
+    ck_assert_int_eq(lookup(&e, "", NULL, NULL), 0);
+    ck_assert_int_eq(lookup(&a, "mid.bin", NULL, NULL), 0);
+    sfsc_close(&b);
+    connect_soon(&b, port); /* 127.0.0.1 has room again */
+    sfsc_close(&a);
+    sfsc_close(&b);
+    sfsc_close(&d);
+    sfsc_close(&e);
+    close(silent);
+    struct sfsd_report r = stop_expect(0, 0, 0, 0);
+    ck_assert_msg(r.evicted == 1 && r.refused >= 1, "evicted %lu, refused %lu; expected 1, >= 1",
+                  r.evicted, r.refused);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sfs");
@@ -1033,5 +1234,10 @@ int main(void)
     tcase_add_test(tc, test_vanish);
     tcase_add_test(tc, test_half_close);
     tcase_add_test(tc, test_slow_readers);
+    tc = new_tcase(s, "limits", 60);
+    tcase_add_test(tc, test_silent_crowd);
+    tcase_add_test(tc, test_handshake_timeout);
+    tcase_add_test(tc, test_idle_timeout);
+    tcase_add_test(tc, test_per_address);
     return mely_test_main(s);
 }

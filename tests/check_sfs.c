@@ -13,7 +13,11 @@
  *    statistics count each by kind;
  *  - path confinement: "..", absolute paths, symlinks out of the root and
  *    within it, a NUL byte, a fifo;
- *  - clients that vanish mid-read; memory bounded under slow readers.
+ *  - clients that vanish mid-read, or half-close after their requests (the
+ *    replies still come); memory bounded under slow readers;
+ *  - the limits against hostile clients: silent connections cannot keep a
+ *    real client out (the oldest still in its handshake makes room), the
+ *    handshake and idle timeouts, the per-address limit.
  * Every test starts its own sfsd (so that its statistics are the test's)
  * and checks them when it stops it.
  */
@@ -31,6 +35,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "tests/sfsclient.h"
@@ -430,6 +436,15 @@ START_TEST(test_read)
     read_ok(&c, mid, SEED_MID, MID, 12345, 65536);
     read_ok(&c, mid, SEED_MID, MID, MID - 1, 1);
     read_ok(&c, empty, 0, 0, 0, 4096);
+    /* Offsets an off_t cannot hold (2^63 and up), and ranges that end past
+     * what it can: no file has bytes there, so 0 bytes, the end of the file
+     * (pread itself says EINVAL). */
+    const uint64_t far[] = { 1ull << 63, UINT64_MAX, (1ull << 63) + 12345, INT64_MAX,
+                             INT64_MAX - 100, (1ull << 63) - 65535 };
+    for (int i = 0; i < NELEM(far); i++) {
+        read_ok(&c, small, SEED_SMALL, SMALL, far[i], 65536);
+        read_ok(&c, mid, SEED_MID, MID, far[i], 1);
+    }
     ck_assert_int_eq(sfsc_read(&c, dir, 0, 100, &rep), EISDIR);
     ck_assert_int_eq(status_of(&c, SFS_READDIR, small, 0, &rep), ENOTDIR);
     ck_assert_int_eq(sfsc_read(&c, 0, 0, 100, &rep), EBADF);
@@ -696,6 +711,32 @@ END_TEST
 
 /* ---- path confinement ------------------------------------------------------------------------ */
 
+/* A Unix socket's file at rel (nothing listens on it: open() says ENXIO). */
+static void make_socket(const char *rel)
+{
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    char p[256];
+    path_of(p, sizeof p, rel);
+    ck_assert(strlen(p) < sizeof a.sun_path);
+    strcpy(a.sun_path, p);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_msg(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0, "bind %s: %s", p,
+                  strerror(errno));
+    close(fd);
+}
+
+/* A device node at rel: major 0 has no driver, so open() says ENXIO. Only
+ * root may make one: false (and the test leaves it out) otherwise. */
+static bool make_device(const char *rel, mode_t type)
+{
+    char p[256];
+    path_of(p, sizeof p, rel);
+    if (mknod(p, type | 0644, makedev(0, 0)) == 0)
+        return true;
+    printf("confinement: no %s device (mknod: %s): not tested\n", rel, strerror(errno));
+    return false;
+}
+
 START_TEST(test_confinement)
 {
     unsigned port = start(false, false, NULL);
@@ -703,6 +744,16 @@ START_TEST(test_confinement)
     struct sfs_attr a;
     struct sfs_reply rep;
     connect_ok(&c, port);
+    /* Sockets and devices: EACCES, as fifos (doc/sfs.md), never open()'s
+     * ENXIO. */
+    make_socket("sock");
+    struct path_err special[3] = { { "sock", EACCES } };
+    int nspecial = 1;
+    if (make_device("chr", S_IFCHR))
+        special[nspecial++] = (struct path_err){ "chr", EACCES };
+    if (make_device("blk", S_IFBLK))
+        special[nspecial++] = (struct path_err){ "blk", EACCES };
+    lookups_fail(&c, special, nspecial);
     static const struct path_err refused[] = {
         { "..", EINVAL },           { "../outside.txt", EINVAL },   { "a/../../x", EINVAL },
         { "sub/../small.txt", EINVAL }, { "sub/..", EINVAL },        { "/..", EINVAL },
@@ -832,6 +883,60 @@ START_TEST(test_vanish)
 END_TEST
 
 /*
+ * A client that half-closes (shutdown SHUT_WR) once its requests are sent
+ * still gets every reply, then the server's close. 40 READDIRs of many/
+ * (each lists about 1,000 entries: slow, as requests go) in one write,
+ * then SHUT_WR: the server reads the EOF while the last of them are still
+ * being answered, since the backlog (16) lets the rest in only as replies
+ * leave. Then a single LOOKUP followed by SHUT_WR, and a half-close in the
+ * middle of the hello.
+ */
+#define HALF_REQS 40
+START_TEST(test_half_close)
+{
+    unsigned port = start(false, true, NULL);
+    struct sfsc c;
+    struct sfs_reply rep;
+    connect_ok(&c, port);
+    uint64_t h = open_ok(&c, "many", NULL);
+    enum { FRAME = SFS_LENGTH + 32 + SFS_TAG };
+    uint8_t all[HALF_REQS * FRAME], plain[SFS_MAX_REQUEST];
+    size_t len = 0;
+    for (int i = 0; i < HALF_REQS; i++) {
+        struct sfs_request r = { .id = c.next_id++, .op = SFS_READDIR, .handle = h };
+        size_t f = sfsc_seal(&c, plain, sfs_request_encode(&r, plain), all + len);
+        ck_assert(f > 0 && f <= FRAME);
+        len += f;
+    }
+    ck_assert(send_all(c.fd, all, len));
+    ck_assert_int_eq(shutdown(c.fd, SHUT_WR), 0);
+    for (int i = 0; i < HALF_REQS; i++) {
+        ck_assert_msg(sfsc_recv(&c, &rep), "reply %d of %d: %s", i, HALF_REQS, c.why);
+        ck_assert(rep.op == SFS_READDIR && rep.status == 0 && rep.count > 0);
+    }
+    size_t extra = 1;
+    ck_assert_msg(closed_within(c.fd, 10000, &extra) && extra == 0,
+                  "no close after the replies to a half-closed client");
+    sfsc_close(&c);
+
+    connect_ok(&c, port);
+    struct sfs_request r = { .op = SFS_LOOKUP, .path = "small.txt", .pathlen = 9 };
+    ck_assert(sfsc_send(&c, &r));
+    ck_assert_int_eq(shutdown(c.fd, SHUT_WR), 0);
+    ck_assert_msg(sfsc_recv(&c, &rep), "LOOKUP, then SHUT_WR: %s", c.why);
+    ck_assert(rep.id == r.id && rep.status == 0 && rep.attr.size == SMALL);
+    ck_assert(closed_within(c.fd, 10000, &extra) && extra == 0);
+    sfsc_close(&c);
+    /* A half-close before the hello is complete: closed, nothing sent. */
+    int fd = sfs_dial(port, 5000);
+    ck_assert(fd >= 0 && send_all(fd, SFS_MAGIC, 4) && shutdown(fd, SHUT_WR) == 0);
+    ck_assert(closed_within(fd, 10000, &extra) && extra == 0);
+    close(fd);
+    stop_expect(0, 0, 0, 0);
+}
+END_TEST
+
+/*
  * Slow readers: 20 clients each pipeline 200 READs of 64 KB and read nothing
  * for 2 s. What sfsd may hold meanwhile (conn.C, "Backpressure"): per
  * connection, at most max_backlog (16) replies dispatched and not yet
@@ -915,6 +1020,204 @@ START_TEST(test_slow_readers)
 }
 END_TEST
 
+/* ---- limits: silent, idle and crowding clients ------------------------------------------------- */
+
+/* Whether fd is still open at the server's end: no EOF or reset within ms. */
+static bool still_open(int fd, unsigned ms)
+{
+    return !closed_within(fd, ms, NULL);
+}
+
+/* Checks that a timeout of 1 s has not closed fd early: it must be open
+ * now, if now is less than 0.9 s after `since` (before the server could
+ * have started the timeout). A test thread that ran late (a loaded machine)
+ * proves nothing, and says so. */
+static void open_before_timeout(int fd, uint64_t since, const char *what)
+{
+    bool open = still_open(fd, 20);
+    double s = (double)(now_ns() - since) / 1e9;
+    if (s >= 0.9) {
+        printf("%s: checked only after %.2f s: not checked\n", what, s);
+        return;
+    }
+    ck_assert_msg(open, "%s: closed %.2f s into a timeout of 1 s", what, s);
+}
+
+/* Connects as a client that must be refused: the server closes the socket
+ * without a hello. */
+static void connect_refused(unsigned port, const char *from)
+{
+    struct sfsc c;
+    ck_assert_msg(!sfsc_connect_from(&c, port, from), "a connection from %s was not refused",
+                  from ? from : "127.0.0.1");
+}
+
+/* A connection that is not yet counted as closed by the server may still
+ * hold its slot for a moment (its close goes to color 0 as an event): this
+ * connects, retrying for up to 2 s. */
+static void connect_soon(struct sfsc *c, unsigned port)
+{
+    for (int i = 0; i < 20 && !sfsc_connect(c, port); i++)
+        sleep_us(100000);
+    ck_assert_msg(c->fd >= 0, "%s", c->why);
+}
+
+/*
+ * Silent connections fill the table (--max-conns 8): a real client is
+ * still served, within 1 s, by evicting the oldest connection that has not
+ * completed its handshake; the others stay. Keyed clients are never
+ * evicted: once all 8 are keyed, a ninth is refused, and served again once
+ * one leaves.
+ */
+#define CROWD 8
+START_TEST(test_silent_crowd)
+{
+    static const char *const extra[] = { "--max-conns", "8", NULL };
+    unsigned port = start(false, false, extra);
+    int base = stable_fds(), silent[CROWD];
+    for (int i = 0; i < CROWD; i++) {
+        silent[i] = sfs_dial(port, 5000);
+        ck_assert_msg(silent[i] >= 0, "connect: %s", strerror(errno));
+    }
+    ck_assert_msg(fds_back_to(base + CROWD, 10000), "sfsd holds %d fds, not %d + %d",
+                  proc_fds(srv.pid), base, CROWD);
+    struct sfsc c[CROWD + 1];
+    uint64_t t0 = now_ns();
+    connect_ok(&c[0], port);
+    uint64_t h = open_ok(&c[0], "mid.bin", NULL);
+    read_ok(&c[0], h, SEED_MID, MID, 0, 65536);
+    double ms = (double)(now_ns() - t0) / 1e6;
+    printf("silent crowd: %d silent connections, a real client served in %.1f ms\n", CROWD, ms);
+    ck_assert_msg(ms < 1000, "a real client waited %.0f ms", ms);
+    ck_assert_msg(closed_within(silent[0], 5000, NULL), "the oldest silent connection stays");
+    for (int i = 1; i < CROWD; i++)
+        ck_assert_msg(still_open(silent[i], 20), "silent connection %d was closed too", i);
+    /* Each new client displaces the next oldest silent one. */
+    for (int i = 1; i < CROWD; i++) {
+        connect_ok(&c[i], port);
+        ck_assert_int_eq(lookup(&c[i], "", NULL, NULL), 0);
+        ck_assert_msg(closed_within(silent[i], 5000, NULL), "silent connection %d stays", i);
+    }
+    connect_refused(port, NULL); /* all keyed: nothing to evict */
+    read_ok(&c[0], h, SEED_MID, MID, 65536, 65536);
+    sfsc_close(&c[3]);
+    connect_soon(&c[CROWD], port);
+    ck_assert_int_eq(lookup(&c[CROWD], "small.txt", NULL, NULL), 0);
+    for (int i = 0; i <= CROWD; i++)
+        if (i != 3)
+            sfsc_close(&c[i]);
+    for (int i = 0; i < CROWD; i++)
+        close(silent[i]);
+    struct sfsd_report r = stop_expect(0, 0, 0, 0);
+    ck_assert_msg(r.evicted == CROWD && r.refused >= 1, "evicted %lu (expected %d), refused %lu",
+                  r.evicted, CROWD, r.refused);
+}
+END_TEST
+
+/* --handshake-timeout 1: a silent connection and one that sent half a hello
+ * are closed after about 1 s (not before 0.5 s, by 3 s), with nothing sent;
+ * a keyed connection is not. */
+START_TEST(test_handshake_timeout)
+{
+    static const char *const extra[] = { "--handshake-timeout", "1", NULL };
+    unsigned port = start(false, false, extra);
+    struct sfsc k;
+    uint64_t t0 = now_ns();
+    int silent = sfs_dial(port, 5000), half = sfs_dial(port, 5000);
+    ck_assert(silent >= 0 && half >= 0 && send_all(half, SFS_MAGIC, 4));
+    connect_ok(&k, port);
+    sleep_us(500000);
+    open_before_timeout(silent, t0, "a silent connection");
+    open_before_timeout(half, t0, "half a hello");
+    size_t got = 1;
+    ck_assert_msg(closed_within(silent, 2500, &got) && got == 0,
+                  "a silent connection stays past the handshake timeout");
+    ck_assert_msg(closed_within(half, 1000, &got) && got == 0,
+                  "half a hello stays past the handshake timeout");
+    printf("handshake timeout 1 s: closed after %.2f s\n", (double)(now_ns() - t0) / 1e9);
+    sleep_us(500000);
+    ck_assert_int_eq(lookup(&k, "small.txt", NULL, NULL), 0); /* keyed: not timed out */
+    sfsc_close(&k);
+    close(silent);
+    close(half);
+    struct sfsd_report r = stop_expect(0, 0, 0, 0);
+    ck_assert_msg(r.handshake_timeouts == 2 && r.idle_timeouts == 0,
+                  "timeouts: handshake %lu, idle %lu; expected 2, 0", r.handshake_timeouts,
+                  r.idle_timeouts);
+}
+END_TEST
+
+/* --idle-timeout 1: a keyed client that sends nothing is closed after about
+ * 1 s; one that trickles a request a byte at a time too (bytes that make no
+ * request are no activity); one that sends a request every 250 ms is not. */
+START_TEST(test_idle_timeout)
+{
+    static const char *const extra[] = { "--idle-timeout", "1", NULL };
+    unsigned port = start(false, false, extra);
+    struct sfsc quiet, busy, trickle;
+    uint64_t t0 = now_ns();
+    connect_ok(&quiet, port);
+    connect_ok(&busy, port);
+    connect_ok(&trickle, port);
+    uint8_t plain[SFS_MAX_REQUEST], frame[SFS_LENGTH + SFS_MAX_REQUEST + SFS_TAG];
+    struct sfs_request r = { .id = 7, .op = SFS_LOOKUP, .path = "small.txt", .pathlen = 9 };
+    size_t flen = sfsc_seal(&trickle, plain, sfs_request_encode(&r, plain), frame);
+    ck_assert(flen > 12);
+    for (int i = 0; i < 10; i++) { /* 2.5 s */
+        sleep_us(250000);
+        if (i == 1) {
+            open_before_timeout(quiet.fd, t0, "a quiet client");
+            open_before_timeout(trickle.fd, t0, "a trickling client");
+        }
+        ck_assert_msg(lookup(&busy, "", NULL, NULL) == 0, "the busy client: %s", busy.why);
+        send(trickle.fd, frame + i, 1, MSG_NOSIGNAL); /* fails once closed */
+    }
+    ck_assert_msg(closed_within(quiet.fd, 1000, NULL), "a quiet client stays past the idle timeout");
+    ck_assert_msg(closed_within(trickle.fd, 1000, NULL), "a trickling client stays");
+    printf("idle timeout 1 s: checked after %.2f s\n", (double)(now_ns() - t0) / 1e9);
+    ck_assert_int_eq(lookup(&busy, "small.txt", NULL, NULL), 0);
+    sfsc_close(&quiet);
+    sfsc_close(&busy);
+    sfsc_close(&trickle);
+    struct sfsd_report rep = stop_expect(0, 0, 0, 0);
+    ck_assert_msg(rep.idle_timeouts == 2 && rep.handshake_timeouts == 0,
+                  "timeouts: idle %lu, handshake %lu; expected 2, 0", rep.idle_timeouts,
+                  rep.handshake_timeouts);
+}
+END_TEST
+
+/* --max-per-addr 2: a third client from 127.0.0.1 is refused while the two
+ * it has are keyed; another address (127.0.0.2, loopback too) is served;
+ * at its limit, a new connection displaces that address's silent one. */
+START_TEST(test_per_address)
+{
+    static const char *const extra[] = { "--max-per-addr", "2", NULL };
+    unsigned port = start(false, false, extra);
+    struct sfsc a, b, d, e;
+    connect_ok(&a, port);
+    connect_ok(&b, port);
+    connect_refused(port, NULL);
+    ck_assert_msg(sfsc_connect_from(&d, port, "127.0.0.2"), "from 127.0.0.2: %s", d.why);
+    ck_assert_int_eq(lookup(&d, "small.txt", NULL, NULL), 0);
+    int silent = sfs_dial_from(port, "127.0.0.2", 5000);
+    ck_assert(silent >= 0);
+    ck_assert_msg(sfsc_connect_from(&e, port, "127.0.0.2"), "from 127.0.0.2: %s", e.why);
+    ck_assert_msg(closed_within(silent, 5000, NULL), "127.0.0.2's silent connection stays");
+    ck_assert_int_eq(lookup(&e, "", NULL, NULL), 0);
+    ck_assert_int_eq(lookup(&a, "mid.bin", NULL, NULL), 0);
+    sfsc_close(&b);
+    connect_soon(&b, port); /* 127.0.0.1 has room again */
+    sfsc_close(&a);
+    sfsc_close(&b);
+    sfsc_close(&d);
+    sfsc_close(&e);
+    close(silent);
+    struct sfsd_report r = stop_expect(0, 0, 0, 0);
+    ck_assert_msg(r.evicted == 1 && r.refused >= 1, "evicted %lu, refused %lu; expected 1, >= 1",
+                  r.evicted, r.refused);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sfs");
@@ -929,6 +1232,12 @@ int main(void)
     tcase_add_test(tc, test_confinement);
     tc = new_tcase(s, "clients", 120);
     tcase_add_test(tc, test_vanish);
+    tcase_add_test(tc, test_half_close);
     tcase_add_test(tc, test_slow_readers);
+    tc = new_tcase(s, "limits", 60);
+    tcase_add_test(tc, test_silent_crowd);
+    tcase_add_test(tc, test_handshake_timeout);
+    tcase_add_test(tc, test_idle_timeout);
+    tcase_add_test(tc, test_per_address);
     return mely_test_main(s);
 }

@@ -124,10 +124,12 @@ bool sfsd_start(struct sfsd_proc *p, const char *root, const char *const *extra,
 static bool parse_report(struct sfsd_report *r)
 {
     const char *c = strstr(r->line, "sfsd: connections "), *e = strstr(r->line, "errors: ");
-    const char *pz = strstr(r->line, ", paused ");
-    return c && e && pz && sscanf(pz, ", paused %lu;", &r->paused) == 1 &&
-           sscanf(c, "sfsd: connections %lu (closed %lu, refused %*u), requests %lu", &r->conns,
-                  &r->closed, &r->requests) == 3 &&
+    const char *pz = strstr(r->line, ", paused "), *ev = strstr(r->line, "; evicted ");
+    return c && e && pz && ev && sscanf(pz, ", paused %lu;", &r->paused) == 1 &&
+           sscanf(c, "sfsd: connections %lu (closed %lu, refused %lu), requests %lu", &r->conns,
+                  &r->closed, &r->refused, &r->requests) == 4 &&
+           sscanf(ev, "; evicted %lu, timeouts: handshake %lu, idle %lu;", &r->evicted,
+                  &r->handshake_timeouts, &r->idle_timeouts) == 3 &&
            sscanf(e, "errors: hello %lu, frame %lu, request %lu, oversize %lu, io %lu", &r->hello,
                   &r->frame, &r->request, &r->oversize, &r->io) == 5;
 }
@@ -176,12 +178,23 @@ int proc_fds(pid_t pid)
 
 int sfs_dial(unsigned port, unsigned timeout_ms)
 {
+    return sfs_dial_from(port, NULL, timeout_ms);
+}
+
+int sfs_dial_from(unsigned port, const char *from, unsigned timeout_ms)
+{
     struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    struct sockaddr_in local = { .sin_family = AF_INET };
     struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (fd < 0)
         return -1;
+    if (from && (inet_pton(AF_INET, from, &local.sin_addr) != 1 ||
+                 bind(fd, (struct sockaddr *)&local, sizeof local) != 0)) {
+        close(fd);
+        return -1;
+    }
     if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0 ||
         connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0) {
@@ -279,8 +292,13 @@ bool sfsc_handshake(struct sfsc *c, int fd, struct sfs_kx *kx, const uint8_t hel
 
 bool sfsc_connect(struct sfsc *c, unsigned port)
 {
+    return sfsc_connect_from(c, port, NULL);
+}
+
+bool sfsc_connect_from(struct sfsc *c, unsigned port, const char *from)
+{
     struct sfs_kx kx;
-    int fd = sfs_dial(port, IO_TIMEOUT_MS);
+    int fd = sfs_dial_from(port, from, IO_TIMEOUT_MS);
     if (fd < 0) {
         memset(c, 0, sizeof *c);
         c->fd = -1;

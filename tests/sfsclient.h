@@ -28,7 +28,9 @@ struct sfsd_proc {
 
 /* The statistics line sfsd prints at SIGTERM (main.C, server.C). */
 struct sfsd_report {
-    unsigned long conns, closed, requests, paused; /* paused: a connection stopped reading */
+    unsigned long conns, closed, refused, requests, paused; /* paused: a connection stopped reading */
+    /* the limits: connections evicted in their handshake, closed by a timeout */
+    unsigned long evicted, handshake_timeouts, idle_timeouts;
     unsigned long hello, frame, request, oversize, io; /* errors by kind */
     char line[512];
 };
@@ -58,6 +60,11 @@ int proc_fds(pid_t pid);
  * of `timeout_ms`. @return the socket, or -1. */
 int sfs_dial(unsigned port, unsigned timeout_ms);
 
+/* sfs_dial from the local address `from` (another loopback address, such as
+ * "127.0.0.2": a second client host for sfsd's per-address limit); NULL: the
+ * system's choice. */
+int sfs_dial_from(unsigned port, const char *from, unsigned timeout_ms);
+
 /* Writes all n bytes. @return false on error or timeout. */
 bool send_all(int fd, const void *p, size_t n);
 
@@ -83,6 +90,9 @@ struct sfsc {
 /* Dials and runs the key exchange with a fresh key pair. @return false
  * (c->why says why; c is then closed). */
 bool sfsc_connect(struct sfsc *c, unsigned port);
+
+/* sfsc_connect from the local address `from` (sfs_dial_from). */
+bool sfsc_connect_from(struct sfsc *c, unsigned port, const char *from);
 
 /* The key exchange on a dialed socket, sending `hello` (kx's own hello, or
  * one a test altered) and keying the session with kx. */

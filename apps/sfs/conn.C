@@ -6,6 +6,21 @@
  * and start() (color 0, at accept) and the destructor (wherever the last
  * count drops, once nothing else can touch the connection).
  *
+ * Timeouts: one timer per connection at a time. Until the key exchange it
+ * is the handshake timeout; then the idle timeout, measured from the last
+ * activity: a request opened or reply bytes written (active_ns_). Bytes
+ * that make no whole request are no activity, so a client trickling a frame
+ * byte by byte is idle; a client that reads no replies makes no activity
+ * either, and is closed too (it would hold max_backlog replies for ever).
+ * Activity does not move the timer: when it fires early it is armed again
+ * for the rest (one clock read per request, one timer per idle period).
+ * A connection whose replies are still being made (backlog_) is not idle:
+ * the wait is the server's.
+ *
+ * Half-close: a peer's EOF stops reading, but whatever it is owed (replies
+ * being made or queued) is still sent; the connection closes once nothing
+ * is owed (finish_if_done).
+ *
  * Backpressure: owed() counts the replies not yet written: requests handed to
  * color 0 (`backlog_`, until their reply is sealed) and sealed replies still
  * queued (`outq_`). At max_backlog the connection stops reading its socket (the
@@ -30,7 +45,17 @@ extern int g_seal_cycles, g_open_cycles;
  * and taking them moves the socket's watch to the thief's poller. */
 static const int READ_PENALTY = 4;
 
-sfsconn::sfsconn(int fd_, int color_) : fd(fd_), color(color_), in_(INBUF) {}
+sfsconn::sfsconn(int fd_, int color_, uint32_t addr_)
+    : fd(fd_), color(color_), addr(addr_), in_(INBUF)
+{
+}
+
+uint64_t sfs_mono_ns()
+{
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 sfsconn::~sfsconn()
 {
@@ -53,14 +78,69 @@ static callback<void> *read_cb(sfsconn *c)
     return cwrap_penalty(self, &sfsconn::readable, c->color, g_open_cycles, READ_PENALTY);
 }
 
+/* The timer is armed from the connection's own color only (begin() and
+ * after), so that timer_ and timer_gen_ are that color's alone. */
 void sfsconn::start()
 {
+    cpucb_tail(cwrap(mkref(this), &sfsconn::begin, color));
+}
+
+void sfsconn::begin()
+{
+    if (closed_)
+        return;
+    if (g_opt.handshake_timeout)
+        arm((uint64_t)g_opt.handshake_timeout * 1000000000u);
     fdcb(fd, selread, read_cb(this));
+}
+
+/* Cancels the armed timer, if any. Its event may have started already
+ * (timecb_remove cannot stop it then): it carries the old generation, and
+ * does nothing (timed_out). */
+void sfsconn::disarm()
+{
+    if (timer_)
+        timecb_remove(timer_);
+    timer_ = nullptr;
+    timer_gen_++;
+}
+
+/* Arms the timer ns from now, replacing any armed one. */
+void sfsconn::arm(uint64_t ns)
+{
+    disarm();
+    ref<sfsconn> self = mkref(this);
+    timer_ = delaycb((time_t)(ns / 1000000000u), (u_int32_t)(ns % 1000000000u),
+                     cwrap(self, &sfsconn::timed_out, timer_gen_, color));
+}
+
+void sfsconn::timed_out(unsigned gen)
+{
+    if (gen != timer_gen_ || closed_)
+        return;
+    timer_ = nullptr;
+    if (!keyed_)
+        return close("handshake timeout", &g_stats.handshake_timeouts, false);
+    if (!g_opt.idle_timeout)
+        return;
+    uint64_t limit = (uint64_t)g_opt.idle_timeout * 1000000000u, now = sfs_mono_ns();
+    if (backlog_ > 0)
+        return arm(limit);
+    if (now - active_ns_ >= limit)
+        return close("idle timeout", &g_stats.idle_timeouts, false);
+    arm(active_ns_ + limit - now);
+}
+
+/* The table evicted us (table.C): it has counted us out already. */
+void sfsconn::evicted()
+{
+    close("evicted", nullptr);
 }
 
 void sfsconn::pause_reading(bool pause)
 {
-    if (pause == reading_paused_ || closed_)
+    /* After the peer's EOF there is nothing more to read. */
+    if (pause == reading_paused_ || closed_ || peer_done_)
         return;
     reading_paused_ = pause;
     if (pause)
@@ -68,14 +148,22 @@ void sfsconn::pause_reading(bool pause)
     fdcb(fd, selread, pause ? nullptr : read_cb(this));
 }
 
-void sfsconn::close(const char *why, std::atomic<unsigned long> *counter)
+/* Closes the connection; counter (may be NULL) counts why, and log says
+ * whether that is worth a line on stderr: errors are, the limits' closes
+ * are not (a hostile client would have sfsd write a line per connection). */
+void sfsconn::close(const char *why, std::atomic<unsigned long> *counter, bool log)
 {
     if (closed_)
         return;
     closed_ = true;
+    disarm();
+    /* Not evicted: the table still counts us, until this notice. */
+    if (phase.exchange(PHASE_GONE, std::memory_order_acq_rel) != PHASE_GONE)
+        cpucb_tail(wrap(sfs_table_gone, mkref(this)));
     if (counter) {
         counter->fetch_add(1, std::memory_order_relaxed);
-        warn << "connection " << fd << " closed: " << why << "\n";
+        if (log)
+            warn << "connection " << fd << " closed: " << why << "\n";
     }
     /* From our own color the removals are synchronous: the fd may go now. */
     fdcb(fd, selread, nullptr);
@@ -92,8 +180,14 @@ void sfsconn::readable()
     if (in_len_ == in_.size())
         return close("input buffer full", &g_stats.io_errors);
     ssize_t n = ::read(fd, in_.data() + in_len_, in_.size() - in_len_);
-    if (n == 0)
-        return close("peer closed", nullptr);
+    if (n == 0) {
+        /* The peer half-closed, or closed: what it asked for is still owed.
+         * read_frames() has left no whole frame (reading was on), so the
+         * rest of in_, if any, is a frame cut short: dropped. */
+        peer_done_ = true;
+        fdcb(fd, selread, nullptr);
+        return finish_if_done();
+    }
     if (n < 0) {
         if (errno != EAGAIN && errno != EINTR)
             close(strerror(errno), errno == ECONNRESET ? nullptr : &g_stats.io_errors);
@@ -127,7 +221,21 @@ bool sfsconn::do_hello()
         close(err ? "bad hello" : "out of memory", &g_stats.bad_hello);
         return false;
     }
+    /* Settles the race with an eviction (table.C): if it came first, the
+     * table has counted us out, and its evicted() is on its way. */
+    uint8_t expect = PHASE_HELLO;
+    if (!phase.compare_exchange_strong(expect, PHASE_KEYED, std::memory_order_acq_rel)) {
+        sfs_out_free(hello);
+        close("evicted", nullptr);
+        return false;
+    }
+    cpucb_tail(wrap(sfs_table_keyed, mkref(this)));
     keyed_ = true;
+    active_ns_ = sfs_mono_ns();
+    if (g_opt.idle_timeout)
+        arm((uint64_t)g_opt.idle_timeout * 1000000000u);
+    else
+        disarm();
     in_len_ -= SFS_HELLO;
     memmove(in_.data(), in_.data() + SFS_HELLO, in_len_);
     outq_.push_back(hello);
@@ -167,6 +275,7 @@ bool sfsconn::open_frame(uint32_t len, uint8_t *body)
         return false;
     }
     backlog_++;
+    active_ns_ = sfs_mono_ns();
     g_stats.requests.fetch_add(1, std::memory_order_relaxed);
     /* Request dispatch and file lookup stay on one color (0): wrap's. */
     cpucb_tail(wrap(mkref(this), &sfsconn::dispatch, req, (size_t)n));
@@ -192,6 +301,14 @@ void sfsconn::seal_reply(sfs_out *out)
     outq_.push_back(out);
     if (flush() && reading_paused_ && owed() <= g_opt.max_backlog / 2)
         read_frames();
+    finish_if_done();
+}
+
+/* After the peer's EOF: closes once nothing more is owed. */
+void sfsconn::finish_if_done()
+{
+    if (peer_done_ && !closed_ && owed() == 0)
+        close("peer closed", nullptr);
 }
 
 unsigned sfsconn::owed() const
@@ -203,6 +320,7 @@ void sfsconn::writable()
 {
     if (!closed_ && flush() && reading_paused_ && owed() <= g_opt.max_backlog / 2)
         read_frames();
+    finish_if_done();
 }
 
 /* Writes what is queued, several frames per call. Watches for writability
@@ -227,6 +345,8 @@ bool sfsconn::flush()
             close(strerror(errno), errno == EPIPE || errno == ECONNRESET ? nullptr : &g_stats.io_errors);
             return false;
         }
+        if (w > 0)
+            active_ns_ = sfs_mono_ns();
         for (size_t left = (size_t)w; left > 0 && outq_head_ < outq_.size();) {
             sfs_out *o = outq_[outq_head_];
             size_t take = std::min(left, o->frame - o->sent);

@@ -12,6 +12,14 @@
  * (openat2's RESOLVE_BENEATH), so no symlink leads out of it. Without
  * openat2 (Linux < 5.6) every component is opened with O_NOFOLLOW: symlinks
  * are then refused altogether.
+ *
+ * Only regular files and directories are served. LOOKUP first resolves the
+ * path with O_PATH, which opens nothing (no driver's open for a device, no
+ * wait on a fifo, and a socket's file, which open() refuses with ENXIO, is
+ * found as it is), refuses any other type with EACCES, and only then opens
+ * the path for reading. The path is resolved twice (a few microseconds); a
+ * file swapped for another type in between is caught by the fstat() of
+ * what was opened.
  */
 #include "apps/sfs/sfsd.h"
 
@@ -22,8 +30,9 @@
 
 static const int OPEN_FLAGS = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
 
-/* Walks the path one component at a time, never following a symlink. */
-static int open_nofollow(const char *path)
+/* Walks the path one component at a time, never following a symlink;
+ * opens the last component with `flags`. */
+static int open_nofollow(const char *path, int flags)
 {
     int dir = dup(g_rootfd);
     char buf[SFS_MAX_PATH + 1];
@@ -31,7 +40,7 @@ static int open_nofollow(const char *path)
     char *save = nullptr;
     for (char *c = strtok_r(buf, "/", &save); c && dir >= 0;) {
         char *next = strtok_r(nullptr, "/", &save);
-        int fd = openat(dir, c, OPEN_FLAGS | O_NOFOLLOW | (next ? O_DIRECTORY : 0));
+        int fd = openat(dir, c, (next ? OPEN_FLAGS | O_DIRECTORY : flags) | O_NOFOLLOW);
         ::close(dir);
         dir = fd;
         c = next;
@@ -39,20 +48,27 @@ static int open_nofollow(const char *path)
     return dir;
 }
 
-/* Opens path (NUL-terminated, relative) beneath the root. -1 with errno. */
-static int open_beneath(const char *path)
+/* Opens path (NUL-terminated, relative) beneath the root with flags
+ * (OPEN_FLAGS, or O_PATH). -1 with errno. */
+static int open_beneath(const char *path, int flags)
 {
     static std::atomic<bool> no_openat2{false};
     if (!no_openat2.load(std::memory_order_relaxed)) {
         open_how how{};
-        how.flags = OPEN_FLAGS;
+        how.flags = (uint64_t)flags;
         how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
         int fd = (int)syscall(SYS_openat2, g_rootfd, *path ? path : ".", &how, sizeof how);
         if (fd >= 0 || errno != ENOSYS)
             return fd < 0 && errno == EXDEV ? (errno = EACCES, -1) : fd;
         no_openat2.store(true, std::memory_order_relaxed);
     }
-    return open_nofollow(path);
+    return open_nofollow(path, flags);
+}
+
+/* Whether st is what LOOKUP serves: a regular file or a directory. */
+static bool servable(const struct stat &st)
+{
+    return S_ISREG(st.st_mode) || S_ISDIR(st.st_mode);
 }
 
 /* The path of a LOOKUP as a C string, "" for the root; false if it holds a
@@ -143,12 +159,20 @@ void sfsconn::do_lookup(const sfs_request &r)
         slot++;
     if (slot == handles_.size() && slot >= g_opt.max_handles)
         return reply_status(r, EMFILE);
-    int fd = open_beneath(path);
+    /* Look (O_PATH), then open: see the file's comment. */
     struct stat st;
+    int fd = open_beneath(path, O_PATH | O_CLOEXEC);
     if (fd < 0)
         return reply_status(r, errno);
-    int err = fstat(fd, &st) != 0 ? errno : !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) ? EACCES : 0;
-    if (err) { /* only files and directories are served: no devices, fifos, sockets */
+    int err = fstat(fd, &st) != 0 ? errno : servable(st) ? 0 : EACCES;
+    ::close(fd);
+    if (err)
+        return reply_status(r, err);
+    fd = open_beneath(path, OPEN_FLAGS);
+    if (fd < 0)
+        return reply_status(r, errno);
+    err = fstat(fd, &st) != 0 ? errno : servable(st) ? 0 : EACCES;
+    if (err) {
         ::close(fd);
         return reply_status(r, err);
     }
@@ -184,10 +208,15 @@ void sfsconn::do_read(const sfs_request &r)
         return reply_status(r, h ? EISDIR : EBADF);
     sfs_reply rep = reply_to(r, 0);
     size_t head = sfs_reply_head_size(&rep);
-    sfs_out *out = sfs_out_new(head + r.count);
+    /* pread's offset is an off_t: it refuses (EINVAL) an offset of 2^63 or
+     * more, and a range that ends past 2^63 - 1. No file has bytes there, so
+     * those are the end of the file, as doc/sfs.md says: 0 bytes. */
+    const uint64_t off_max = (uint64_t)INT64_MAX;
+    uint64_t count = r.offset >= off_max ? 0 : std::min<uint64_t>(r.count, off_max - r.offset);
+    sfs_out *out = sfs_out_new(head + count);
     if (!out)
         return reply_status(r, ENOMEM);
-    ssize_t got = pread(h->fd, out->buf + SFS_LENGTH + head, r.count, (off_t)r.offset);
+    ssize_t got = count ? pread(h->fd, out->buf + SFS_LENGTH + head, count, (off_t)r.offset) : 0;
     if (got < 0) {
         int err = errno;
         sfs_out_free(out);

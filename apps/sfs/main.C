@@ -6,6 +6,7 @@
 
 #include <getopt.h>
 #include <malloc.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <mely/mely.h>
@@ -19,9 +20,13 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: sfsd --root DIR [--port N] [--addr A] [--no-annotations]\n"
-            "            [--max-conns N] [--max-backlog N] [--max-handles N]\n"
+            "            [--max-conns N] [--max-per-addr N] [--handshake-timeout S]\n"
+            "            [--idle-timeout S] [--max-backlog N] [--max-handles N]\n"
             "Serves DIR over the SFS protocol (doc/sfs.md) on A:N (127.0.0.1:7070;\n"
-            "--port 0 picks a free port). The runtime comes from the environment:\n"
+            "--port 0 picks a free port). Limits (defaults): --max-conns 1024,\n"
+            "--max-per-addr 256 connections from one address, --handshake-timeout 10 s,\n"
+            "--idle-timeout 300 s (0: none); when full, a new connection evicts the\n"
+            "oldest one still in its handshake. The runtime comes from the environment:\n"
             "MELY_WORKERS, MELY_STEAL (off, base, all, all+measured...), MELY_ENGINE\n"
             "(mely, or legacy: libasync-smp's). --no-annotations posts the crypto\n"
             "handlers without time-left and penalty. SIGTERM or SIGINT: print the\n"
@@ -46,6 +51,9 @@ static void parse(int argc, char **argv)
         { "root", required_argument, nullptr, 'r' },   { "port", required_argument, nullptr, 'p' },
         { "addr", required_argument, nullptr, 'a' },   { "no-annotations", no_argument, nullptr, 'n' },
         { "max-conns", required_argument, nullptr, 'c' },
+        { "max-per-addr", required_argument, nullptr, 'A' },
+        { "handshake-timeout", required_argument, nullptr, 'T' },
+        { "idle-timeout", required_argument, nullptr, 'I' },
         { "max-backlog", required_argument, nullptr, 'b' },
         { "max-handles", required_argument, nullptr, 'H' }, { "help", no_argument, nullptr, 'h' },
         { nullptr, 0, nullptr, 0 },
@@ -57,6 +65,9 @@ static void parse(int argc, char **argv)
         case 'a': g_opt.addr = optarg; break;
         case 'n': g_opt.annotate = false; break;
         case 'c': g_opt.max_conns = number("max-conns", optarg, 1, 1u << 20); break;
+        case 'A': g_opt.max_per_addr = number("max-per-addr", optarg, 1, 1u << 20); break;
+        case 'T': g_opt.handshake_timeout = number("handshake-timeout", optarg, 0, 86400); break;
+        case 'I': g_opt.idle_timeout = number("idle-timeout", optarg, 0, 86400); break;
         case 'b': g_opt.max_backlog = number("max-backlog", optarg, 1, 1024); break;
         case 'H': g_opt.max_handles = number("max-handles", optarg, 1, 1u << 16); break;
         case 'h': usage(stdout); exit(0);
@@ -107,6 +118,35 @@ static void measure_costs()
     sfs_session_free(&s);
 }
 
+/* Descriptors kept for everything but connections: stdio, the listening
+ * socket, the root, the runtime's pollers and wake-ups, some handles. */
+static const rlim_t FD_RESERVE = 64;
+
+/* Connections must fit in the descriptor limit, or accept fails (EMFILE)
+ * before the table is full and its evictions never happen: silent
+ * connections would lock the others out after all. So the soft limit goes
+ * up to the hard one (the usual soft default, 1024, is no more than the
+ * default --max-conns), and --max-conns comes down, with a warning, to what
+ * the limit leaves. */
+static void fit_descriptors()
+{
+    rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlimit up = rl;
+        up.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+            rl = up;
+    }
+    rlim_t room = rl.rlim_cur > FD_RESERVE + 1 ? rl.rlim_cur - FD_RESERVE : 1;
+    if (rl.rlim_cur != RLIM_INFINITY && g_opt.max_conns > room) {
+        warn << "--max-conns " << g_opt.max_conns << " does not fit in " << (unsigned long)rl.rlim_cur
+             << " descriptors (ulimit -n): " << (unsigned long)room << " connections at most\n";
+        g_opt.max_conns = (unsigned)room;
+    }
+}
+
 static void on_signal()
 {
     sfsd_print_stats();
@@ -129,6 +169,7 @@ int main(int argc, char **argv)
 {
     setprogname(argv[0]);
     parse(argc, argv);
+    fit_descriptors();
     keep_reply_memory();
     g_rootfd = open(g_opt.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (g_rootfd < 0)

@@ -39,33 +39,41 @@ static void listen_again(int lfd)
     fdcb(lfd, selread, wrap(on_accept, lfd));
 }
 
-/* One new connection: its own color, reading from now on. */
-static void serve(int fd)
+/* One new connection from addr: admitted by the table (table.C), which may
+ * evict a connection in its handshake to make room, or refused; then its
+ * own color, reading from now on. */
+static void serve(int fd, uint32_t addr)
 {
     static unsigned next_color;
-    /* Live: accepted, and not yet destroyed (~sfsconn counts `closed`). */
-    unsigned long live = g_stats.conns.load(std::memory_order_relaxed) -
-                         g_stats.closed.load(std::memory_order_relaxed);
-    if (live >= g_opt.max_conns) {
+    if (!sfs_table_admit(addr)) {
         g_stats.refused.fetch_add(1, std::memory_order_relaxed);
         ::close(fd);
         return;
     }
     tcp_nodelay(fd);
     g_stats.conns.fetch_add(1, std::memory_order_relaxed);
-    sfsconn *c = New sfsconn(fd, (int)(1 + next_color++ % CONN_COLORS));
+    ref<sfsconn> c = mkref(New sfsconn(fd, (int)(1 + next_color++ % CONN_COLORS), addr));
+    sfs_table_add(c);
     c->start();
 }
 
 static void on_accept(int lfd)
 {
     for (int i = 0; i < ACCEPT_BATCH; i++) {
-        int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        sockaddr_in peer{};
+        socklen_t plen = sizeof peer;
+        int fd = accept4(lfd, reinterpret_cast<sockaddr *>(&peer), &plen,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
-            serve(fd);
+            serve(fd, peer.sin_addr.s_addr);
             continue;
         }
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            /* main.C sizes max_conns to the descriptor limit, but handles
+             * take descriptors too: a connection still in its handshake
+             * gives its own back, so that the next accept finds one. */
+            if (errno == EMFILE || errno == ENFILE)
+                sfs_table_evict_oldest();
             warn << "accept: " << strerror(errno) << ": pausing " << ACCEPT_BACKOFF_MS << " ms\n";
             fdcb(lfd, selread, nullptr);
             delaycb(0, ACCEPT_BACKOFF_MS * 1000000u, wrap(listen_again, lfd));
@@ -106,10 +114,11 @@ void sfsd_print_stats()
             steals += st.steals, stolen += st.stolen_events;
     }
     printf("sfsd: connections %lu (closed %lu, refused %lu), requests %lu, read %.1f MB, "
-           "steals %lu (events %lu), paused %lu; errors: hello %lu, frame %lu, request %lu, "
-           "oversize %lu, io %lu\n",
+           "steals %lu (events %lu), paused %lu; evicted %lu, timeouts: handshake %lu, idle %lu; "
+           "errors: hello %lu, frame %lu, request %lu, oversize %lu, io %lu\n",
            get(g_stats.conns), get(g_stats.closed), get(g_stats.refused), get(g_stats.requests),
            (double)get(g_stats.bytes_read) / 1e6, steals, stolen, get(g_stats.paused),
+           get(g_stats.evicted), get(g_stats.handshake_timeouts), get(g_stats.idle_timeouts),
            get(g_stats.bad_hello), get(g_stats.bad_frame), get(g_stats.bad_request),
            get(g_stats.oversize), get(g_stats.io_errors));
     fflush(stdout);

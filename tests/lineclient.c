@@ -84,6 +84,15 @@ bool lc_sendstr(struct lc *c, const char *s)
     return lc_send(c, s, strlen(s));
 }
 
+unsigned lc_timeout_ms(void)
+{
+    const char *s = getenv("MELY_TEST_SCALE");
+    double scale = s && *s ? strtod(s, NULL) : 1.0;
+    if (!(scale > 0.01) || scale > 1.0)
+        scale = 1.0; /* only ever longer than 10 s, at most 100 times */
+    return (unsigned)(10000 / scale);
+}
+
 /* Reads more into buf; false on EOF, an error or a timeout. */
 static bool fill(struct lc *c)
 {

@@ -381,29 +381,34 @@ static void *mover(void *arg)
     return NULL;
 }
 
-START_TEST(moves_race_flushes)
+/* The posters post with the mover moving the targets; then every event ran,
+ * each pair's in order, and some moves went through (the mover waits for
+ * one). */
+static void run_with_mover(const struct shape *sh, const char *test)
 {
-    const struct shape *sh = &shapes[_i];
-
-    reset(scaled(20000, 2 * BURST, SCALED_MAX));
     atomic_store(&moves_ok, 0);
     st.moving = true;
     init_runtime_shape(&st.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
-    for (unsigned p = 0; p < NPOSTERS; p++)
+    for (unsigned p = 0; p < st.posters; p++)
         ck_assert_int_eq(mely_post(&st.m, POSTER0 + p, poster, (void *)(uintptr_t)p), 0);
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, mover, (void *)(uintptr_t)sh->workers), 0);
-    watchdog_start(&st.wd, &st.m, 60, __func__);
+    watchdog_start(&st.wd, &st.m, 60, test);
     ck_assert_int_eq(mely_run(&st.m), 0);
     bool fired = watchdog_end(&st.wd);
     atomic_store(&st.stop_moving, true);
     pthread_join(t, NULL);
-    dump_records("moves_race_flushes", sh);
+    dump_records(test, sh);
     assert_no_notes();
     check_all_ran(sh, fired);
-    /* The targets were idle at times (between bursts): some moves went through. */
     ck_assert_msg(atomic_load(&moves_ok) > 0, "%s: no move succeeded", shape_name(sh));
     ck_assert_int_eq(mely_shutdown(&st.m), 0);
+}
+
+START_TEST(moves_race_flushes)
+{
+    reset(scaled(20000, 2 * BURST, SCALED_MAX));
+    run_with_mover(&shapes[_i], "moves_race_flushes");
 }
 END_TEST
 
@@ -418,29 +423,11 @@ END_TEST
  */
 START_TEST(own_posts_race_moves)
 {
-    const struct shape *sh = &shapes[_i];
-
     reset(scaled(200000, 2 * BURST, SCALED_MAX));
     st.ntargets = 2;
     st.posters = 2;
     st.tight = true;
-    atomic_store(&moves_ok, 0);
-    st.moving = true;
-    init_runtime_shape(&st.m, sh, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
-    for (unsigned p = 0; p < st.posters; p++)
-        ck_assert_int_eq(mely_post(&st.m, POSTER0 + p, poster, (void *)(uintptr_t)p), 0);
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, mover, (void *)(uintptr_t)sh->workers), 0);
-    watchdog_start(&st.wd, &st.m, 60, __func__);
-    ck_assert_int_eq(mely_run(&st.m), 0);
-    bool fired = watchdog_end(&st.wd);
-    atomic_store(&st.stop_moving, true);
-    pthread_join(t, NULL);
-    dump_records("own_posts_race_moves", sh);
-    assert_no_notes();
-    check_all_ran(sh, fired);
-    ck_assert_msg(atomic_load(&moves_ok) > 0, "%s: no move succeeded", shape_name(sh));
-    ck_assert_int_eq(mely_shutdown(&st.m), 0);
+    run_with_mover(&shapes[_i], "own_posts_race_moves");
 }
 END_TEST
 

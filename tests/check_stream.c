@@ -610,7 +610,10 @@ END_TEST
 
 /* ---- timeouts ---------------------------------------------------------------------------- */
 
-enum { TIMEOUT_MS = 150, TICK_MS = 15, TICKS = 15 };
+/* TIMEOUT_MS: longer than any pause a loaded machine gives the client
+ * between two of its steps (at 150 ms, a reader reading every 5 ms was
+ * held long enough for the write timeout to fire, in CI with two hogs). */
+enum { TIMEOUT_MS = 1000, TICK_MS = 15, TICKS = 15 };
 
 static void setup_read_timeout(mely_stream_t *s, struct conn *c)
 {
@@ -720,9 +723,9 @@ static const struct {
 } timeout_modes[] = {{2, true}, {1, true}, {2, false}};
 
 /*
- * Read timeout 150 ms: a byte every 15 ms for 225 ms keeps it from firing
- * (activity resets it); then it fires 150 ms after the last byte, as
- * MELY_STREAM_TIMEOUT | MELY_READ, and again 150 ms later on the stream left
+ * Read timeout TIMEOUT_MS: a byte every 15 ms for 225 ms keeps it from firing
+ * (activity resets it); then it fires TIMEOUT_MS after the last byte, as
+ * MELY_STREAM_TIMEOUT | MELY_READ, and again TIMEOUT_MS later on the stream left
  * open (the event callback closes it then). Without an event callback the
  * stream closes at the first timeout.
  */
@@ -820,9 +823,9 @@ out:
 }
 
 /*
- * Write timeout 150 ms, on a stream that writes without end: while the peer
- * reads (a little every 5 ms) it does not fire; once the peer stops reading,
- * it fires 150 ms after the output stopped moving: MELY_STREAM_TIMEOUT |
+ * Write timeout TIMEOUT_MS, on a stream that writes without end: while the
+ * peer reads (a little every 5 ms) it does not fire; once the peer stops
+ * reading, it fires TIMEOUT_MS after the output stopped moving: MELY_STREAM_TIMEOUT |
  * MELY_WRITE to the event callback (which closes), or without one a close.
  */
 START_TEST(write_timeout_fires_when_the_peer_never_reads)

@@ -193,7 +193,9 @@ END_TEST
 
 /* ---- an earlier deadline wakes a sleeping worker ----------------------------------------- */
 
-enum { WAKE_ROUNDS = 20, WAKE_FAR_MS = 500, WAKE_NEAR_MS = 3 };
+/* WAKE_FAR_MS: a missed wake-up makes the near timer that late; far enough
+ * that no load of the machine does (363 ms was seen at 500). */
+enum { WAKE_ROUNDS = 20, WAKE_FAR_MS = 5000, WAKE_NEAR_MS = 3 };
 
 static struct {
     unsigned rounds;
@@ -249,9 +251,9 @@ static void *wk_driver(void *arg)
 
 /*
  * Workers park at once (spin_us 0) and sleep in their pollers until the next
- * deadline: a foreign thread sets a timer 500 ms ahead, then one 3 ms ahead
+ * deadline: a foreign thread sets a timer 5 s ahead, then one 3 ms ahead
  * on the same worker, which must wake for it: every near timer within 30 ms
- * (a missed wake-up would make it ~500 ms late).
+ * (a missed wake-up would make it ~5 s late).
  */
 START_TEST(earlier_deadline_wakes_a_sleeping_worker)
 {
@@ -883,7 +885,7 @@ END_TEST
 
 /* ---- before mely_run() ------------------------------------------------------------------------------- */
 
-enum { BEFORE_TIMERS = 20 };
+enum { BEFORE_TIMERS = 20, BEFORE_FAR_MS = 2000 };
 
 static struct {
     uint64_t set_at, run_at;
@@ -895,16 +897,18 @@ static void br_fire(void *arg)
 {
     unsigned i = (unsigned)(uintptr_t)arg;
     br.after_run[i] = (int64_t)(mely_now_ns() - br.run_at);
-    if (i == BEFORE_TIMERS && mely_now_ns() < br.set_at + 200 * MS)
-        note("the 200 ms timer set before the run fired early");
+    if (i == BEFORE_TIMERS && mely_now_ns() < br.set_at + BEFORE_FAR_MS * MS)
+        note("the far timer set before the run fired early");
     if (atomic_fetch_add(&br.fired, 1) + 1 == BEFORE_TIMERS + 1)
         mely_stop(&rt);
 }
 
 /*
  * Timers set before mely_run() (the clock runs meanwhile): 20 whose 10 ms
- * expired while the runtime was not running fire once it runs (within
- * 50 ms: the workers start meanwhile), and one 200 ms ahead fires no earlier than that.
+ * expired while the runtime was not running fire once it runs, not with the
+ * next timer (one BEFORE_FAR_MS ahead, which fires no earlier than that):
+ * within half of its delay. (A bound of 50 ms failed on a loaded machine:
+ * 106 ms; the times are printed.)
  */
 START_TEST(timers_set_before_run)
 {
@@ -914,18 +918,23 @@ START_TEST(timers_set_before_run)
     for (unsigned i = 0; i < BEFORE_TIMERS; i++)
         ck_assert_int_eq(
             mely_timer_after(&rt, 10 * MS, MELY_TO(80 + i), br_fire, (void *)(uintptr_t)i, NULL), 0);
-    ck_assert_int_eq(mely_timer_after(&rt, 200 * MS, MELY_TO(79), br_fire,
+    ck_assert_int_eq(mely_timer_after(&rt, BEFORE_FAR_MS * MS, MELY_TO(79), br_fire,
                                       (void *)(uintptr_t)BEFORE_TIMERS, NULL),
                      0);
     sleep_us(40000);
     br.run_at = mely_now_ns();
     run_bounded(&rt, 30, "timers set before mely_run()");
     assert_no_notes();
-    const double bound_ms = 50.0 / test_scale(); /* sanitizer builds: slower (above) */
-    for (unsigned i = 0; i < BEFORE_TIMERS; i++)
+    const double bound_ms = BEFORE_FAR_MS / 2.0;
+    double worst = 0;
+    for (unsigned i = 0; i < BEFORE_TIMERS; i++) {
+        worst = br.after_run[i] / 1e6 > worst ? br.after_run[i] / 1e6 : worst;
         ck_assert_msg(br.after_run[i] / 1e6 < bound_ms,
-                      "an expired timer ran %.3f ms after mely_run() began (bound %.0f ms)",
+                      "an expired timer ran %.3f ms after mely_run() began: left for the next "
+                      "timer (bound %.0f ms)",
                       br.after_run[i] / 1e6, bound_ms);
+    }
+    printf("timers expired before mely_run(): the last ran %.3f ms after it began\n", worst);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
 }
 END_TEST

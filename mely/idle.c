@@ -2,7 +2,9 @@
  * idle.c: what a worker with nothing to run does, in order: it reads its
  * poller, tries to steal, spins a little watching for posts, reads its
  * poller and tries to steal again (work may have piled up elsewhere while it
- * spun), runs the idle hook (mely_on_idle), ends its turn (turnend.h: the
+ * spun), runs the idle hook (mely_on_idle), begins giving free event
+ * memory back when a burst has left much of it unused (trim.c; the steps
+ * of a pass in progress come first, before the spin), ends its turn (turnend.h: the
  * streams written by other colors, the hook's writes among them, send now,
  * so a worker that is idle for a moment between two waves of work, a broker
  * fed by another worker, sends once for both: 2 workers, 0.17-0.19 to
@@ -74,8 +76,9 @@ static bool spin(struct mely__worker *w)
     }
 }
 
-/* Steps 2 and 4 (park.c). */
-static void park(struct mely__worker *w)
+/* Steps 2 and 4 (park.c). The sleep ends at wake_by at the latest (a trim
+ * window's end; UINT64_MAX: none). */
+static void park(struct mely__worker *w, uint64_t wake_by)
 {
     mely__spin_lock(&w->lock, &w->ctr);
     unsigned wake = mely__deliver(w, w);
@@ -93,7 +96,7 @@ static void park(struct mely__worker *w)
 
     mely__count(&w->ctr.parks, 1);
     uint64_t start = w->trace ? mely__cycles() : 0;
-    mely__poller_block(w);
+    mely__poller_block(w, wake_by);
     mely__park_clear(w);
     bool woken = atomic_load_explicit(&w->wake_seq, memory_order_relaxed) != seen;
     if (woken)
@@ -133,10 +136,36 @@ static bool idle_hook(struct mely__worker *w)
     return has_work(w);
 }
 
+/* A step of a pass giving free event memory back (trim.c), if one is in
+ * progress: done before spinning, since the worker has that to do; true
+ * if it stepped (the worker looks at its queues before the next step). */
+static bool trim_step(struct mely__worker *w)
+{
+    struct mely__trim *t = &w->rt->depot.trim;
+    return mely__trim_passing(t) && mely__trim_step(&w->rt->depot);
+}
+
+/* About to park: begins a trim window or pass when the depot holds more
+ * free events than it keeps (trim.c). True if a pass began (the worker
+ * steps it rather than park); else *wake_by is when the worker must wake
+ * to judge the window it began (UINT64_MAX: no need). */
+static bool trim_idle(struct mely__worker *w, uint64_t *wake_by)
+{
+    struct mely__depot *d = &w->rt->depot;
+    *wake_by = UINT64_MAX;
+    /* The common case, a depot with little free, reads no clock. */
+    if (atomic_load_explicit(&d->nfree, memory_order_relaxed) <= d->keep)
+        return false;
+    *wake_by = mely__trim_idle(d, w->index, mely__now_ns());
+    return *wake_by == 0;
+}
+
 void mely__idle(struct mely__worker *w)
 {
-    if (poll_now(w) || mely__steal(w) || traced_spin(w) || poll_now(w) || mely__steal(w) ||
-        idle_hook(w))
+    uint64_t wake_by;
+
+    if (poll_now(w) || mely__steal(w) || trim_step(w) || traced_spin(w) || poll_now(w) ||
+        mely__steal(w) || idle_hook(w) || trim_idle(w, &wake_by))
         return;
     if (w->turn_end || w->batch_done) { /* what the turn wrote leaves before sleeping */
         mely__poller_end_turn(w);
@@ -145,5 +174,5 @@ void mely__idle(struct mely__worker *w)
     }
     if (mely__quiet_poll(w))
         return;
-    park(w);
+    park(w, wake_by);
 }

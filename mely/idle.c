@@ -3,8 +3,9 @@
  * poller, tries to steal, spins a little watching for posts, reads its
  * poller and tries to steal again (work may have piled up elsewhere while it
  * spun), runs the idle hook (mely_on_idle), begins giving free event
- * memory back when a burst has left much of it unused (trim.c; the steps
- * of a pass in progress come first, before the spin), ends its turn (turnend.h: the
+ * memory back when a burst has left much of it unused (trim.c: a step of a
+ * pass in progress takes the place of the spin, the steal, the hook and the
+ * park), ends its turn (turnend.h: the
  * streams written by other colors, the hook's writes among them, send now,
  * so a worker that is idle for a moment between two waves of work, a broker
  * fed by another worker, sends once for both: 2 workers, 0.17-0.19 to
@@ -137,22 +138,19 @@ static bool idle_hook(struct mely__worker *w)
 }
 
 /* A step of a pass giving free event memory back (trim.c), if one is in
- * progress: done before spinning, since the worker has that to do; true
- * if it stepped (the worker looks at its queues before the next step). */
+ * progress; true if it stepped. */
 static bool trim_step(struct mely__worker *w)
 {
     struct mely__trim *t = &w->rt->depot.trim;
     return mely__trim_passing(t) && mely__trim_step(&w->rt->depot);
 }
 
-/* About to park: begins a trim window or pass when the depot holds more
- * free events than it keeps (trim.c). True if a pass began (the worker
- * steps it rather than park); else *wake_by is when the worker must wake
- * to judge the window it began (UINT64_MAX: no need). */
+/* About to park: begins a trim window, or a pass when one is due (trim.c).
+ * True if a pass began (its first step done); else *wake_by is when the
+ * worker must wake to judge the window it began (UINT64_MAX: no need). */
 static bool trim_idle(struct mely__worker *w, uint64_t *wake_by)
 {
     struct mely__depot *d = &w->rt->depot;
-    *wake_by = UINT64_MAX;
     /* The common case, a depot with little free, reads no clock. */
     if (atomic_load_explicit(&d->nfree, memory_order_relaxed) <= d->keep)
         return false;
@@ -162,17 +160,24 @@ static bool trim_idle(struct mely__worker *w, uint64_t *wake_by)
 
 void mely__idle(struct mely__worker *w)
 {
-    uint64_t wake_by;
+    uint64_t wake_by = UINT64_MAX;
 
-    if (poll_now(w) || mely__steal(w) || trim_step(w) || traced_spin(w) || poll_now(w) ||
-        mely__steal(w) || idle_hook(w) || trim_idle(w, &wake_by))
+    if (poll_now(w) || mely__steal(w))
         return;
+    /* A pass in progress: a step of it takes the place of the spin, and
+     * the worker does not park before the pass ends (it comes back here
+     * between steps, after a look at its queues). */
+    bool trimming = trim_step(w);
+    if (!trimming && (traced_spin(w) || poll_now(w) || mely__steal(w) || idle_hook(w)))
+        return;
+    if (!trimming)
+        trimming = trim_idle(w, &wake_by);
     if (w->turn_end || w->batch_done) { /* what the turn wrote leaves before sleeping */
         mely__poller_end_turn(w);
         if (has_work(w))
             return;
     }
-    if (mely__quiet_poll(w))
+    if (mely__quiet_poll(w) || trimming)
         return;
     park(w, wake_by);
 }

@@ -10,7 +10,7 @@
  *    (not MELY_ENOMEM, no crash) at about the budget's worth of events, a
  *    second post is refused too, and once the handler is released every
  *    accepted event runs exactly once, in post order; then posts work
- *    again. Both engines.
+ *    again. Both engines; the first two also with stealing.
  *  - burst: with the default budget, a held color receives 5 M events
  *    (MELY_TEST_SCALE scales it); once they have run and the workers are
  *    idle, the process's resident memory (/proc/self/statm) falls back to
@@ -34,20 +34,33 @@
 
 static const char *const engines[] = {NULL, "legacy"};
 
+/* The floods' shapes: 2 pinned workers, both engines, without and with
+ * stealing (idle workers try to take colors meanwhile; the held one never
+ * moves); 8 unpinned workers on the 2 CPUs, where posters are preempted in
+ * the middle of flushes. */
+static const struct {
+    unsigned workers;
+    int pin;
+    const char *engine, *steal;
+} shapes_[] = {
+    {2, 1, NULL, NULL},           {2, 1, "legacy", NULL}, {2, 1, NULL, "all+measured"},
+    {2, 1, "legacy", "base"},     {8, 0, NULL, NULL},     {8, 0, NULL, "all+measured"},
+};
+
+/* Colors (the initial map is color % workers): the held one is worker 1's,
+ * the flooding handler's worker 0's (2 workers) or 2's (8), and
+ * POSTER + workers is the flooding handler's worker's too. The budget is
+ * the least the workers take: 1 MiB each. */
 enum {
-    HELD = 1,     /* worker 1's (color % 2) */
-    POSTER = 2,   /* worker 0's */
-    LOCAL = 4,    /* worker 0's */
-    BUDGET_MB = 2, /* the least for 2 workers */
+    HELD = 1,
+    POSTER = 2,
     EVENTS_PER_MB = 25600, /* 16 slabs of 1,600 events (freelist.h) */
 };
 
-/* A flood is refused within this many events of the budget's worth: the
- * reserves and caches counted in it (512 + 192 per worker), the posts on
- * their way when it is reached (512 + 32 per worker), slack. */
-#define SLACK 3000u
-/* A flood that has not been refused by then failed the test. */
-#define FLOOD_MAX (4u * BUDGET_MB * EVENTS_PER_MB)
+/* A flood is refused within this many events per worker of the budget's
+ * worth: the reserves and caches counted in it (512 + 192 per worker), the
+ * posts on their way when it is reached (512 + 32 per worker), slack. */
+#define SLACK_PER_WORKER 1500u
 
 enum flood { FROM_FOREIGN, FROM_WORKER, FROM_SAME_WORKER };
 static const char *const flood_names[] = {"a foreign thread", "a handler of the other worker",
@@ -56,6 +69,7 @@ static const char *const flood_names[] = {"a foreign thread", "a handler of the 
 static struct {
     mely_t m;
     enum flood how;
+    unsigned workers, budget, flood_max; /* flood_max: not refused by then fails */
     atomic_bool held, release;
     uint32_t next;          /* the target color's: the next sequence number due */
     atomic_uint ran;
@@ -89,14 +103,15 @@ static void seq(void *arg)
     atomic_fetch_add(&st.ran, 1);
 }
 
-/* Posts to `color` until refused (or FLOOD_MAX): the accepted count and the
+/* Posts to `color` until refused (or flood_max): the accepted count and the
  * error go to st; then a second post, which must be refused too. */
 static void flood(mely_color_t color)
 {
     unsigned n = 0;
     int err = 0;
 
-    while (n < FLOOD_MAX && (err = mely_post(&st.m, color, seq, (void *)(uintptr_t)(n + 1))) == 0)
+    while (n < st.flood_max &&
+           (err = mely_post(&st.m, color, seq, (void *)(uintptr_t)(n + 1))) == 0)
         n++;
     st.accepted = n;
     st.err = err;
@@ -110,7 +125,7 @@ static void flood_from_handler(void *arg)
     (void)arg;
     if (st.how == FROM_WORKER && !wait_flag(&st.held, 10000))
         note("the held handler never started");
-    flood(st.how == FROM_WORKER ? HELD : LOCAL);
+    flood(st.how == FROM_WORKER ? HELD : POSTER + st.workers);
     atomic_store(&st.release, true);
 }
 
@@ -131,7 +146,7 @@ static void *driver(void *arg)
     if (!wait_count(&st.ran, st.accepted, 60000))
         note("%u of %u accepted events ran", atomic_load(&st.ran), st.accepted);
     /* The events have run: posts are accepted again. */
-    mely_color_t c = st.how == FROM_SAME_WORKER ? LOCAL : HELD;
+    mely_color_t c = st.how == FROM_SAME_WORKER ? POSTER + st.workers : HELD;
     int err = mely_post(&st.m, c, seq, (void *)(uintptr_t)(st.accepted + 1));
     if (err)
         note("a post after the flood ran: %s", mely_strerror(err));
@@ -141,21 +156,29 @@ static void *driver(void *arg)
     return NULL;
 }
 
-static void init_budget(mely_t *m, const char *engine, unsigned mb)
+static void init_budget(mely_t *m, unsigned workers, int pin, const char *engine,
+                        const char *steal, unsigned mb)
 {
     mely_config_t cfg;
     mely_config_init(&cfg);
-    cfg.workers = 2;
+    cfg.workers = workers;
+    cfg.pin = pin;
     cfg.engine = engine;
+    cfg.steal = steal;
     cfg.event_budget_mb = mb;
     int rc = mely_init(m, &cfg);
     ck_assert_msg(rc == 0, "mely_init: %s", mely_strerror(rc));
 }
 
-static void run_flood(enum flood how, const char *engine)
+static void run_flood(enum flood how, unsigned workers, int pin, const char *engine,
+                      const char *steal)
 {
     reset(how);
-    init_budget(&st.m, engine, BUDGET_MB);
+    st.workers = workers;
+    st.budget = workers * EVENTS_PER_MB;
+    st.flood_max = 4 * st.budget;
+    setenv("MELY_STALL_MS", "0", 1); /* the held handler stalls on purpose */
+    init_budget(&st.m, workers, pin, engine, steal, workers);
     if (how != FROM_SAME_WORKER)
         ck_assert_int_eq(mely_post(&st.m, HELD, hold, NULL), 0);
     if (how != FROM_FOREIGN)
@@ -163,15 +186,16 @@ static void run_flood(enum flood how, const char *engine)
     run_with_helper(&st.m, driver, NULL, 120, flood_names[how]);
     int discarded = mely_shutdown(&st.m);
 
-    unsigned budget = BUDGET_MB * EVENTS_PER_MB;
-    printf("flood from %s (%s engine): %u events accepted of a %u-event budget, then %s\n",
-           flood_names[how], engine ? engine : "mely", st.accepted, budget,
-           mely_strerror(st.err));
+    unsigned budget = st.budget, slack = SLACK_PER_WORKER * workers;
+    printf("flood from %s (%u workers, %s engine, steal %s): %u events accepted of a "
+           "%u-event budget, then %s\n",
+           flood_names[how], workers, engine ? engine : "mely", steal ? steal : "off",
+           st.accepted, budget, mely_strerror(st.err));
     ck_assert_msg(st.err == MELY_EAGAIN, "flood from %s: %u accepted, then %d (%s), not MELY_EAGAIN",
                   flood_names[how], st.accepted, st.err, mely_strerror(st.err));
     ck_assert_msg(st.again == MELY_EAGAIN, "the post after the refusal: %d (%s)", st.again,
                   mely_strerror(st.again));
-    ck_assert_msg(st.accepted + SLACK >= budget && st.accepted <= budget + SLACK,
+    ck_assert_msg(st.accepted + slack >= budget && st.accepted <= budget + slack,
                   "%u events accepted of a %u-event budget", st.accepted, budget);
     ck_assert_uint_eq(atomic_load(&st.ran), st.accepted + 1);
     ck_assert_int_eq(discarded, 0);
@@ -179,19 +203,23 @@ static void run_flood(enum flood how, const char *engine)
 
 START_TEST(flood_from_foreign_thread)
 {
-    run_flood(FROM_FOREIGN, engines[_i]);
+    run_flood(FROM_FOREIGN, shapes_[_i].workers, shapes_[_i].pin, shapes_[_i].engine,
+              shapes_[_i].steal);
 }
 END_TEST
 
 START_TEST(flood_from_other_worker)
 {
-    run_flood(FROM_WORKER, engines[_i]);
+    run_flood(FROM_WORKER, shapes_[_i].workers, shapes_[_i].pin, shapes_[_i].engine,
+              shapes_[_i].steal);
 }
 END_TEST
 
+/* Without stealing only: a thief would take the flooded color and run its
+ * events while the flood goes on, which then never reaches the budget. */
 START_TEST(flood_from_same_worker)
 {
-    run_flood(FROM_SAME_WORKER, engines[_i]);
+    run_flood(FROM_SAME_WORKER, 2, 1, engines[_i], NULL);
 }
 END_TEST
 
@@ -256,7 +284,7 @@ START_TEST(memory_returns_after_burst)
     reset(FROM_FOREIGN);
     burst_events = scaled(5000000, 200000, SCALED_MAX);
     setenv("MELY_STALL_MS", "0", 1); /* the held handler is meant to stall */
-    init_budget(&st.m, engines[_i], 0);
+    init_budget(&st.m, 2, 1, engines[_i], NULL, 0);
     run_with_helper(&st.m, burst_driver, NULL, 300, "burst");
     ck_assert_int_eq(mely_shutdown(&st.m), 0);
 
@@ -278,8 +306,8 @@ int main(void)
 {
     Suite *s = suite_create("budget");
     TCase *tc = new_tcase(s, "floods", 300);
-    tcase_add_loop_test(tc, flood_from_foreign_thread, 0, NELEM(engines));
-    tcase_add_loop_test(tc, flood_from_other_worker, 0, NELEM(engines));
+    tcase_add_loop_test(tc, flood_from_foreign_thread, 0, NELEM(shapes_));
+    tcase_add_loop_test(tc, flood_from_other_worker, 0, NELEM(shapes_));
     tcase_add_loop_test(tc, flood_from_same_worker, 0, NELEM(engines));
 
     tc = new_tcase(s, "burst", 600);

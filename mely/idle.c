@@ -145,23 +145,21 @@ static bool trim_step(struct mely__worker *w)
     return mely__trim_passing(t) && mely__trim_step(&w->rt->depot);
 }
 
-/* About to park: begins a trim window, or a pass when one is due (trim.c).
- * True if a pass began (its first step done); else *wake_by is when the
- * worker must wake to judge the window it began (UINT64_MAX: no need). */
-static bool trim_idle(struct mely__worker *w, uint64_t *wake_by)
+/* About to park: begins a trim window, or a pass when one is due
+ * (trim.c). Returns 0 if a pass began (its first step done: the worker
+ * comes back rather than park), else when the worker must wake to judge
+ * the window it began (UINT64_MAX: no need). */
+static uint64_t trim_idle(struct mely__worker *w)
 {
     struct mely__depot *d = &w->rt->depot;
     /* The common case, a depot with little free, reads no clock. */
     if (atomic_load_explicit(&d->nfree, memory_order_relaxed) <= d->keep)
-        return false;
-    *wake_by = mely__trim_idle(d, w->index, mely__now_ns());
-    return *wake_by == 0;
+        return UINT64_MAX;
+    return mely__trim_idle(d, w->index, mely__now_ns());
 }
 
 void mely__idle(struct mely__worker *w)
 {
-    uint64_t wake_by = UINT64_MAX;
-
     if (poll_now(w) || mely__steal(w))
         return;
     /* A pass in progress: a step of it takes the place of the spin, and
@@ -170,14 +168,13 @@ void mely__idle(struct mely__worker *w)
     bool trimming = trim_step(w);
     if (!trimming && (traced_spin(w) || poll_now(w) || mely__steal(w) || idle_hook(w)))
         return;
-    if (!trimming)
-        trimming = trim_idle(w, &wake_by);
+    uint64_t wake_by = trimming ? 0 : trim_idle(w);
     if (w->turn_end || w->batch_done) { /* what the turn wrote leaves before sleeping */
         mely__poller_end_turn(w);
         if (has_work(w))
             return;
     }
-    if (mely__quiet_poll(w) || trimming)
+    if (mely__quiet_poll(w) || wake_by == 0)
         return;
     park(w, wake_by);
 }

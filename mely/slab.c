@@ -46,8 +46,10 @@ static unsigned char *map_region(void)
     return base;
 }
 
-/* Under s->lock: takes a free slab of the first region that has one. */
-static struct mely__slab_head *take_free(struct mely__slabs *s)
+/* Under s->lock: takes a free slab of the first region that has one, and
+ * its region in *rp (the head is written after the unlock: its page may
+ * have to fault in). */
+static struct mely__slab_head *take_free(struct mely__slabs *s, struct mely__region **rp)
 {
     struct mely__region *r = s->has_free;
     if (!r)
@@ -58,40 +60,48 @@ static struct mely__slab_head *take_free(struct mely__slabs *s)
         s->has_free = r->next_free;
     atomic_store_explicit(&s->hot, atomic_load_explicit(&s->hot, memory_order_relaxed) + 1,
                           memory_order_relaxed);
-    struct mely__slab_head *h = (struct mely__slab_head *)(r->base + (size_t)i * MELY__SLAB_BYTES);
-    h->region = r;
-    h->gen = h->nfree = h->fate = 0;
+    *rp = r;
+    return (struct mely__slab_head *)(r->base + (size_t)i * MELY__SLAB_BYTES);
+}
+
+static struct mely__slab_head *head_init(struct mely__slab_head *h, struct mely__region *r)
+{
+    if (h) {
+        h->region = r;
+        h->gen = h->nfree = h->fate = 0;
+    }
     return h;
 }
 
 struct mely__slab_head *mely__slab_get(struct mely__slabs *s)
 {
+    struct mely__region *r = NULL;
     mely__spin_lock(&s->lock, NULL);
-    struct mely__slab_head *h = take_free(s);
+    struct mely__slab_head *h = take_free(s, &r);
     mely__spin_unlock(&s->lock);
     if (h)
-        return h;
+        return head_init(h, r);
 
     /* A new region, mapped outside the lock. Two threads may both map
      * one; the second region's slabs simply wait, untouched, for later. */
-    struct mely__region *r = malloc(sizeof(*r));
-    unsigned char *base = r ? map_region() : NULL;
+    struct mely__region *nr = malloc(sizeof(*nr));
+    unsigned char *base = nr ? map_region() : NULL;
     if (!base) {
-        free(r);
+        free(nr);
         errno = ENOMEM;
         return NULL;
     }
-    r->base = base;
-    r->free = MELY__REGION_SLABS == 32 ? UINT32_MAX : (1u << MELY__REGION_SLABS) - 1;
+    nr->base = base;
+    nr->free = MELY__REGION_SLABS == 32 ? UINT32_MAX : (1u << MELY__REGION_SLABS) - 1;
     mely__spin_lock(&s->lock, NULL);
-    r->next = s->regions;
-    s->regions = r;
-    r->next_free = s->has_free;
-    s->has_free = r;
+    nr->next = s->regions;
+    s->regions = nr;
+    nr->next_free = s->has_free;
+    s->has_free = nr;
     s->mapped += MELY__REGION_SLABS;
-    h = take_free(s);
+    h = take_free(s, &r);
     mely__spin_unlock(&s->lock);
-    return h;
+    return head_init(h, r);
 }
 
 static int cmp_addr(const void *a, const void *b)

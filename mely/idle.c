@@ -137,12 +137,23 @@ static bool idle_hook(struct mely__worker *w)
     return has_work(w);
 }
 
-/* A step of a pass giving free event memory back (trim.c), if one is in
- * progress; true if it stepped. */
-static bool trim_step(struct mely__worker *w)
+/* The end of an idle round that does not sleep: what the turn wrote leaves
+ * (before any sleep, and between steps of a trim pass), and a waiting
+ * drain looks for quiet. */
+static void end_round(struct mely__worker *w)
 {
-    struct mely__trim *t = &w->rt->depot.trim;
-    return mely__trim_passing(t) && mely__trim_step(&w->rt->depot);
+    if (w->turn_end || w->batch_done) /* what the turn wrote leaves before sleeping */
+        mely__poller_end_turn(w);
+    (void)mely__quiet_poll(w);
+}
+
+/* A pass giving free event memory back is in progress (trim.c): a step of
+ * it takes the place of the spin, the steal, the hook and the park; the
+ * worker comes back here between steps, after a look at its queues. */
+static __attribute__((noinline)) void idle_trimming(struct mely__worker *w)
+{
+    if (mely__trim_step(&w->rt->depot))
+        end_round(w);
 }
 
 /* About to park: begins a trim window, or a pass when one is due
@@ -162,19 +173,23 @@ void mely__idle(struct mely__worker *w)
 {
     if (poll_now(w) || mely__steal(w))
         return;
-    /* A pass in progress: a step of it takes the place of the spin, and
-     * the worker does not park before the pass ends (it comes back here
-     * between steps, after a look at its queues). */
-    bool trimming = trim_step(w);
-    if (!trimming && (traced_spin(w) || poll_now(w) || mely__steal(w) || idle_hook(w)))
+    if (__builtin_expect(mely__trim_passing(&w->rt->depot.trim), 0)) {
+        idle_trimming(w);
         return;
-    uint64_t wake_by = trimming ? 0 : trim_idle(w);
+    }
+    if (traced_spin(w) || poll_now(w) || mely__steal(w) || idle_hook(w))
+        return;
+    uint64_t wake_by = trim_idle(w);
+    if (__builtin_expect(wake_by == 0, 0)) { /* a pass began */
+        end_round(w);
+        return;
+    }
     if (w->turn_end || w->batch_done) { /* what the turn wrote leaves before sleeping */
         mely__poller_end_turn(w);
         if (has_work(w))
             return;
     }
-    if (mely__quiet_poll(w) || wake_by == 0)
+    if (mely__quiet_poll(w))
         return;
     park(w, wake_by);
 }

@@ -298,8 +298,6 @@ void mely__poller_block(struct mely__worker *w, uint64_t wake_by)
     uint64_t next = mely__timers_next(&w->timers);
     uint64_t now = mely__now_ns();
 
-    if (wake_by <= now)
-        return;
     if (wake_by < next) /* the timer_fd wakes the base; expire() finds no timer due */
         next = wake_by;
     if (next <= now) {

@@ -146,7 +146,9 @@ typedef struct mely_config {
  * to the kernel (madvise), keeping a slab per worker (at most 1 MiB), in
  * steps of about 0.1 ms between which it serves its queues. Event memory
  * is mapped, not malloc'ed, so this does not depend on the program's
- * allocator. Memory that bursts take again within 100 ms stays.
+ * allocator. Memory that bursts take again within 100 ms stays. After
+ * mely_shutdown(), up to 32 MiB of it stays mapped, with its pages, for
+ * the process's next runtime.
  */
 #define MELY_EVENT_BUDGET_MB_DEFAULT 1024u
 #define MELY_EVENT_BUDGET_MB_MAX (4u << 20)
@@ -244,7 +246,9 @@ int mely_run(mely_t *m);
 int mely_stop(mely_t *m);
 
 /*
- * Frees everything the runtime holds. Events still queued are discarded without
+ * Frees everything the runtime holds (of its event memory, up to 32 MiB stays
+ * mapped for the process's next runtime, as glibc keeps freed heap: see
+ * MELY_EVENT_BUDGET_MB_DEFAULT). Events still queued are discarded without
  * running (their arguments are not touched). Timers that have not run, due or
  * not, are dropped too, but they are not events and are not counted. With
  * MELY_STATS=1 in the environment, every worker's statistics are printed to

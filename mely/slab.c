@@ -1,5 +1,7 @@
 /* slab.c: event memory in mmap'ed regions of aligned slabs (see slab.h). */
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -23,10 +25,49 @@ void mely__slabs_init(struct mely__slabs *s)
     s->mapped = 0;
 }
 
-/* Maps a region aligned to a slab: over-maps by one slab, then unmaps the
- * head and tail around the aligned part. NULL when the kernel refuses. */
+/*
+ * Regions a shut-down runtime left, kept mapped with their pages for the
+ * process's next runtime, up to MELY__SLAB_POOL_MAX: the pages of a new
+ * region cost a fault or a zeroing each, and a program (a benchmark, a test
+ * suite) that creates a runtime per run would pay them every run; glibc's
+ * heap, where events lived before, kept them the same way (mely_init
+ * raises its trim threshold to 32 MiB). A fixed array: no allocation, so
+ * nothing is left for valgrind to report after the last shutdown.
+ */
+static struct {
+    pthread_mutex_t mu;
+    unsigned n;
+    unsigned char *base[MELY__SLAB_POOL_MAX];
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static unsigned char *pool_take(void)
+{
+    unsigned char *base = NULL;
+    pthread_mutex_lock(&pool.mu);
+    if (pool.n)
+        base = pool.base[--pool.n];
+    pthread_mutex_unlock(&pool.mu);
+    return base;
+}
+
+static bool pool_put(unsigned char *base)
+{
+    pthread_mutex_lock(&pool.mu);
+    bool kept = pool.n < MELY__SLAB_POOL_MAX;
+    if (kept)
+        pool.base[pool.n++] = base;
+    pthread_mutex_unlock(&pool.mu);
+    return kept;
+}
+
+/* Maps a region aligned to a slab (or takes one a shut-down runtime left):
+ * over-maps by one slab, then unmaps the head and tail around the aligned
+ * part. NULL when the kernel refuses. */
 static unsigned char *map_region(void)
 {
+    unsigned char *kept = pool_take();
+    if (kept)
+        return kept;
     size_t len = REGION_BYTES + MELY__SLAB_BYTES;
     unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -42,6 +83,15 @@ static unsigned char *map_region(void)
      * 2 MiB page resident, and a release would split it: events are
      * counted and given back 64 KiB at a time. */
     (void)madvise(base, REGION_BYTES, MADV_NOHUGEPAGE);
+#endif
+#ifdef MADV_POPULATE_WRITE
+    /* The region's pages at once, in one call, rather than by a fault
+     * per 4 KiB as events are first written (a new region is cut into
+     * slabs as soon as it is needed): in bench/dispatch's cross-core
+     * runs those faults fell on the consumer's path, which then let the
+     * producer's inbox fill. A kernel before 5.14 refuses it (EINVAL):
+     * the pages then fault in as before. */
+    (void)madvise(base, REGION_BYTES, MADV_POPULATE_WRITE);
 #endif
     return base;
 }
@@ -158,7 +208,8 @@ void mely__slabs_free(struct mely__slabs *s)
     struct mely__region *r = s->regions;
     while (r) { /* bounded: the regions */
         struct mely__region *next = r->next;
-        munmap(r->base, REGION_BYTES);
+        if (!pool_put(r->base))
+            munmap(r->base, REGION_BYTES);
         free(r);
         r = next;
     }

@@ -14,8 +14,11 @@
  * but keeps its address range: no mapping is split, so a long run cannot
  * pile up thousands of mappings, and the range is reused before any new
  * region is mapped. So the mapped address space stays at the peak of
- * event memory, its resident part at what is in use. Regions are unmapped
- * by mely__slabs_free() only.
+ * event memory, its resident part at what is in use. A new region's pages
+ * are populated at once (one madvise, not a fault per page). Regions are
+ * unmapped by mely__slabs_free() only, which keeps up to
+ * MELY__SLAB_POOL_MAX of them, pages and all, for the process's next
+ * runtime.
  *
  * Costs: mely__slab_get is O(1) under the lock, plus three system calls
  * per MELY__REGION_SLABS slabs when a region must be mapped (outside the
@@ -37,6 +40,9 @@
 
 #define MELY__SLAB_BYTES (64u << 10)
 #define MELY__REGION_SLABS 16u /* a region: 1 MiB */
+/* Regions kept for the process's next runtime after a shutdown (slab.c):
+ * 32 MiB, as glibc's trim threshold that mely_init sets. */
+#define MELY__SLAB_POOL_MAX 32u
 
 struct mely__region;
 
@@ -87,7 +93,8 @@ void mely__slabs_release(struct mely__slabs *s, struct mely__slab_head **slabs, 
 /* Slabs handed out and not released (a reading: may lag). */
 size_t mely__slabs_hot(struct mely__slabs *s);
 
-/* Unmaps every region: every slab, in use or not (shutdown). */
+/* Unmaps every region, in use or not (shutdown), but those the process's
+ * pool keeps for the next runtime (up to MELY__SLAB_POOL_MAX). */
 void mely__slabs_free(struct mely__slabs *s);
 
 #endif

@@ -125,7 +125,7 @@ static bool pass_begin(struct mely__depot *d, size_t may_release)
     if (++t->gen == 0) /* 0 means never counted */
         t->gen = 1;
     t->may_release = may_release;
-    t->nrel = t->released = 0;
+    t->nrel = t->released = t->whole_kept = 0;
     t->r = (struct mely__trim_refill){0};
     t->phase = PHASE_COUNT;
     cursor_start(t);
@@ -175,6 +175,8 @@ static void filter_step(struct mely__depot *d)
             h->fate = t->nrel < t->may_release ? FATE_RELEASE : FATE_KEEP;
             if (h->fate == FATE_RELEASE)
                 t->rel[t->nrel++] = h;
+            else
+                t->whole_kept++;
         }
         if (h->fate != FATE_RELEASE)
             refill_push(&t->r, ev);
@@ -222,7 +224,13 @@ static void release_step(struct mely__depot *d)
         return;
     free(t->rel);
     t->rel = NULL;
-    t->left = atomic_load_explicit(&d->nfree, memory_order_relaxed);
+    /* What no later pass can give back unless more comes free: the events
+     * this pass took from slabs partly in use, and the cache it left in
+     * the depot. Not counted: whole slabs it kept only because the window
+     * allowed no more, and what was freed into the depot while it ran, so
+     * that a window for those begins as soon as a worker is idle again. */
+    size_t partial = t->nset - (t->nrel + t->whole_kept) * MELY__SLAB_EVENTS;
+    t->left = partial + keep_slabs(d) * MELY__SLAB_EVENTS;
     t->phase = PHASE_NONE;
     atomic_store_explicit(&t->passing, false, memory_order_relaxed);
 }

@@ -54,6 +54,7 @@ struct mely__trim {
     struct mely__trim_cursor cur;
     size_t nset, may_release;  /* events taken; slabs the window allows */
     size_t nrel, released;     /* slabs to release, released */
+    size_t whole_kept;         /* whole slabs kept: the window allowed no more */
     struct mely__slab_head **rel; /* slabs to release (malloc'ed, nset / events per slab) */
     struct mely__trim_refill r;
 };
@@ -72,7 +73,7 @@ static inline void mely__trim_init(struct mely__trim *t)
     t->gen = 0;
     t->set_mags = t->set_loose = NULL;
     t->cur = (struct mely__trim_cursor){0};
-    t->nset = t->may_release = t->nrel = t->released = 0;
+    t->nset = t->may_release = t->nrel = t->released = t->whole_kept = 0;
     t->rel = NULL;
     t->r = (struct mely__trim_refill){0};
 }

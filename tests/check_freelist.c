@@ -329,6 +329,53 @@ START_TEST(trim_waits_for_unused_memory)
     /* Nothing new is free: no window, the workers may sleep. */
     ck_assert_uint_eq(mely__trim_idle(d, 1, t1 + 3 * win), UINT64_MAX);
     ck_assert_uint_eq(mely__trim_idle(d, 0, t1 + 4 * win), UINT64_MAX);
+
+    /* A window in which half the memory was used again gives back only
+     * the other half; the rest is not forgotten: the next idle worker
+     * begins a window at once, and its pass gives it back. */
+    for (size_t i = 0; i < N; i++)
+        ck_assert_ptr_nonnull(v[i] = mely__evcache_alloc(rt, a));
+    for (size_t i = 0; i < N; i++)
+        mely__evcache_free(rt, b, v[i]);
+    size_t high = mely__slabs_hot(&d->ev_slabs);
+    uint64_t t2 = t1 + 10 * win;
+    ck_assert_uint_eq(mely__trim_idle(d, 1, t2), t2 + win);
+    for (size_t i = 0; i < N / 2; i++)
+        ck_assert_ptr_nonnull(v[i] = mely__evcache_alloc(rt, a));
+    for (size_t i = 0; i < N / 2; i++)
+        mely__evcache_free(rt, b, v[i]);
+    ck_assert_uint_eq(mely__trim_idle(d, 1, t2 + win), 0);
+    while (mely__trim_passing(&d->trim)) /* bounded: the pass's steps */
+        mely__trim_step(d);
+    size_t mid = mely__slabs_hot(&d->ev_slabs);
+    ck_assert_uint_lt(mid, high - 5);
+    ck_assert_uint_gt(mid, high - 15);
+    uint64_t t3 = t2 + 2 * win;
+    ck_assert_uint_eq(mely__trim_idle(d, 0, t3), t3 + win);
+    ck_assert_uint_eq(mely__trim_idle(d, 0, t3 + win), 0);
+    while (mely__trim_passing(&d->trim)) /* bounded: the pass's steps */
+        mely__trim_step(d);
+    ck_assert_uint_le(mely__slabs_hot(&d->ev_slabs), high - 20 + rt->nworkers + 2);
+
+    /* Events freed while a pass runs are not forgotten either (a pass may
+     * begin before a burst's last events have run). */
+    for (size_t i = 0; i < N; i++)
+        ck_assert_ptr_nonnull(v[i] = mely__evcache_alloc(rt, a));
+    for (size_t i = 0; i < N / 2; i++)
+        mely__evcache_free(rt, b, v[i]);
+    uint64_t t4 = t3 + 10 * win;
+    ck_assert_uint_eq(mely__trim_idle(d, 1, t4), t4 + win);
+    ck_assert_uint_eq(mely__trim_idle(d, 1, t4 + win), 0);
+    for (size_t i = N / 2; i < N; i++)
+        mely__evcache_free(rt, b, v[i]);
+    while (mely__trim_passing(&d->trim)) /* bounded: the pass's steps */
+        mely__trim_step(d);
+    uint64_t t5 = t4 + 3 * win;
+    ck_assert_uint_eq(mely__trim_idle(d, 0, t5), t5 + win);
+    ck_assert_uint_eq(mely__trim_idle(d, 0, t5 + win), 0);
+    while (mely__trim_passing(&d->trim)) /* bounded: the pass's steps */
+        mely__trim_step(d);
+    ck_assert_uint_le(mely__slabs_hot(&d->ev_slabs), high - 20 + rt->nworkers + 2);
 }
 END_TEST
 

@@ -1028,6 +1028,16 @@ static bool still_open(int fd, unsigned ms)
     return !closed_within(fd, ms, NULL);
 }
 
+/* Stops the server, which must report no errors and exactly these
+ * handshake and idle timeouts. */
+static void stop_expect_timeouts(unsigned long handshake, unsigned long idle)
+{
+    struct sfsd_report r = stop_expect(0, 0, 0, 0);
+    ck_assert_msg(r.handshake_timeouts == handshake && r.idle_timeouts == idle,
+                  "timeouts: handshake %lu, idle %lu; expected %lu, %lu", r.handshake_timeouts,
+                  r.idle_timeouts, handshake, idle);
+}
+
 /* Checks that a timeout of timeout_s has not closed fd early: it must be
  * open now, if now is less than 0.9 timeout_s after `since` (before the
  * server could have started the timeout). A test thread that ran late (a
@@ -1140,10 +1150,7 @@ START_TEST(test_handshake_timeout)
     sfsc_close(&k);
     close(silent);
     close(half);
-    struct sfsd_report r = stop_expect(0, 0, 0, 0);
-    ck_assert_msg(r.handshake_timeouts == 2 && r.idle_timeouts == 0,
-                  "timeouts: handshake %lu, idle %lu; expected 2, 0", r.handshake_timeouts,
-                  r.idle_timeouts);
+    stop_expect_timeouts(2, 0);
 }
 END_TEST
 
@@ -1181,10 +1188,7 @@ START_TEST(test_idle_timeout)
     sfsc_close(&quiet);
     sfsc_close(&busy);
     sfsc_close(&trickle);
-    struct sfsd_report rep = stop_expect(0, 0, 0, 0);
-    ck_assert_msg(rep.idle_timeouts == 2 && rep.handshake_timeouts == 0,
-                  "timeouts: idle %lu, handshake %lu; expected 2, 0", rep.idle_timeouts,
-                  rep.handshake_timeouts);
+    stop_expect_timeouts(0, 2);
 }
 END_TEST
 

@@ -405,7 +405,8 @@ int bench_post_error(int *slot)
 void bench_print_mely_env(FILE *f)
 {
     static const char *const env[] = {"MELY_WORKERS", "MELY_PIN",   "MELY_BATCH",
-                                      "MELY_SPIN_US", "MELY_STEAL", "MELY_ENGINE"};
+                                      "MELY_SPIN_US", "MELY_STEAL", "MELY_ENGINE",
+                                      "MELY_EVENT_BUDGET_MB"};
     for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++)
         if (getenv(env[i]))
             fprintf(f, "environment: %s=%s (overrides the benchmark's configuration)\n", env[i],

@@ -24,6 +24,7 @@ void mely_config_init(mely_config_t *cfg)
         .spin_us = MELY_SPIN_US_DEFAULT,
         .steal = NULL,
         .engine = NULL,
+        .event_budget_mb = MELY_EVENT_BUDGET_MB_DEFAULT,
     };
 }
 
@@ -139,7 +140,34 @@ static bool check_ranges(const mely_config_t *cfg)
 {
     return check_range("workers", cfg->workers, 0, MELY_MAX_WORKERS) &&
            check_range("batch", cfg->batch, 1, MELY_BATCH_MAX) &&
-           check_range("spin_us", cfg->spin_us, 0, 1000000);
+           check_range("spin_us", cfg->spin_us, 0, 1000000) &&
+           check_range("event_budget_mb", cfg->event_budget_mb, 0, MELY_EVENT_BUDGET_MB_MAX);
+}
+
+/* The least event budget, per worker: its reserve (deliver.c: 20 KB) and
+ * its cache (freelist.h: 5 KB) are handed out from the start, and must
+ * leave room for posts. */
+enum { BUDGET_MIN_MB_PER_WORKER = 1 };
+
+/* The event budget (freelist.h): MELY_EVENT_BUDGET_MB, else the
+ * configuration's (0: the default), at least BUDGET_MIN_MB_PER_WORKER.
+ * After the workers are known. */
+static bool resolve_budget(const mely_config_t *cfg, struct mely__settings *out)
+{
+    const char *where = getenv("MELY_EVENT_BUDGET_MB") ? "MELY_EVENT_BUDGET_MB"
+                                                       : "configuration event_budget_mb";
+    unsigned mb = cfg->event_budget_mb ? cfg->event_budget_mb : MELY_EVENT_BUDGET_MB_DEFAULT;
+
+    if (!env_uint("MELY_EVENT_BUDGET_MB", 1, MELY_EVENT_BUDGET_MB_MAX, &mb))
+        return false;
+    unsigned least = out->workers * BUDGET_MIN_MB_PER_WORKER;
+    if (mb < least) {
+        mely__log(MELY_LOG_ERROR, "%s=%u: expected at least %u (1 MiB per worker, %u workers)",
+                  where, mb, least, out->workers);
+        return false;
+    }
+    out->event_budget_mb = mb;
+    return true;
 }
 
 static bool resolve_topology(struct mely__settings *out)
@@ -190,7 +218,7 @@ int mely__config_resolve(const mely_config_t *in, struct mely__settings *out)
     out->keep_malloc = keep_malloc;
     out->batch = cfg.batch;
     out->spin_us = cfg.spin_us;
-    return 0;
+    return resolve_budget(&cfg, out) ? 0 : MELY_EINVAL;
 }
 
 int mely__config_cpu(const struct mely__settings *s, unsigned worker)

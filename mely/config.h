@@ -22,6 +22,7 @@ struct mely__settings {
     bool keep_sigpipe;
     bool keep_malloc;
     unsigned stall_ms;  /* MELY_STALL_MS (stall.h); 0: off */
+    unsigned event_budget_mb; /* event memory, MiB (freelist.h) */
     unsigned ncpus;    /* CPUs in `allowed` */
     cpu_set_t allowed; /* the process's affinity mask at init */
 };

@@ -79,9 +79,14 @@
  * the flushes step b waited for, and the drain must not stop short of the
  * latter.
  *
- * Memory. A drained post needs an event of the drainer's; if there is none
- * (malloc failed), an ordinary drain stops and leaves the rest in the inbox
- * for the next one, but step c must finish. So each worker keeps a reserve
+ * Memory. A drained post needs an event of the drainer's. The post was
+ * accepted when it was published (its poster's event went back to the
+ * poster's cache), so the drain takes its events "owed" (freelist.h): past
+ * the event budget, which the posters checked instead (rt->budget_hit), so
+ * that a drain, and the direct post that may follow it, never stop short
+ * for the budget. If there is no memory at all (no slab can be mapped), an
+ * ordinary drain stops and leaves the rest in the inbox for the next one,
+ * but step c must finish. So each worker keeps a reserve
  * of MELY__INBOX_CAP events, topped up by its own drains, that only step c
  * uses, and a move starts only with a full reserve: step c never takes more
  * than the inbox holds. A steal then simply fails; mely_color_move() says
@@ -108,8 +113,8 @@ static struct mely__event *event_for(struct mely__worker *w, struct mely__worker
                                      bool reserve)
 {
     struct mely__rt *rt = w->rt;
-    struct mely__event *ev = self ? mely__evcache_alloc(rt, &self->evcache)
-                                  : mely__depot_alloc_one(rt);
+    struct mely__event *ev = self ? mely__evcache_alloc_owed(rt, &self->evcache)
+                                  : mely__depot_alloc_one(rt, true);
     if (!ev && reserve && w->nreserve) {
         ev = w->reserve;
         w->reserve = ev->next;
@@ -118,11 +123,13 @@ static struct mely__event *event_for(struct mely__worker *w, struct mely__worker
     return ev;
 }
 
-/* Under w->lock, on w's thread: refills the reserve after a move used it. */
+/* Under w->lock, on w's thread: refills the reserve after a move used it.
+ * Owed (past the budget): the reserve is a fixed part of each worker's
+ * memory, used only when no memory could be mapped. */
 static void top_up(struct mely__worker *w)
 {
     while (w->nreserve < MELY__INBOX_CAP) { /* bounded: the reserve's size */
-        struct mely__event *ev = mely__evcache_alloc(w->rt, &w->evcache);
+        struct mely__event *ev = mely__evcache_alloc_owed(w->rt, &w->evcache);
         if (!ev)
             return;
         ev->next = w->reserve;
@@ -263,7 +270,7 @@ int mely__deliver_init(struct mely__rt *rt)
         struct mely__worker *w = &rt->workers[i];
         w->inbox = &rt->inboxes[i];
         while (w->nreserve < MELY__INBOX_CAP) { /* bounded: the reserve's size */
-            struct mely__event *ev = mely__depot_alloc_one(rt);
+            struct mely__event *ev = mely__depot_alloc_one(rt, false);
             if (!ev)
                 return MELY_ENOMEM;
             ev->next = w->reserve;

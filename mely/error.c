@@ -22,6 +22,8 @@ const char *mely_strerror(int err)
         return "priority out of range (0..MELY_PRIO_MAX)";
     case MELY_ENOFN:
         return "NULL handler function";
+    case MELY_EAGAIN:
+        return "the event budget is used up (nothing was queued; try again once events have run)";
     }
     /* strerrordesc_np, unlike strerror, returns a constant string: thread-safe. */
     const char *msg = err < 0 && err > -4096 ? strerrordesc_np(-err) : NULL;

@@ -2,7 +2,10 @@
  * idle.c: what a worker with nothing to run does, in order: it reads its
  * poller, tries to steal, spins a little watching for posts, reads its
  * poller and tries to steal again (work may have piled up elsewhere while it
- * spun), runs the idle hook (mely_on_idle), ends its turn (turnend.h: the
+ * spun), runs the idle hook (mely_on_idle), begins giving free event
+ * memory back when a burst has left much of it unused (trim.c: a step of a
+ * pass in progress takes the place of the spin, the steal, the hook and the
+ * park), ends its turn (turnend.h: the
  * streams written by other colors, the hook's writes among them, send now,
  * so a worker that is idle for a moment between two waves of work, a broker
  * fed by another worker, sends once for both: 2 workers, 0.17-0.19 to
@@ -74,8 +77,9 @@ static bool spin(struct mely__worker *w)
     }
 }
 
-/* Steps 2 and 4 (park.c). */
-static void park(struct mely__worker *w)
+/* Steps 2 and 4 (park.c). The sleep ends at wake_by at the latest (a trim
+ * window's end; UINT64_MAX: none). */
+static void park(struct mely__worker *w, uint64_t wake_by)
 {
     mely__spin_lock(&w->lock, &w->ctr);
     unsigned wake = mely__deliver(w, w);
@@ -93,7 +97,7 @@ static void park(struct mely__worker *w)
 
     mely__count(&w->ctr.parks, 1);
     uint64_t start = w->trace ? mely__cycles() : 0;
-    mely__poller_block(w);
+    mely__poller_block(w, wake_by);
     mely__park_clear(w);
     bool woken = atomic_load_explicit(&w->wake_seq, memory_order_relaxed) != seen;
     if (woken)
@@ -133,11 +137,53 @@ static bool idle_hook(struct mely__worker *w)
     return has_work(w);
 }
 
+/* The end of an idle round that does not sleep: what the turn wrote leaves
+ * (before any sleep, and between steps of a trim pass), and a waiting
+ * drain looks for quiet. */
+static void end_round(struct mely__worker *w)
+{
+    if (w->turn_end || w->batch_done) /* what the turn wrote leaves before sleeping */
+        mely__poller_end_turn(w);
+    (void)mely__quiet_poll(w);
+}
+
+/* A pass giving free event memory back is in progress (trim.c): a step of
+ * it takes the place of the spin, the steal, the hook and the park; the
+ * worker comes back here between steps, after a look at its queues. */
+static __attribute__((noinline)) void idle_trimming(struct mely__worker *w)
+{
+    if (mely__trim_step(&w->rt->depot))
+        end_round(w);
+}
+
+/* About to park: begins a trim window, or a pass when one is due
+ * (trim.c). Returns 0 if a pass began (its first step done: the worker
+ * comes back rather than park), else when the worker must wake to judge
+ * the window it began (UINT64_MAX: no need). */
+static uint64_t trim_idle(struct mely__worker *w)
+{
+    struct mely__depot *d = &w->rt->depot;
+    /* The common case, a depot with little free, reads no clock. */
+    if (atomic_load_explicit(&d->nfree, memory_order_relaxed) <= d->keep)
+        return UINT64_MAX;
+    return mely__trim_idle(d, w->index, mely__now_ns());
+}
+
 void mely__idle(struct mely__worker *w)
 {
-    if (poll_now(w) || mely__steal(w) || traced_spin(w) || poll_now(w) || mely__steal(w) ||
-        idle_hook(w))
+    if (poll_now(w) || mely__steal(w))
         return;
+    if (__builtin_expect(mely__trim_passing(&w->rt->depot.trim), 0)) {
+        idle_trimming(w);
+        return;
+    }
+    if (traced_spin(w) || poll_now(w) || mely__steal(w) || idle_hook(w))
+        return;
+    uint64_t wake_by = trim_idle(w);
+    if (__builtin_expect(wake_by == 0, 0)) { /* a pass began */
+        end_round(w);
+        return;
+    }
     if (w->turn_end || w->batch_done) { /* what the turn wrote leaves before sleeping */
         mely__poller_end_turn(w);
         if (has_work(w))
@@ -145,5 +191,5 @@ void mely__idle(struct mely__worker *w)
     }
     if (mely__quiet_poll(w))
         return;
-    park(w);
+    park(w, wake_by);
 }

@@ -84,6 +84,10 @@ typedef uint32_t mely_color_t;
 #define MELY_ECOLOR (-1001)         /* color out of range */
 #define MELY_EPRIO (-1002)          /* priority out of range */
 #define MELY_ENOFN (-1003)          /* NULL handler function */
+#define MELY_EAGAIN (-EAGAIN)       /* the event budget is used up (queued
+                                       events: mely_config_t.event_budget_mb);
+                                       nothing was queued: try again once
+                                       events have run */
 
 /* A message for any code returned by this library (or any negative errno).
  * Never returns NULL. Any thread. */
@@ -112,11 +116,42 @@ typedef struct mely_config {
                          default threshold glibc gave the heap back and took
                          it again every turn (brk or madvise, page faults
                          and TLB shootdowns: 23% of a broker's time) */
+    unsigned event_budget_mb; /* memory for events, in MiB (0: the default,
+                                 MELY_EVENT_BUDGET_MB_DEFAULT): below */
 } mely_config_t;
 
 /* What mely_init() sets glibc's trim threshold to (keep_malloc): at most this
  * much freed memory at the top of a heap stays mapped for reuse. */
 #define MELY_TRIM_THRESHOLD (32u << 20)
+
+/*
+ * The event budget (event_budget_mb, MELY_EVENT_BUDGET_MB). Every event
+ * queued, running or on its way to its worker, and the few each worker
+ * keeps free for its next posts, lives in event memory (40 bytes an event,
+ * in 64 KiB slabs: about 26,000 events per MiB). When a post would take
+ * more than the budget, it fails with MELY_EAGAIN and queues nothing;
+ * events already accepted are never dropped, and run as usual. Posts
+ * succeed again once the events handed out fall to 7/8 of the budget.
+ * How exact: the budget is counted in events, 64 at a time, as workers
+ * take them from the runtime's shared store. Each worker may hold up to
+ * 128 free events beyond it, and posts already on their way when it is
+ * reached (at most 512 per worker in its inbox, 32 per worker staged, one
+ * per other thread posting at that moment) still get their events. So
+ * event memory stays below the budget plus about 30 KB per worker and one
+ * 64 KiB slab (while an idle worker gives memory back after a burst, below,
+ * new posts may also take fresh slabs beside those it is giving back).
+ * At least 1 MiB per worker; at most 4 TiB.
+ * Memory comes back after a burst: once free event memory has stayed unused
+ * for 100 ms, an idle worker gives every whole free 64 KiB slab of it back
+ * to the kernel (madvise), keeping a slab per worker (at most 1 MiB), in
+ * steps of about 0.1 ms between which it serves its queues. Event memory
+ * is mapped, not malloc'ed, so this does not depend on the program's
+ * allocator. Memory that bursts take again within 100 ms stays. After
+ * mely_shutdown(), up to 32 MiB of it stays mapped, with its pages, for
+ * the process's next runtime.
+ */
+#define MELY_EVENT_BUDGET_MB_DEFAULT 1024u
+#define MELY_EVENT_BUDGET_MB_MAX (4u << 20)
 
 /*
  * Work-stealing policies (mely_config_t.steal, MELY_STEAL). An idle worker
@@ -145,7 +180,8 @@ typedef struct mely_config {
 
 /* Fills cfg with the defaults: workers = 0 (usable CPUs), pin = 1,
  * batch = MELY_BATCH_DEFAULT, spin_us = MELY_SPIN_US_DEFAULT, steal = NULL
- * (no stealing), engine = NULL (mely). Any thread. */
+ * (no stealing), engine = NULL (mely), keep_sigpipe = keep_malloc = 0,
+ * event_budget_mb = MELY_EVENT_BUDGET_MB_DEFAULT. Any thread. */
 void mely_config_init(mely_config_t *cfg);
 
 /* ---- Life cycle ---------------------------------------------------------- */
@@ -160,7 +196,8 @@ typedef struct mely {
  * nothing; mely_shutdown() it first. Environment variables
  * override cfg: MELY_WORKERS (1..256), MELY_PIN (0/1), MELY_BATCH (1..MELY_BATCH_MAX),
  * MELY_SPIN_US (0..1000000), MELY_STEAL (a policy, as cfg->steal),
- * MELY_ENGINE (as cfg->engine), MELY_KEEP_SIGPIPE (0/1), MELY_KEEP_MALLOC (0/1). One more has no
+ * MELY_ENGINE (as cfg->engine), MELY_KEEP_SIGPIPE (0/1), MELY_KEEP_MALLOC (0/1),
+ * MELY_EVENT_BUDGET_MB (workers..MELY_EVENT_BUDGET_MB_MAX). One more has no
  * cfg field: MELY_STALL_MS (0..3600000, default 100; 0: off), the CPU time
  * after which a handler still running gets one MELY_LOG_WARN line through
  * the log hook while it runs ("stall: worker W, color C: handler NAME has
@@ -173,7 +210,8 @@ typedef struct mely {
  * mely_run() watches for them (doc/runtime.md, "Stall warnings").
  * Each worker's poller (a libevent event_base) is created here, so that
  * watches and timers can be set before mely_run(). No thread starts until mely_run().
- * @return 0; MELY_EINVAL for a bad value in cfg or in the environment, an
+ * @return 0; MELY_EINVAL for a bad value in cfg or in the environment (an
+ *         event budget below 1 MiB per worker among them), an
  *         unknown steal policy or engine, or a policy the engine cannot run
  *         (a line naming it and the accepted values goes to the log hook,
  *         mely_set_log: stderr by default);
@@ -208,7 +246,9 @@ int mely_run(mely_t *m);
 int mely_stop(mely_t *m);
 
 /*
- * Frees everything the runtime holds. Events still queued are discarded without
+ * Frees everything the runtime holds (of its event memory, up to 32 MiB stays
+ * mapped for the process's next runtime, as glibc keeps freed heap: see
+ * MELY_EVENT_BUDGET_MB_DEFAULT). Events still queued are discarded without
  * running (their arguments are not touched). Timers that have not run, due or
  * not, are dropped too, but they are not events and are not counted. With
  * MELY_STATS=1 in the environment, every worker's statistics are printed to
@@ -287,8 +327,13 @@ uint64_t mely_fn_measured(const mely_t *m, mely_fn_t fn);
  * makes the post take the owner's lock instead.
  * @return 0; MELY_ESHUTDOWN; MELY_ECOLOR (color >= MELY_COLORS and not a valid
  *         MELY_COLOR_PINNED); MELY_EPRIO (prio outside 0..MELY_PRIO_MAX);
- *         MELY_ENOFN (fn NULL); MELY_EINVAL (unknown flag); MELY_ENOMEM.
- *         On error nothing was queued.
+ *         MELY_ENOFN (fn NULL); MELY_EINVAL (unknown flag); MELY_EAGAIN
+ *         (the event budget is used up: see MELY_EVENT_BUDGET_MB_DEFAULT;
+ *         a handler that gets it should not spin on it, since the events
+ *         that must run first may be its own worker's); MELY_ENOMEM (no
+ *         memory could be mapped, or, for a color's first event, malloc
+ *         failed). On error nothing was queued, and the posts accepted
+ *         before it still run, in order.
  * Threads: any thread, but never a signal handler: a post spins on its
  * owner's lock, and the thread the signal interrupted may be the holder,
  * inside a post or between batches (a deadlock); it also takes events from

@@ -18,7 +18,16 @@
  * queueing an event that left its poster can never fail for memory. The
  * legacy engine has no inboxes: a worker stages remote posts and the flush
  * queues them under each owner's lock, and other threads lock the owner.
+ *
+ * The event budget (freelist.h) refuses a post with MELY_EAGAIN where it
+ * takes memory: a local post when its worker's cache must refill (once per
+ * 64 events: nothing on the common path), and, since the first two ways
+ * free the poster's event and leave the owner to take one later, a remote
+ * or foreign post while rt->budget_hit is up (one load of a line the post
+ * reads anyway).
  */
+#include <errno.h>
+
 #include "mely/colormap.h"
 #include "mely/cost.h"
 #include "mely/deliver.h"
@@ -29,7 +38,19 @@
 
 static struct mely__event *event_alloc(struct mely__rt *rt, struct mely__worker *self)
 {
-    return self ? mely__evcache_alloc(rt, &self->evcache) : mely__depot_alloc_one(rt);
+    return self ? mely__evcache_alloc(rt, &self->evcache) : mely__depot_alloc_one(rt, false);
+}
+
+/* Why event_alloc() returned NULL (freelist.h sets errno). */
+static int alloc_error(void)
+{
+    return errno == EAGAIN ? MELY_EAGAIN : MELY_ENOMEM;
+}
+
+/* The budget is used up: posts whose events the owner takes later refuse. */
+static inline bool budget_hit(const struct mely__rt *rt)
+{
+    return atomic_load_explicit(&rt->budget_hit, memory_order_relaxed);
 }
 
 static void event_unalloc(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
@@ -107,6 +128,10 @@ post_from_worker(struct mely__rt *rt, struct mely__worker *self, struct mely__ev
         mely__turnend_batch_done(self);
     if (mely__owner(rt, ev->color) != self->index &&
         (!rt->engine->inboxes || mely__cq_of(rt, ev->color))) {
+        if (__builtin_expect(budget_hit(rt), 0)) {
+            mely__evcache_free(rt, &self->evcache, ev);
+            return MELY_EAGAIN;
+        }
         mely__count(&self->ctr.posts_remote, 1);
         mely__outbox_stage(self, ev);
         return 0;
@@ -134,13 +159,15 @@ static inline __attribute__((always_inline)) int post(struct mely__rt *rt,
         return MELY_ECOLOR;
 
     struct mely__event rec, *ev;
+    if (!self && __builtin_expect(budget_hit(rt), 0))
+        return MELY_EAGAIN;
     /* A thread that is not a worker copies the post into the owner's inbox,
      * with no event of its own (Mely engine, existing color-queue). */
     bool copy = !self && rt->engine->inboxes && mely__cq_of(rt, color);
     if (copy)
         ev = &rec;
     else if (!(ev = event_alloc(rt, self)))
-        return MELY_ENOMEM;
+        return alloc_error();
     ev->fn = fn;
     ev->arg = arg;
     ev->desc = h;
@@ -154,7 +181,7 @@ static inline __attribute__((always_inline)) int post(struct mely__rt *rt,
         return 0;
     if (copy) { /* the inbox was full */
         if (!(ev = event_alloc(rt, NULL)))
-            return MELY_ENOMEM;
+            return alloc_error();
         *ev = rec;
     }
     return post_now(rt, NULL, ev);

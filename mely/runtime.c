@@ -107,6 +107,8 @@ static void rt_configure(struct mely__rt *rt, const struct mely__settings *s)
     rt->oversubscribed = !s->pin || s->workers > s->ncpus;
     atomic_init(&rt->stopping, false);
     atomic_init(&rt->running, false);
+    atomic_init(&rt->budget_hit, false);
+    mely__depot_budget(&rt->depot, s->event_budget_mb, s->workers);
 }
 
 /* The workers and the runtime's tables: MELY_ENOMEM. */

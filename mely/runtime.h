@@ -184,6 +184,11 @@ struct mely__rt {
     const struct mely__engine *engine; /* the queueing engine (engine.h) */
     bool enqueue_special;         /* legacy, or steal_ops.stealq: posts take
                                      engine->enqueue (enqueue.h) */
+    atomic_bool budget_hit;       /* events handed out passed the budget:
+                                     remote and foreign posts refuse
+                                     (freelist.h). On this read-mostly line,
+                                     in what was padding: a remote post reads
+                                     it with `engine`, written only when it flips */
     struct mely__topo *topo;      /* the cache map (topology.h) */
     bool oversubscribed;          /* more workers than allowed CPUs, or no pinning */
     struct mely__tracer *tracer;  /* the trace being recorded, or NULL (trace.c) */

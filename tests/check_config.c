@@ -89,6 +89,8 @@ START_TEST(config_defaults)
     ck_assert_ptr_null(cfg.engine);
     ck_assert_uint_eq(MELY_BATCH_DEFAULT, 10);
     ck_assert_uint_eq(MELY_SPIN_US_DEFAULT, 50);
+    ck_assert_uint_eq(cfg.event_budget_mb, MELY_EVENT_BUDGET_MB_DEFAULT);
+    ck_assert_uint_eq(MELY_EVENT_BUDGET_MB_DEFAULT, 1024);
 }
 END_TEST
 
@@ -150,6 +152,12 @@ static const struct env_case {
     {"MELY_TOPOLOGY", "hwloc", 0, 2},
     {"MELY_TOPOLOGY", "numa", MELY_EINVAL, 0},
     {"MELY_TOPOLOGY", "", MELY_EINVAL, 0},
+    {"MELY_EVENT_BUDGET_MB", "2", 0, 2}, /* the least for 2 workers */
+    {"MELY_EVENT_BUDGET_MB", "4194304", 0, 2}, /* MELY_EVENT_BUDGET_MB_MAX */
+    {"MELY_EVENT_BUDGET_MB", "1", MELY_EINVAL, 0},
+    {"MELY_EVENT_BUDGET_MB", "0", MELY_EINVAL, 0},
+    {"MELY_EVENT_BUDGET_MB", "4194305", MELY_EINVAL, 0},
+    {"MELY_EVENT_BUDGET_MB", "1G", MELY_EINVAL, 0},
 };
 
 START_TEST(environment_overrides)
@@ -427,6 +435,43 @@ START_TEST(first_bad_value_named)
 }
 END_TEST
 
+/* event_budget_mb: 0 is the default; below 1 MiB per worker, or above
+ * MELY_EVENT_BUDGET_MB_MAX, is refused and named; the environment wins. */
+START_TEST(event_budget_checked)
+{
+    static const struct {
+        unsigned workers, mb;
+        const char *env; /* MELY_EVENT_BUDGET_MB, or NULL */
+        int rc;
+        const char *named;
+    } cases[] = {
+        {2, 0, NULL, 0, NULL},
+        {2, 2, NULL, 0, NULL},
+        {3, 2, NULL, MELY_EINVAL, "event_budget_mb=2: expected at least 3"},
+        {2, MELY_EVENT_BUDGET_MB_MAX + 1, NULL, MELY_EINVAL, "event_budget_mb"},
+        {2, 1, "64", 0, NULL},
+        {4, 64, "3", MELY_EINVAL, "MELY_EVENT_BUDGET_MB=3: expected at least 4"},
+    };
+    for (unsigned i = 0; i < NELEM(cases); i++) {
+        mely_config_t cfg;
+        mely_config_init(&cfg);
+        cfg.workers = cases[i].workers;
+        cfg.event_budget_mb = cases[i].mb;
+        const char *const env[2][2] = {{"MELY_EVENT_BUDGET_MB", cases[i].env}};
+        const char *err;
+        mely_t m = {0};
+        int rc = init_with_env(&m, &cfg, env, &err);
+        ck_assert_msg(rc == cases[i].rc, "case %u: mely_init returned %d: \"%s\"", i, rc, err);
+        if (rc == 0) {
+            ck_assert_int_eq(mely_shutdown(&m), 0);
+            continue;
+        }
+        ck_assert_msg(strstr(err, cases[i].named) != NULL, "case %u: stderr does not name %s: \"%s\"",
+                      i, cases[i].named, err);
+    }
+}
+END_TEST
+
 /* keep_malloc: a bad value, from the program or MELY_KEEP_MALLOC, is named. */
 START_TEST(keep_malloc_checked)
 {
@@ -673,6 +718,7 @@ int main(void)
     tcase_add_loop_test(tc, first_bad_value_named, 0, NELEM(first_cases));
     tcase_add_test(tc, init_without_handle);
     tcase_add_test(tc, keep_malloc_checked);
+    tcase_add_test(tc, event_budget_checked);
     tcase_add_loop_test(tc, heap_kept_for_reuse, 0, 2);
     tcase_add_loop_test(tc, steal_policies_and_engines, 0, NELEM(policy_cases));
     tcase_add_loop_test(tc, steal_and_engine_environment_overrides, 0, NELEM(steal_env_cases));

@@ -272,8 +272,9 @@ END_TEST
 START_TEST(strerror_messages_are_distinct)
 {
     const int codes[] = {MELY_EINVAL, MELY_ENOMEM,   MELY_EBUSY, MELY_ESHUTDOWN,
-                         MELY_ECOLOR, MELY_EPRIO,    MELY_ENOFN, -EPERM,
-                         -ENOENT,     -ETIMEDOUT,    -EIO,       -ECONNREFUSED};
+                         MELY_ECOLOR, MELY_EPRIO,    MELY_ENOFN, MELY_EAGAIN,
+                         -EPERM,      -ENOENT,       -ETIMEDOUT, -EIO,
+                         -ECONNREFUSED};
     enum { N = sizeof(codes) / sizeof(codes[0]) };
     const char *msg[N];
 

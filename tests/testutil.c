@@ -284,6 +284,7 @@ void clear_mely_env(void)
     unsetenv("MELY_TRACE");
     unsetenv("MELY_TRACE_RECORDS");
     unsetenv("MELY_STALL_MS");
+    unsetenv("MELY_EVENT_BUDGET_MB");
 }
 
 /*

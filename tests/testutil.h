@@ -142,7 +142,8 @@ void init_runtime_engine(mely_t *m, unsigned workers, int pin, unsigned batch, u
                          const char *steal, const char *engine);
 
 /* Unsets MELY_WORKERS, MELY_PIN, MELY_BATCH, MELY_SPIN_US, MELY_STEAL,
- * MELY_ENGINE, MELY_KEEP_SIGPIPE, MELY_TRACE, MELY_TRACE_RECORDS and MELY_STALL_MS: the tests choose their runtime shapes, and the caller's
+ * MELY_ENGINE, MELY_KEEP_SIGPIPE, MELY_TRACE, MELY_TRACE_RECORDS, MELY_STALL_MS
+ * and MELY_EVENT_BUDGET_MB: the tests choose their runtime shapes, and the caller's
  * overrides would silently change them (or make them invalid: MELY_ENGINE=legacy
  * refuses the time-left policies). */
 void clear_mely_env(void);

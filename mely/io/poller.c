@@ -292,12 +292,14 @@ void mely__poller_poll(struct mely__worker *w)
     expire(w, now);
 }
 
-void mely__poller_block(struct mely__worker *w)
+void mely__poller_block(struct mely__worker *w, uint64_t wake_by)
 {
     /* Read after `parked` was set (timer.c explains the order). */
     uint64_t next = mely__timers_next(&w->timers);
     uint64_t now = mely__now_ns();
 
+    if (wake_by < next) /* the timer_fd wakes the base; expire() finds no timer due */
+        next = wake_by;
     if (next <= now) {
         expire(w, now);
         return;

@@ -56,10 +56,10 @@ void mely__poller_poll(struct mely__worker *w);
  * Own thread only. */
 void mely__poller_end_turn(struct mely__worker *w);
 
-/* Sleeps in the base until readiness, a wake-up or the next timer, then
- * posts due timers. Called by idle.c with `parked` set, its turn ended.
- * Own thread only. */
-void mely__poller_block(struct mely__worker *w);
+/* Sleeps in the base until readiness, a wake-up, the next timer or
+ * wake_by (monotonic ns; UINT64_MAX: none), then posts due timers. Called
+ * by idle.c with `parked` set, its turn ended. Own thread only. */
+void mely__poller_block(struct mely__worker *w, uint64_t wake_by);
 
 /* Whether p has armed watches: a busy worker polls only then, an idle one
  * yields while spinning. Any thread (a hint). */

@@ -281,7 +281,8 @@ unsigned mely__timers_expire(struct mely__worker *w, uint64_t now)
     mely__spin_unlock(&t->lock);
 
     /* Posted outside the timer lock: a post takes worker locks. A post can
-     * fail only for lack of memory; the timer then fires 1 ms later. */
+     * fail only for lack of memory or of event budget (MELY_EAGAIN); the
+     * timer then fires 1 ms later. */
     for (unsigned k = 0; k < n; k++) {
         void *packed = (void *)(uintptr_t)pack(w->index, due[k].slot);
         if (mely__post_to(w->rt, &due[k].to, fire, packed) != 0) {

@@ -310,8 +310,9 @@ static void on_ready(evutil_socket_t fd, short events, void *arg)
     atomic_fetch_add(&wt->refs, 1);
     mely__count(&self->ctr.io_ready, 1);
     if (mely__post_to(wt->rt, &wt->to, watch_run, wt) != 0) {
-        /* No memory for the event: drop it; a level-triggered watch reports
-         * the readiness again at the next poll. */
+        /* No memory for the event, or the event budget is used up
+         * (MELY_EAGAIN): drop it; a level-triggered watch reports the
+         * readiness again at the next poll, once events have run. */
         atomic_fetch_and(&wt->state, ~(W_QUEUED | ~0u << W_READY_SHIFT));
         unref(wt);
     }

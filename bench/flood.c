@@ -83,18 +83,6 @@ struct run {
     atomic_uint_fast64_t peak_seen;
 };
 
-static uint64_t rss_bytes(void)
-{
-    unsigned long size = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%lu %lu", &size, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 static void *sampler(void *arg)
 {
     struct run *r = arg;

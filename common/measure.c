@@ -162,6 +162,18 @@ struct idle_check idle_against_spinner(uint64_t settle_us, uint64_t window_us)
     return r;
 }
 
+uint64_t rss_bytes(void)
+{
+    unsigned long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
 unsigned raise_fd_limit(unsigned want)
 {
     struct rlimit rl;

@@ -64,6 +64,10 @@ struct idle_check {
 };
 struct idle_check idle_against_spinner(uint64_t settle_us, uint64_t window_us);
 
+/* This process's resident set, in bytes (/proc/self/statm); 0 if it cannot
+ * be read. */
+uint64_t rss_bytes(void);
+
 /* Raises the soft RLIMIT_NOFILE to at least `want` (the hard limit too, where
  * that is allowed: root), else to the hard limit; never lowers it. Returns
  * the soft limit in force afterwards. */

@@ -237,18 +237,6 @@ END_TEST
 #define TSAN_BUILD 0
 #endif
 
-static uint64_t rss_bytes(void)
-{
-    unsigned long size = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%lu %lu", &size, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 static unsigned burst_events;
 
 static void *burst_driver(void *arg)

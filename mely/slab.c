@@ -7,7 +7,31 @@
 
 #include "mely/slab.h"
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #define REGION_BYTES ((size_t)MELY__REGION_SLABS * MELY__SLAB_BYTES)
+
+/*
+ * LeakSanitizer looks for pointers in globals, stacks and the heap, not in
+ * memory a program maps itself: a queued event's argument (a compat
+ * callback, say, posted just before a legacy program's exit()) would look
+ * leaked. So a region in use is a root region for it. (valgrind scans
+ * every mapping and needs nothing.)
+ */
+static void leak_roots(unsigned char *base, bool in_use)
+{
+#ifdef __SANITIZE_ADDRESS__
+    if (in_use)
+        __lsan_register_root_region(base, REGION_BYTES);
+    else
+        __lsan_unregister_root_region(base, REGION_BYTES);
+#else
+    (void)base;
+    (void)in_use;
+#endif
+}
 
 struct mely__region {
     unsigned char *base;          /* REGION_BYTES, aligned to MELY__SLAB_BYTES */
@@ -66,8 +90,10 @@ static bool pool_put(unsigned char *base)
 static unsigned char *map_region(void)
 {
     unsigned char *kept = pool_take();
-    if (kept)
+    if (kept) {
+        leak_roots(kept, true);
         return kept;
+    }
     size_t len = REGION_BYTES + MELY__SLAB_BYTES;
     unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -93,6 +119,7 @@ static unsigned char *map_region(void)
      * the pages then fault in as before. */
     (void)madvise(base, REGION_BYTES, MADV_POPULATE_WRITE);
 #endif
+    leak_roots(base, true);
     return base;
 }
 
@@ -208,6 +235,7 @@ void mely__slabs_free(struct mely__slabs *s)
     struct mely__region *r = s->regions;
     while (r) { /* bounded: the regions */
         struct mely__region *next = r->next;
+        leak_roots(r->base, false);
         if (!pool_put(r->base))
             munmap(r->base, REGION_BYTES);
         free(r);

@@ -733,12 +733,17 @@ static struct {
     struct timespec wall_deadline, wall_fired;
     uint64_t wall_mono_set;
     int64_t wall_delay;
-    atomic_uint fired;
+    atomic_uint fired, runs[NOW_TIMERS + 1];
 } pd;
+
+/* No load of the CI machine keeps a runnable thread waiting this long. */
+enum { HELD_MS = 1000 };
 
 static void pd_fire(void *arg)
 {
     unsigned i = (unsigned)(uintptr_t)arg;
+    if (atomic_fetch_add(&pd.runs[i], 1) != 0)
+        note("timer %u fired twice", i);
     pd.delay[i] = (int64_t)(mely_now_ns() - pd.set_at);
     if (atomic_fetch_add(&pd.fired, 1) + 1 == NOW_TIMERS + 2)
         mely_stop(&rt);
@@ -760,9 +765,13 @@ static double ts_ms(const struct timespec *a)
 
 /*
  * mely_timer_at() one second in the past and at 0, mely_timer_after() with
- * 0, mely_timer_at_wall() in the past: all fire at once (within 20 ms);
+ * 0, mely_timer_at_wall() in the past: all fire, each once, and none is held
+ * for a second (a past deadline read as a far one, or wrapped, never fires);
  * mely_timer_at_wall() 30 ms ahead fires no earlier by the wall clock, and
- * within 50 ms of its deadline.
+ * is not held for a second either. How soon they fire is printed: it is the
+ * machine's load as much as the runtime (26 ms was seen beside two CPU
+ * hogs, where 20 ms had been the bound), measured by bench/wakeup's timer
+ * rows, as in timers_fire_on_time.
  */
 START_TEST(past_and_wall_clock_deadlines)
 {
@@ -788,9 +797,11 @@ START_TEST(past_and_wall_clock_deadlines)
     ck_assert_int_eq(
         mely_timer_after(&rt, 60 * MS, MELY_TO(6), pd_fire, (void *)(uintptr_t)NOW_TIMERS, NULL), 0);
     run_bounded(&rt, 30, "past and wall-clock deadlines");
-    const double bound_ms = 20.0 / test_scale(); /* sanitizer builds: slower (above) */
+    assert_no_notes();
+    const double bound_ms = HELD_MS / test_scale(); /* sanitizer builds: slower (above) */
     for (unsigned i = 0; i < NOW_TIMERS; i++) {
         printf("past deadline %u fired after %.3f ms\n", i, pd.delay[i] / 1e6);
+        ck_assert_uint_eq(atomic_load(&pd.runs[i]), 1);
         ck_assert_msg(pd.delay[i] / 1e6 < bound_ms, "past deadline %u fired after %.3f ms (bound %.0f ms)",
                       i, pd.delay[i] / 1e6, bound_ms);
     }
@@ -798,7 +809,7 @@ START_TEST(past_and_wall_clock_deadlines)
     printf("wall-clock timer: fired %.3f ms after its deadline (%.3f ms after it was set)\n",
            -early, pd.wall_delay / 1e6);
     ck_assert_msg(early <= 0, "the wall-clock timer fired %.3f ms early", early);
-    ck_assert_msg(-early < 50, "the wall-clock timer fired %.3f ms late", -early);
+    ck_assert_msg(-early < bound_ms, "the wall-clock timer fired %.3f ms late", -early);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
 }
 END_TEST

@@ -14,6 +14,9 @@
  *                          compare by contents. Other pointers have no
  *                          hashfn or compare (as in libasync: hashing an
  *                          address by accident does not compile).
+ *   keyfunc_1<R, V, K, &V::key, F>, keyfunc_2<R, V, K, &V::key, F>
+ *                          R f(const V &) / R f(const V &, const V &):
+ *                          F applied to the key member of the object(s)
  *   CREF(T), NCREF(T), UNREF(T), UNCREF(T)
  *                          const reference, non-const reference, T without
  *                          its reference, T without reference or const.
@@ -143,6 +146,25 @@ template <class T1, class T2> struct hash2fn {
     {
         return hash_rotate(h1(a), 7) ^ h2(b);
     }
+};
+
+/* A function object over objects of class V that applies F to their key
+ * member (itree.h orders objects with keyfunc_2<int, V, K, &V::key,
+ * compare<K>>). kf is the F it uses. */
+template <class R, class V, class K, K V::*key, class F> class keyfunc_1 {
+public:
+    const F kf;
+    keyfunc_1() : kf() {}
+    keyfunc_1(const F &f) : kf(f) {}
+    R operator()(typename CREF(V) a) const { return kf(a.*key); }
+};
+
+template <class R, class V, class K, K V::*key, class F> class keyfunc_2 {
+public:
+    const F kf;
+    keyfunc_2() : kf() {}
+    keyfunc_2(const F &f) : kf(f) {}
+    R operator()(typename CREF(V) a, typename CREF(V) b) const { return kf(a.*key, b.*key); }
 };
 
 #endif /* MELY_COMPAT_KEYFUNC_H */

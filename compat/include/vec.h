@@ -15,12 +15,26 @@
  *   v.setsize(n)                 shrink (destroying) or grow (default T's) to n
  *   v.reserve(n)                 room for n MORE elements without reallocation
  *   v.clear(), v.reverse(), v.swap(w), v += w
+ *   vec<T[n]>                    elements are array<T, n> (array.h): elm_t
  *
- * Growth doubles the storage; a vector used as a queue (push_back, pop_front)
- * slides its elements back to the start of the storage instead of growing
- * while it is at most half full, so both stay O(1) amortized. Pushing,
+ * Growth: when an element does not fit, a vector holding room for nalloc
+ * elements that needs nwanted either slides its elements back to the start
+ * of its storage (a queue: push_back + pop_front; if nwanted <= nalloc / 2)
+ * or moves them to new storage for vec_resize_fn(nalloc, nwanted, objid)
+ * elements: by default the smallest power of two above both (2, 4, 8, ...),
+ * so both stay O(1) amortized; libasync's rule, call for call. Pushing,
  * reserving or setsize may move the elements: pointers and references into
  * the vector are then stale (as in libasync).
+ *   set_vec_resizer(new my_resizer)   a class derived from vec_resizer_t
+ *                                decides instead (resize(nalloc, nwanted,
+ *                                objid) returns the capacity; a smaller one
+ *                                than nwanted counts as nwanted). Install it
+ *                                before other threads use vectors: the old
+ *                                one is deleted at once.
+ *   vec_obj_id_t<T>              the objid of vec<T>'s calls: 0, unless the
+ *                                program specializes it (before any use of
+ *                                vec<T>)
+ * vec.h also gives msb.h, array.h and opnew.h, as libasync's did.
  *
  * The second template argument of libasync's vec<T, N> (N elements stored in
  * the object itself) is accepted and ignored: storage is always on the heap.
@@ -32,7 +46,7 @@
 #ifndef MELY_COMPAT_VEC_H
 #define MELY_COMPAT_VEC_H
 
-#include <cassert>
+#include <atomic>
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
@@ -41,7 +55,14 @@
 
 #include <sys/types.h>
 
+#include "array.h"
+#include "msb.h"
+#include "opnew.h"
 #include "stllike.h"
+
+#ifndef assert /* keep async.h's assert, which NDEBUG does not remove */
+#include <assert.h>
+#endif
 
 #ifdef CHECK_BOUNDS
 #define MELY_COMPAT_VEC_CHECK(cond) assert(cond)
@@ -49,31 +70,79 @@
 #define MELY_COMPAT_VEC_CHECK(cond) ((void)0)
 #endif
 
+/* The growth policy: a program may install its own (libasync's hook). */
+class vec_resizer_t {
+public:
+    virtual ~vec_resizer_t() {}
+    /* The new capacity (in elements) of a vector holding room for nalloc
+     * that needs nwanted; objid is vec_obj_id_t<T>()() of its T. */
+    virtual size_t resize(u_int nalloc, u_int nwanted, int objid) = 0;
+};
+
+/* The objid a vec<T> passes to the resizer: 0 unless the program
+ * specializes this template for its T (before any vec<T> grows). */
+template <class T> struct vec_obj_id_t {
+    vec_obj_id_t() {}
+    int operator()() const { return 0; }
+};
+
+namespace mely_compat_detail {
+inline std::atomic<vec_resizer_t *> vec_resizer{nullptr};
+
+inline size_t vec_new_capacity(size_t nalloc, size_t nwanted, int objid)
+{
+    if (vec_resizer_t *r = vec_resizer.load(std::memory_order_acquire))
+        return r->resize((u_int)nalloc, (u_int)nwanted, objid);
+    return (size_t)1 << fls(nalloc > nwanted ? nalloc : nwanted);
+}
+} // namespace mely_compat_detail
+
+/* Installs v (allocated with new; NULL: back to the default policy) and
+ * deletes the previous resizer. */
+inline void set_vec_resizer(vec_resizer_t *v)
+{
+    delete mely_compat_detail::vec_resizer.exchange(v, std::memory_order_acq_rel);
+}
+
+/* The capacity the current policy gives: the resizer's answer, by default
+ * the smallest power of two above both nalloc and nwanted. */
+inline size_t vec_resize_fn(u_int nalloc, u_int nwanted, int objid)
+{
+    return mely_compat_detail::vec_new_capacity(nalloc, nwanted, objid);
+}
+
 template <class T, size_t N = 0> class vec {
     template <class, size_t> friend class vec;
 
-    /* Storage [base_, lim_), elements [first_, last_). */
-    T *base_ = nullptr;
-    T *first_ = nullptr;
-    T *last_ = nullptr;
-    T *lim_ = nullptr;
+public:
+    typedef T value_type;
+    typedef typename toarray(T) elm_t;
 
-    static T *allocate(size_t n) { return std::allocator<T>().allocate(n); }
+private:
+    typedef elm_t E;
+
+    /* Storage [base_, lim_), elements [first_, last_). */
+    E *base_ = nullptr;
+    E *first_ = nullptr;
+    E *last_ = nullptr;
+    E *lim_ = nullptr;
+
+    static E *allocate(size_t n) { return std::allocator<E>().allocate(n); }
     void release_storage()
     {
         if (base_)
-            std::allocator<T>().deallocate(base_, (size_t)(lim_ - base_));
+            std::allocator<E>().deallocate(base_, (size_t)(lim_ - base_));
         base_ = first_ = last_ = lim_ = nullptr;
     }
 
     /* Moves the elements to dst: fresh storage, or the start of this one
      * (front to back, so a slot is written only once its element left). */
-    void relocate(T *dst)
+    void relocate(E *dst)
     {
-        T *d = dst;
-        for (T *s = first_; s < last_; ++s, ++d) {
-            ::new ((void *)d) T(std::move(*s));
-            s->~T();
+        E *d = dst;
+        for (E *s = first_; s < last_; ++s, ++d) {
+            ::new ((void *)d) E(std::move(*s));
+            s->~E();
         }
         first_ = dst;
         last_ = d;
@@ -82,19 +151,19 @@ template <class T, size_t N = 0> class vec {
     /* Room for n more elements at the end. */
     void make_room(size_t n)
     {
-        size_t sz = size(), cap = (size_t)(lim_ - base_);
-        if (first_ != base_ && sz + n <= cap / 2) {
+        size_t want = size() + n, cap = (size_t)(lim_ - base_);
+        if (first_ != base_ && want <= cap / 2) {
             relocate(base_);
             return;
         }
-        size_t ncap = cap ? 2 * cap : 4;
-        if (ncap < sz + n)
-            ncap = sz + n;
-        T *nb = allocate(ncap);
-        T *ob = base_;
+        size_t ncap = mely_compat_detail::vec_new_capacity(cap, want, vec_obj_id_t<T>()());
+        if (ncap < want)
+            ncap = want;
+        E *nb = allocate(ncap);
+        E *ob = base_;
         relocate(nb);
         if (ob)
-            std::allocator<T>().deallocate(ob, cap);
+            std::allocator<E>().deallocate(ob, cap);
         base_ = nb;
         lim_ = nb + ncap;
     }
@@ -103,26 +172,24 @@ template <class T, size_t N = 0> class vec {
     {
         reserve(n);
         for (size_t i = 0; i < n; i++)
-            ::new ((void *)last_++) T(from[i]);
+            ::new ((void *)last_++) E(from[i]);
     }
 
     void destroy_all()
     {
         while (last_ > first_)
-            (--last_)->~T();
+            (--last_)->~E();
     }
 
 public:
-    typedef T value_type;
-    typedef T elm_t;
-    typedef T *iterator;
-    typedef const T *const_iterator;
+    typedef E *iterator;
+    typedef const E *const_iterator;
 
     vec() noexcept {}
     vec(const vec &v) { append(v.first_, v.size()); }
     template <size_t M> vec(const vec<T, M> &v) { append(v.first_, v.size()); }
     vec(vec &&v) noexcept { swap(v); }
-    explicit vec(std::initializer_list<T> l) { append(l.begin(), l.size()); }
+    explicit vec(std::initializer_list<E> l) { append(l.begin(), l.size()); }
     ~vec()
     {
         destroy_all();
@@ -156,7 +223,7 @@ public:
         size_t n = v.size();
         reserve(n); /* v may be *this: copy by index after the move */
         for (size_t i = 0; i < n; i++)
-            ::new ((void *)last_++) T(v.first_[i]);
+            ::new ((void *)last_++) E(v.first_[i]);
         return *this;
     }
 
@@ -179,105 +246,105 @@ public:
         } else if (n > s) {
             reserve(n - s);
             while (size() < n)
-                ::new ((void *)last_++) T();
+                ::new ((void *)last_++) E();
         }
     }
 
-    T *base() { return first_; }
-    const T *base() const { return first_; }
-    T *lim() { return last_; }
-    const T *lim() const { return last_; }
-    T *begin() { return first_; }
-    const T *begin() const { return first_; }
-    T *end() { return last_; }
-    const T *end() const { return last_; }
+    E *base() { return first_; }
+    const E *base() const { return first_; }
+    E *lim() { return last_; }
+    const E *lim() const { return last_; }
+    E *begin() { return first_; }
+    const E *begin() const { return first_; }
+    E *end() { return last_; }
+    const E *end() const { return last_; }
 
     size_t size() const { return (size_t)(last_ - first_); }
     bool empty() const { return last_ == first_; }
 
-    T &front()
+    E &front()
     {
         MELY_COMPAT_VEC_CHECK(!empty());
         return *first_;
     }
-    const T &front() const
+    const E &front() const
     {
         MELY_COMPAT_VEC_CHECK(!empty());
         return *first_;
     }
-    T &back()
+    E &back()
     {
         MELY_COMPAT_VEC_CHECK(!empty());
         return last_[-1];
     }
-    const T &back() const
+    const E &back() const
     {
         MELY_COMPAT_VEC_CHECK(!empty());
         return last_[-1];
     }
-    T &operator[](ptrdiff_t i)
+    E &operator[](ptrdiff_t i)
     {
         MELY_COMPAT_VEC_CHECK(i >= 0 && (size_t)i < size());
         return first_[i];
     }
-    const T &operator[](ptrdiff_t i) const
+    const E &operator[](ptrdiff_t i) const
     {
         MELY_COMPAT_VEC_CHECK(i >= 0 && (size_t)i < size());
         return first_[i];
     }
 
-    T &push_back()
+    E &push_back()
     {
         reserve(1);
-        return *::new ((void *)last_++) T();
+        return *::new ((void *)last_++) E();
     }
-    T &push_back(const T &e)
+    E &push_back(const E &e)
     {
         if (last_ == lim_) {
-            T copy(e); /* e may live in this vector */
+            E copy(e); /* e may live in this vector */
             reserve(1);
-            return *::new ((void *)last_++) T(std::move(copy));
+            return *::new ((void *)last_++) E(std::move(copy));
         }
-        return *::new ((void *)last_++) T(e);
+        return *::new ((void *)last_++) E(e);
     }
-    T &push_back(T &&e)
+    E &push_back(E &&e)
     {
         if (last_ == lim_) {
-            T moved(std::move(e));
+            E moved(std::move(e));
             reserve(1);
-            return *::new ((void *)last_++) T(std::move(moved));
+            return *::new ((void *)last_++) E(std::move(moved));
         }
-        return *::new ((void *)last_++) T(std::move(e));
+        return *::new ((void *)last_++) E(std::move(e));
     }
-    template <class... A> T &emplace_back(A &&...a)
+    template <class... A> E &emplace_back(A &&...a)
     {
         if (last_ == lim_) {
-            T made(std::forward<A>(a)...);
+            E made(std::forward<A>(a)...);
             reserve(1);
-            return *::new ((void *)last_++) T(std::move(made));
+            return *::new ((void *)last_++) E(std::move(made));
         }
-        return *::new ((void *)last_++) T(std::forward<A>(a)...);
+        return *::new ((void *)last_++) E(std::forward<A>(a)...);
     }
 
-    T pop_back()
+    E pop_back()
     {
         MELY_COMPAT_VEC_CHECK(!empty());
         --last_;
-        T v(std::move(*last_));
-        last_->~T();
+        E v(std::move(*last_));
+        last_->~E();
         return v;
     }
     void popn_back(size_t n)
     {
         MELY_COMPAT_VEC_CHECK(n <= size());
         for (; n; n--)
-            (--last_)->~T();
+            (--last_)->~E();
     }
-    T pop_front()
+    E pop_front()
     {
         MELY_COMPAT_VEC_CHECK(!empty());
-        T v(std::move(*first_));
-        first_->~T();
+        E v(std::move(*first_));
+        first_->~E();
         ++first_;
         return v;
     }
@@ -285,12 +352,12 @@ public:
     {
         MELY_COMPAT_VEC_CHECK(n <= size());
         for (; n; n--)
-            (first_++)->~T();
+            (first_++)->~E();
     }
 
     void reverse()
     {
-        for (T *a = first_, *b = last_; a < b && a < --b; ++a) {
+        for (E *a = first_, *b = last_; a < b && a < --b; ++a) {
             using std::swap;
             swap(*a, *b);
         }

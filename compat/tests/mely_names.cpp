@@ -25,6 +25,14 @@ struct list {
     int items;
 };
 typedef int hash_t;
+/* names that came with libasync's vec.h (array.h, msb.h) */
+struct array {
+    int n;
+};
+static int fls(int x)
+{
+    return x + 1;
+}
 
 int main()
 {
@@ -33,7 +41,9 @@ int main()
     strbuf sb{3};
     list l{2};
     hash_t h = 5;
+    array a{4};
     CHECK(!strcmp(s.p, "mine") && v.first == 7 && sb.n == 3 && l.items == 2 && h == 5);
+    CHECK(a.n == 4 && fls(1) == 2);
     CHECK(min(3, 1, 2) == 1);
     printf("compat mely_names: ok\n");
     return 0;

@@ -1,11 +1,16 @@
 /*
  * vec.cpp: vec<T> (vec.h), reached through async.h as in libasync. Elements
  * that count their constructions and destructions check that every element
- * is destroyed exactly once, whatever moves the storage.
+ * is destroyed exactly once, whatever moves the storage. Then libasync's
+ * growth policy and its hooks (vec_resizer_t, set_vec_resizer,
+ * vec_obj_id_t), and what vec.h brings along: msb.h, array.h (and vec<T[n]>),
+ * opnew.h; and keyfunc.h's keyfunc_1/keyfunc_2.
  */
 #include "async.h"
 
 #include <memory>
+#include <type_traits>
+#include <vector>
 
 #include "ctest.h"
 
@@ -213,6 +218,167 @@ static void test_misc()
     CHECK(*it == 0 && big.end() - big.begin() == 20);
 }
 
+/* A type whose vectors report objid 7 (specialized before any vec of it). */
+struct tagged {
+    int v;
+};
+template <> struct vec_obj_id_t<tagged> {
+    int operator()() const { return 7; }
+};
+
+struct call {
+    u_int nalloc, nwanted;
+    int objid;
+    bool operator==(const call &o) const
+    {
+        return nalloc == o.nalloc && nwanted == o.nwanted && objid == o.objid;
+    }
+};
+static std::vector<call> g_calls;
+static int g_resizers_alive;
+
+/* Records each call; answers as libasync's default, or `fixed` if set. */
+struct recorder : public vec_resizer_t {
+    size_t fixed;
+    explicit recorder(size_t f = 0) : fixed(f) { g_resizers_alive++; }
+    ~recorder() { g_resizers_alive--; }
+    size_t resize(u_int nalloc, u_int nwanted, int objid) override
+    {
+        g_calls.push_back({nalloc, nwanted, objid});
+        return fixed ? fixed : (size_t)1 << fls(max(nalloc, nwanted));
+    }
+};
+
+static void test_growth_policy()
+{
+    /* libasync's default: the smallest power of two above both */
+    CHECK(vec_resize_fn(0, 1, 0) == 2 && vec_resize_fn(2, 3, 0) == 4);
+    CHECK(vec_resize_fn(8, 9, 0) == 16 && vec_resize_fn(100, 50, 0) == 128);
+    vec<int> d;
+    for (int i = 0; i < 9; i++)
+        d.push_back(i);
+    CHECK(d.size() == 9);
+
+    set_vec_resizer(new recorder);
+    CHECK(g_resizers_alive == 1);
+    g_calls.clear();
+    vec<int> v;
+    for (int i = 0; i < 100; i++)
+        v.push_back(i);
+    /* sfslite's test_vec sees the same calls (with its objid 1 for int) */
+    std::vector<call> want = {{0, 1, 0},   {2, 3, 0},   {4, 5, 0},  {8, 9, 0},
+                              {16, 17, 0}, {32, 33, 0}, {64, 65, 0}};
+    CHECK(g_calls == want);
+    /* a queue at most half full (50 in room for 128) slides instead of
+     * asking; one more than half full grows */
+    v.popn_front(50);
+    g_calls.clear();
+    for (int i = 0; i < 10000; i++) {
+        v.pop_front();
+        v.push_back(i);
+    }
+    CHECK(g_calls.empty() && v.size() == 50 && v[49] == 9999);
+    for (int i = 0; i < 15; i++)
+        v.push_back(i);
+    CHECK(g_calls.empty() && v.size() == 65);
+    for (int i = 0; i < 1000 && g_calls.empty(); i++) {
+        v.pop_front();
+        v.push_back(i);
+    }
+    /* (a pop_front then takes it to 64 and the push needs 65) */
+    CHECK(g_calls.size() == 1 && g_calls[0] == (call{128, 65, 0}));
+    /* reserve(n) asks for size + n; objid from vec_obj_id_t */
+    g_calls.clear();
+    vec<tagged> t;
+    t.reserve(10);
+    CHECK(g_calls.size() == 1 && g_calls[0] == (call{0, 10, 7}));
+
+    /* a resizer's answer below the need counts as the need */
+    set_vec_resizer(new recorder(1));
+    CHECK(g_resizers_alive == 1); /* the first one was deleted */
+    g_calls.clear();
+    vec<int> w;
+    for (int i = 0; i < 50; i++)
+        w.push_back(i);
+    CHECK(w.size() == 50 && w[49] == 49 && g_calls.size() == 50);
+    set_vec_resizer(nullptr);
+    CHECK(g_resizers_alive == 0);
+    g_calls.clear();
+    w.push_back(50);
+    CHECK(g_calls.empty() && w.size() == 51);
+}
+
+static void test_msb()
+{
+    CHECK(fls32(0) == 0 && fls32(1) == 1 && fls32(6) == 3 && fls32(0x80000000u) == 32);
+    CHECK(fls64(0) == 0 && fls64(1ull << 40) == 41 && fls64(~0ull) == 64);
+    CHECK(ffs32(0) == 0 && ffs32(12) == 3 && ffs32(0x80000000u) == 32);
+    CHECK(ffs64(0) == 0 && ffs64(1ull << 40) == 41 && ffs64((1ull << 63) | (1ull << 33)) == 34);
+    CHECK(log2c32(0) == -1 && log2c32(1) == 0 && log2c32(2) == 1 && log2c32(5) == 3);
+    CHECK(log2c64((1ull << 40) + 1) == 41 && log2c64(1ull << 40) == 40);
+    /* the type-generic forms: 64 bits for a wider argument */
+    CHECK(fls(-1) == 32 && fls((long)-1) == 64 && fls((u_int64_t)1 << 35) == 36);
+    CHECK(fls(5u) == 3 && log2c((size_t)1 << 33) == 33 && log2c(100u) == 7);
+    CHECK(ffs((u_int64_t)1 << 50) == 51 && ffs(8) == 4 && ffs(0u) == 0);
+}
+
+static void test_array_and_opnew()
+{
+    typedef array<int, 4> int4;
+    int4 a;
+    CHECK(a.size() == 4 && (int)int4::nelm == 4 && a.lim() - a.base() == 4);
+    for (int i = 0; i < 4; i++)
+        a[i] = i * i;
+    array<int, 4> b = a; /* copies, unlike a C array */
+    b[0] = 42;
+    CHECK(a[0] == 0 && b[0] == 42 && b[3] == 9);
+    int sum = 0;
+    for (int x : a)
+        sum += x;
+    CHECK(sum == 14);
+    typedef array<array<int, 2>, 3> int3x2;
+    static_assert(std::is_same<toarray(int[3][2]), int3x2>::value, "toarray");
+    static_assert(std::is_same<toarray(double), double>::value, "toarray");
+
+    vec<char[16]> names; /* libasync: elements become array<char, 16> */
+    typedef array<char, 16> char16;
+    static_assert(std::is_same<vec<char[16]>::elm_t, char16>::value, "elm_t");
+    for (int i = 0; i < 20; i++)
+        snprintf(names.push_back().base(), 16, "n%d", i);
+    CHECK(names.size() == 20 && !strcmp(names[13].base(), "n13"));
+    vec<char[16]> copy(names);
+    CHECK(!strcmp(copy.back().base(), "n19"));
+
+    int *p = ntNew int(5);
+    CHECK(p && *p == 5);
+    delete p;
+    void *raw = opnew(sizeof(tracked));
+    tracked *t = new (raw) tracked(9);
+    long live = g_live;
+    tracked got = destroy_return(*t); /* a copy; *t destroyed */
+    CHECK(got.v == 9 && g_live == live);
+    operator delete(raw);
+    int *q = nullptr;
+    CHECK(destroy_return(q) == nullptr);
+}
+
+struct person {
+    str name;
+    int age;
+};
+
+static void test_keyfunc()
+{
+    keyfunc_2<int, person, int, &person::age, compare<int>> by_age;
+    person x{"x", 30}, y{"y", 40};
+    CHECK(by_age(x, y) < 0 && by_age(y, x) > 0 && by_age(x, x) == 0);
+    keyfunc_1<hash_t, person, str, &person::name, hashfn<str>> hash_name;
+    CHECK((u_int)hash_name(x) == (u_int)hashfn<str>()(str("x")));
+    keyfunc_2<bool, person, str, &person::name, equals<str>> same_name;
+    person x2{"x", 1};
+    CHECK(same_name(x, x2) && !same_name(x, y));
+}
+
 int main()
 {
     ct_watchdog(60);
@@ -221,6 +387,10 @@ int main()
     test_object_lifetimes();
     test_strings_and_moves();
     test_misc();
+    test_msb();
+    test_array_and_opnew();
+    test_keyfunc();
+    test_growth_policy();
     printf("compat vec: ok\n");
     return 0;
 }

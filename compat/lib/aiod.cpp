@@ -174,15 +174,20 @@ bool submit(job *j, file_t *f = nullptr)
     return true;
 }
 
-/* After run(): the file has one user less; then done() is posted. */
+/* After run(): done() is posted, then the file has one user less, in that
+ * order, so that a close waiting for it posts its own completion after
+ * (the same color then runs the two in the order they were made). The file
+ * outlives its users: whoever frees it (~aiofh, or the close job that took
+ * it) waits for users == 0 first. */
 void finish(state_t *st, job *j)
 {
-    if (j->f) {
+    file_t *f = j->f;
+    post_done(j); /* j belongs to the worker from here */
+    if (f) {
         std::lock_guard<std::mutex> g(st->mu);
-        if (--j->f->users == 0)
+        if (--f->users == 0)
             st->idle.notify_all();
     }
-    post_done(j); /* j belongs to the worker from here */
 }
 
 void *helper(void *arg)

@@ -104,6 +104,22 @@
 
 typedef char *iovbase_t;
 
+/* libasync's sysconf.h turned on the programs' MAINTAINER code (debugging
+ * aids: sfslite's aiod.C traces requests under it and does not compile
+ * without it) unless the program defined MAINTAINER as 0. */
+#ifndef MAINTAINER
+#define MAINTAINER 1
+#elif !MAINTAINER
+#undef MAINTAINER
+#endif
+
+/* Two results of libasync's configure that programs test to choose a system
+ * call (aiod.C: pread/pwrite, else lseek then read/write, which moves the
+ * file's position); glibc has both. The other HAVE_* are absent (see
+ * doc/porting.md). */
+#define HAVE_PREAD 1
+#define HAVE_PWRITE 1
+
 /* ---- 64-bit byte order ---------------------------------------------------------- */
 
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__

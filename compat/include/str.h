@@ -27,14 +27,16 @@
  * const strbuf & and on temporaries: str s = strbuf() << "n = " << n;
  *   sb << x                 a str, C string, strbuf (its bytes), int, long,
  *                           long long and their unsigned forms (in decimal),
- *                           double ("%f"), a pointer ("%p"), hexdump(p, n);
+ *                           double (glibc's "%f", at most 127 bytes), a
+ *                           pointer ("%p": 0x0 for NULL), hexdump(p, n);
  *                           a char, like any small integer, prints as its
  *                           number (as in libasync: write sb << str(&c, 1) or
  *                           sb.fmt("%c", c) for the character). Your own types:
  *                           define const strbuf &strbuf_cat(const strbuf &,
  *                           const T &) and << finds it.
- *   sb.fmt(fmt, ...), strbuf(fmt, ...)   printf-style (glibc's printf, so %m
- *                           is strerror(errno))
+ *   sb.fmt(fmt, ...), strbuf(fmt, ...)   printf-style, libasync's dialect
+ *                           (suio++.h): no floating point, %p of NULL is
+ *                           0x0, %m is strerror(errno)
  *   sb.buf(p, n), sb.copy(p, n), sb.cat(x)   n raw bytes; cat is <<
  *   sb.len(), sb.clear(), sb.tosuio()   bytes held, emptying, the suio
  *                           (e.g. sb.tosuio()->output(fd))
@@ -394,10 +396,8 @@ inline const strbuf &strbuf_cat(const strbuf &sb, unsigned long long n)
 {
     return sb.fmt("%llu", n);
 }
-inline const strbuf &strbuf_cat(const strbuf &sb, const double &d)
-{
-    return sb.fmt("%f", d);
-}
+/* glibc's "%f" (strbuf's own printf has no floating point, as libasync's). */
+const strbuf &strbuf_cat(const strbuf &sb, const double &d);
 template <class T> inline const strbuf &strbuf_cat(const strbuf &sb, const T *p)
 {
     return sb.fmt("%p", static_cast<const void *>(p));

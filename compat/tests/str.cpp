@@ -282,8 +282,10 @@ static void test_strbuf_fmt_and_sharing()
 {
     strbuf f("%d-%s", 42, "x");
     CHECK(eq(f, "42-x"));
+    /* libasync's printf has no floating point: %f prints "f" (padded here)
+     * and takes no argument, so %c gets 'z' (sfslite prints the same). */
     f.fmt("|%05.1f|%c", 3.14159, 'z');
-    CHECK(eq(f, "42-x|003.1|z"));
+    CHECK(eq(f, "42-x|0000f|z"));
     errno = ENOENT;
     strbuf em;
     em.fmt("%m");

@@ -61,6 +61,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "sysconf.h" /* as libasync's str.h: xmalloc, xfree, __FL__... */
+
 #include "callback.h"
 #include "keyfunc.h"
 #include "refcnt.h"
@@ -109,6 +111,7 @@ class str {
     rep *r_;
 
     friend class mstr;
+    friend struct bssstr;
     void assign(rep *r) noexcept
     {
         if (r_)
@@ -118,7 +121,7 @@ class str {
     static rep *from_iov(const iovec *iov, int cnt);
 
 public:
-    str() noexcept : r_(nullptr) {}
+    constexpr str() noexcept : r_(nullptr) {}
     str(const str &s) noexcept : r_(s.r_)
     {
         if (r_)
@@ -217,6 +220,21 @@ public:
     bool to_uint32(uint32_t *out, int base = 10) const;
     bool to_uint64(uint64_t *out, int base = 10) const;
     bool to_double(double *out) const;
+};
+
+/* A str for static storage (libasync's progname is one): initialized at
+ * compile time, so that it may be assigned before its constructor would have
+ * run, and never freed, so that it stays readable by destructors and atexit
+ * handlers that run after its own. */
+struct bssstr : public str {
+    constexpr bssstr() noexcept : str() {}
+    ~bssstr()
+    {
+        if (r_)
+            r_->hold(); /* the count str's destructor drops */
+    }
+    str &operator=(const str &s) { return str::operator=(s); }
+    str &operator=(const bssstr &s) { return str::operator=(s); }
 };
 
 inline bool operator==(const char *p, const str &s) noexcept

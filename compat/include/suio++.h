@@ -40,6 +40,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "sysconf.h" /* as libasync's (through opnew.h) */
 #include "vec.h"
 
 class str;

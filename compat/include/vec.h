@@ -41,6 +41,7 @@
 
 #include <sys/types.h>
 
+#include "sysconf.h" /* as libasync's (through opnew.h) */
 #include "stllike.h"
 
 #ifdef CHECK_BOUNDS

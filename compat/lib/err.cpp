@@ -262,7 +262,9 @@ void err_stream::operator()(const char *fmt, ...) const
 
 } // namespace mely_compat_detail
 
-const mely_compat_detail::err_stream warn(0);
-const mely_compat_detail::err_stream warnx(warnobj::xflag);
-const mely_compat_detail::err_stream fatal(warnobj::fatalflag);
-const mely_compat_detail::err_stream panic(warnobj::panicflag);
+/* extern: a const object would otherwise be local to this file (mely.h
+ * declares them; this file does not see that declaration). */
+extern const mely_compat_detail::err_stream warn(0);
+extern const mely_compat_detail::err_stream warnx(warnobj::xflag);
+extern const mely_compat_detail::err_stream fatal(warnobj::fatalflag);
+extern const mely_compat_detail::err_stream panic(warnobj::panicflag);

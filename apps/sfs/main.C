@@ -173,7 +173,7 @@ int main(int argc, char **argv)
     keep_reply_memory();
     g_rootfd = open(g_opt.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (g_rootfd < 0)
-        fatal << "--root " << g_opt.root << ": " << strerror(errno) << "\n";
+        fatal << "--root " << g_opt.root.c_str() << ": " << strerror(errno) << "\n";
     measure_costs();
     sigcb(SIGTERM, wrap(on_signal));
     sigcb(SIGINT, wrap(on_signal));

@@ -86,10 +86,10 @@ unsigned sfsd_listen()
 {
     in_addr a;
     if (inet_pton(AF_INET, g_opt.addr.c_str(), &a) != 1)
-        fatal << "bad address " << g_opt.addr << " (an IPv4 address is expected)\n";
+        fatal << "bad address " << g_opt.addr.c_str() << " (an IPv4 address is expected)\n";
     int lfd = inetsocket(SOCK_STREAM, (u_int16_t)g_opt.port, ntohl(a.s_addr));
     if (lfd < 0 || listen(lfd, 1024) != 0)
-        fatal << "cannot listen on " << g_opt.addr << ":" << g_opt.port << ": " << strerror(errno) << "\n";
+        fatal << "cannot listen on " << g_opt.addr.c_str() << ":" << g_opt.port << ": " << strerror(errno) << "\n";
     make_async(lfd);
     close_on_exec(lfd);
     sockaddr_in sin{};

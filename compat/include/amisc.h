@@ -9,6 +9,14 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 
+/* libasync's amisc.h began with sysconf.h and err.h (and so str.h): a
+ * program that includes only amisc.h has str, strbuf, warn, fatal, errno,
+ * xmalloc... The original Mely's mely.h, which includes this header too,
+ * gave none of them (its programs may use those names). */
+#ifndef MELY_COMPAT_LEGACY_MELY_H
+#include "sysconf.h"
+#include "err.h"
+#endif
 #include "callback.h"
 
 /* A socket of `type` bound to addr:port (host byte order); SO_REUSEADDR for a

@@ -158,16 +158,6 @@ public:
         }                                                                                     \
     } init_##name [[maybe_unused]]
 
-/* ---- assert (libasync's err.h) -------------------------------------------------------- */
-
-/* Never compiled out (NDEBUG has no effect): a failed assertion panics with
- * the expression and its place, as libasync's did. */
-#undef assert
-#define assert(e)                                                                             \
-    do {                                                                                      \
-        if (!(e))                                                                             \
-            panic("assertion \"%s\" failed at %s\n", #e, __FL__);                             \
-    } while (0)
-#define myabort abort
+/* assert (never compiled out) and myabort: err.h, as in libasync. */
 
 #endif /* MELY_COMPAT_ASYNC_H */

@@ -25,10 +25,13 @@
  * hashfn<K> and equals<K> (keyfunc.h) unless given as further arguments.
  *
  * The key must not change while the object is in the table. An object is in
- * at most one table per ihash_entry member. Each table doubles its buckets
- * when it holds more objects than buckets (so lookups stay O(1) on average)
- * and never shrinks; traversal order is unspecified. A table is not
- * thread-safe: one color (or a lock) per table.
+ * at most one table per ihash_entry member. As libasync's, a table starts
+ * with 3 buckets, grows to the next of 7, 13, 31, 61, 127, 251, ... (the
+ * largest prime below each power of two) when an insertion brings it to as
+ * many objects as buckets, and never shrinks (clear() starts it again at 3);
+ * an object goes to bucket hash % buckets, at the head of its chain. So
+ * traversal and first()/next() visit the objects in libasync's order. A
+ * table is not thread-safe: one color (or a lock) per table.
  * Written for mely; no line comes from libasync.
  */
 #ifndef MELY_COMPAT_IHASH_H
@@ -54,17 +57,50 @@ template <class T> class ihash_entry {
     hash_t val_;
 };
 
+namespace mely_compat_detail {
+
+/* The bucket count a table takes when it grows from `cur` buckets, as in
+ * libasync: the largest prime not above 2^(ceil(log2(cur)) + 1), and at
+ * least 3 (3, 7, 13, 31, 61, 127, 251, 509, ...). With the same hash values
+ * and the same insertions and removals, a table then holds its objects in
+ * the same buckets, in the same order, as libasync's: traversal and
+ * first()/next() visit them in the same order. */
+inline size_t ihash_grown(size_t cur)
+{
+    /* largest_prime_upto_pow2[k]: the largest prime <= 2^k (1 for k = 0). */
+    static const u_int largest_prime_upto_pow2[33] = {
+        1u,          2u,          3u,          7u,          13u,         31u,
+        61u,         127u,        251u,        509u,        1021u,       2039u,
+        4093u,       8191u,       16381u,      32749u,      65521u,      131071u,
+        262139u,     524287u,     1048573u,    2097143u,    4194301u,    8388593u,
+        16777213u,   33554393u,   67108859u,   134217689u,  268435399u,  536870909u,
+        1073741789u, 2147483647u, 4294967291u};
+    /* k = ceil(log2(cur)) + 1, taking ceil(log2(0)) as -1; ceil(log2(cur))
+     * is the bit length of cur - 1. */
+    unsigned k;
+    if (cur == 0)
+        k = 0;
+    else if (cur == 1)
+        k = 1;
+    else
+        k = (unsigned)(64 - __builtin_clzll((unsigned long long)(cur - 1))) + 1;
+    if (k > 32)
+        k = 32;
+    size_t n = largest_prime_upto_pow2[k];
+    return n < 3 ? 3 : n;
+}
+
+} // namespace mely_compat_detail
+
 template <class T, ihash_entry<T> T::*field> class ihash_core {
-    T **tab_ = nullptr;
+    T **tab_ = nullptr;   /* nbuckets_ slots once something was inserted */
+    size_t nbuckets_ = 3; /* as libasync's fresh table */
     size_t entries_ = 0;
-    unsigned order_ = 0; /* 2^order_ buckets, none while tab_ is NULL */
 
     static ihash_entry<T> &link(const T *e) { return const_cast<T *>(e)->*field; }
-    size_t nbuckets() const { return tab_ ? (size_t)1 << order_ : 0; }
-    /* Fibonacci hashing: the top bits of hash * 2^32/phi, so that keys with
-     * regular low bits (small integers) spread over the buckets. */
-    size_t bucket_of(hash_t h) const { return (uint32_t)((u_int)h * 2654435769u) >> (32 - order_); }
+    size_t bucket_of(hash_t h) const { return (size_t)(u_int)h % nbuckets_; }
 
+    /* Puts e at the head of its bucket's chain. */
     void link_in(T *e)
     {
         T **slot = &tab_[bucket_of(link(e).val_)];
@@ -74,14 +110,26 @@ template <class T, ihash_entry<T> T::*field> class ihash_core {
         link(e).pprev_ = slot;
         *slot = e;
     }
-    void rehash(unsigned order)
+    static T **new_table(size_t n)
     {
-        T **old = tab_;
-        size_t oldn = nbuckets();
-        tab_ = static_cast<T **>(calloc((size_t)1 << order, sizeof(T *)));
-        if (!tab_)
+        T **t = static_cast<T **>(calloc(n, sizeof(T *)));
+        if (!t)
             abort();
-        order_ = order;
+        return t;
+    }
+    /* libasync's _grow(n): n buckets if n is at least the current count,
+     * else (and for 0) the next size. Objects move bucket by bucket, each
+     * chain from its head, to the heads of the new chains. */
+    void rehash(size_t n)
+    {
+        if (n == 0 || n < nbuckets_)
+            n = mely_compat_detail::ihash_grown(nbuckets_);
+        T **old = tab_;
+        size_t oldn = nbuckets_;
+        nbuckets_ = n;
+        if (!old)
+            return; /* nothing inserted yet: the table is made on first use */
+        tab_ = new_table(n);
         for (size_t b = 0; b < oldn; b++) {
             for (T *e = old[b], *nx; e; e = nx) {
                 nx = link(e).next_;
@@ -90,13 +138,6 @@ template <class T, ihash_entry<T> T::*field> class ihash_core {
         }
         free(old);
     }
-    T *scan_from(size_t b) const
-    {
-        for (size_t n = nbuckets(); b < n; b++)
-            if (tab_[b])
-                return tab_[b];
-        return nullptr;
-    }
 
 protected:
     ihash_core() {}
@@ -104,12 +145,11 @@ protected:
     bool insert_val(T *e, hash_t h)
     {
         if (!tab_)
-            rehash(3);
-        else if (entries_ >= nbuckets() && order_ < 31)
-            rehash(order_ + 1);
+            tab_ = new_table(nbuckets_);
+        if (++entries_ >= nbuckets_)
+            rehash(0);
         link(e).val_ = h;
         link_in(e);
-        entries_++;
         return true;
     }
     /* The first object whose hash is h, or NULL. */
@@ -153,39 +193,36 @@ public:
     ihash_core(const ihash_core &) = delete;
     ihash_core &operator=(const ihash_core &) = delete;
 
-    /* Forgets every object (their links are left as they are). */
+    /* Forgets every object (their links are left as they are); the table is
+     * as new (3 buckets). */
     void clear()
     {
         free(tab_);
         tab_ = nullptr;
-        order_ = 0;
+        nbuckets_ = 3;
         entries_ = 0;
     }
     void deleteall()
     {
-        for (size_t b = 0, n = nbuckets(); b < n; b++) {
-            for (T *e = tab_[b], *nx; e; e = nx) {
-                nx = link(e).next_;
-                delete e;
+        if (tab_) {
+            for (size_t b = 0; b < nbuckets_; b++) {
+                for (T *e = tab_[b], *nx; e; e = nx) {
+                    nx = link(e).next_;
+                    delete e;
+                }
             }
         }
         clear();
     }
     size_t size() const { return entries_; }
-    size_t buckets() const { return nbuckets(); }
+    size_t buckets() const { return nbuckets_; }
     bool constructed() const { return true; }
-    bool has_room() const { return entries_ < nbuckets(); }
-    ssize_t room() const { return (ssize_t)nbuckets() - (ssize_t)entries_; }
-    /* Buckets for n objects before the next doubling. */
-    void reserve(size_t n)
-    {
-        unsigned o = 3;
-        while (((size_t)1 << o) < n && o < 31)
-            o++;
-        if (!tab_ || o > order_)
-            rehash(o);
-    }
-    void grow() { rehash(tab_ ? order_ + 1 : 3); }
+    bool has_room() const { return entries_ < nbuckets_; }
+    ssize_t room() const { return (ssize_t)nbuckets_ - (ssize_t)entries_; }
+    /* As libasync: n buckets when n is at least the current count, else
+     * one step of growth. */
+    void reserve(size_t n) { rehash(n); }
+    void grow() { rehash(0); }
 
     void remove(T *e)
     {
@@ -198,36 +235,52 @@ public:
         entries_--;
     }
 
-    T *first() const { return entries_ ? scan_from(0) : nullptr; }
+    /* Bucket by bucket, each chain from its head (the object inserted last
+     * into it, or moved last by a growth). */
+    T *first() const
+    {
+        if (entries_)
+            for (size_t b = 0; b < nbuckets_; b++)
+                if (tab_[b])
+                    return tab_[b];
+        return nullptr;
+    }
     T *next(const T *e) const
     {
         if (T *n = link(e).next_)
             return n;
-        return scan_from(bucket_of(link(e).val_) + 1);
+        for (size_t b = bucket_of(link(e).val_) + 1; b < nbuckets_; b++)
+            if (tab_[b])
+                return tab_[b];
+        return nullptr;
     }
-    T *first_in_bucket(size_t b) const { return b < nbuckets() ? tab_[b] : nullptr; }
+    T *first_in_bucket(size_t b) const { return tab_ && b < nbuckets_ ? tab_[b] : nullptr; }
     T *next_in_bucket(const T *e) const { return link(e).next_; }
 
+    /* cb may remove the object it is given (not others). */
     void traverse(typename callback<void, T *>::ref cb)
     {
-        for (T *e = first(), *nx; e; e = nx) {
-            nx = next(e);
-            (*cb)(e);
-        }
+        for (size_t b = 0; tab_ && b < nbuckets_; b++)
+            for (T *e = tab_[b], *nx; e; e = nx) {
+                nx = link(e).next_;
+                (*cb)(e);
+            }
     }
     void traverse(typename callback<void, const T &>::ref cb) const
     {
-        for (T *e = first(), *nx; e; e = nx) {
-            nx = next(e);
-            (*cb)(*e);
-        }
+        for (size_t b = 0; tab_ && b < nbuckets_; b++)
+            for (T *e = tab_[b], *nx; e; e = nx) {
+                nx = link(e).next_;
+                (*cb)(*e);
+            }
     }
     void traverse(void (T::*fn)())
     {
-        for (T *e = first(), *nx; e; e = nx) {
-            nx = next(e);
-            (e->*fn)();
-        }
+        for (size_t b = 0; tab_ && b < nbuckets_; b++)
+            for (T *e = tab_[b], *nx; e; e = nx) {
+                nx = link(e).next_;
+                (e->*fn)();
+            }
     }
 };
 

@@ -21,8 +21,9 @@
  *                          const reference, non-const reference, T without
  *                          its reference, T without reference or const.
  *
- * The hash is FNV-1a (32 bits), not libasync's: values differ from libasync's,
- * so a program must not have stored them. Pure functions: any thread.
+ * The hash functions are libasync's (same values: programs print them, and
+ * tables iterate in an order that follows from them). hash2fn is h1 ^ h2,
+ * as libasync's. Pure functions: any thread.
  * Written for mely; no line comes from libasync.
  */
 #ifndef MELY_COMPAT_KEYFUNC_H
@@ -48,21 +49,23 @@ template <class T> struct unref_t<const T &> : unref_t<const T> {};
 #define UNREF(T) unref_t<T>::unref_type
 #define UNCREF(T) unref_t<T>::base_type
 
-/* FNV-1a's offset basis: the seed when none is given. */
-#define HASHSEED 2166136261u
+/* libasync's hash (Bernstein's, with xor): h = 33 * h ^ byte from 5381, so
+ * that the same keys give the same values, and tables the same order, as
+ * in libasync. */
+#define HASHSEED 5381
 
 inline u_int hash_bytes(const void *key, int len, u_int seed = HASHSEED)
 {
     const unsigned char *p = static_cast<const unsigned char *>(key);
     for (int i = 0; i < len; i++)
-        seed = (seed ^ p[i]) * 16777619u;
+        seed = (seed * 33u) ^ p[i];
     return seed;
 }
 
 inline u_int hash_string(const void *s, u_int seed = HASHSEED)
 {
     for (const unsigned char *p = static_cast<const unsigned char *>(s); *p; p++)
-        seed = (seed ^ *p) * 16777619u;
+        seed = (seed * 33u) ^ *p;
     return seed;
 }
 
@@ -144,7 +147,7 @@ template <class T1, class T2> struct hash2fn {
     hashfn<T2> h2;
     hash_t operator()(typename CREF(T1) a, typename CREF(T2) b) const
     {
-        return hash_rotate(h1(a), 7) ^ h2(b);
+        return (u_int)h1(a) ^ (u_int)h2(b);
     }
 };
 

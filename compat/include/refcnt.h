@@ -22,6 +22,12 @@
 #include <type_traits>
 #include <utility>
 
+/* Every libasync header began with sysconf.h (through opnew.h); the original
+ * Mely's mely.h, which includes this one, did not. */
+#ifndef MELY_COMPAT_LEGACY_MELY_H
+#include "sysconf.h"
+#endif
+
 #ifndef New
 #define New new
 #endif

@@ -27,14 +27,16 @@
  * const strbuf & and on temporaries: str s = strbuf() << "n = " << n;
  *   sb << x                 a str, C string, strbuf (its bytes), int, long,
  *                           long long and their unsigned forms (in decimal),
- *                           double ("%f"), a pointer ("%p"), hexdump(p, n);
+ *                           double (glibc's "%f", at most 127 bytes), a
+ *                           pointer ("%p": 0x0 for NULL), hexdump(p, n);
  *                           a char, like any small integer, prints as its
  *                           number (as in libasync: write sb << str(&c, 1) or
  *                           sb.fmt("%c", c) for the character). Your own types:
  *                           define const strbuf &strbuf_cat(const strbuf &,
  *                           const T &) and << finds it.
- *   sb.fmt(fmt, ...), strbuf(fmt, ...)   printf-style (glibc's printf, so %m
- *                           is strerror(errno))
+ *   sb.fmt(fmt, ...), strbuf(fmt, ...)   printf-style, libasync's dialect
+ *                           (suio++.h): no floating point, %p of NULL is
+ *                           0x0, %m is strerror(errno)
  *   sb.buf(p, n), sb.copy(p, n), sb.cat(x)   n raw bytes; cat is <<
  *   sb.len(), sb.clear(), sb.tosuio()   bytes held, emptying, the suio
  *                           (e.g. sb.tosuio()->output(fd))
@@ -58,6 +60,8 @@
 
 #include <sys/types.h>
 #include <sys/uio.h>
+
+#include "sysconf.h" /* as libasync's str.h: xmalloc, xfree, __FL__... */
 
 #include "callback.h"
 #include "keyfunc.h"
@@ -107,6 +111,7 @@ class str {
     rep *r_;
 
     friend class mstr;
+    friend struct bssstr;
     void assign(rep *r) noexcept
     {
         if (r_)
@@ -116,7 +121,7 @@ class str {
     static rep *from_iov(const iovec *iov, int cnt);
 
 public:
-    str() noexcept : r_(nullptr) {}
+    constexpr str() noexcept : r_(nullptr) {}
     str(const str &s) noexcept : r_(s.r_)
     {
         if (r_)
@@ -215,6 +220,21 @@ public:
     bool to_uint32(uint32_t *out, int base = 10) const;
     bool to_uint64(uint64_t *out, int base = 10) const;
     bool to_double(double *out) const;
+};
+
+/* A str for static storage (libasync's progname is one): initialized at
+ * compile time, so that it may be assigned before its constructor would have
+ * run, and never freed, so that it stays readable by destructors and atexit
+ * handlers that run after its own. */
+struct bssstr : public str {
+    constexpr bssstr() noexcept : str() {}
+    ~bssstr()
+    {
+        if (r_)
+            r_->hold(); /* the count str's destructor drops */
+    }
+    str &operator=(const str &s) { return str::operator=(s); }
+    str &operator=(const bssstr &s) { return str::operator=(s); }
 };
 
 inline bool operator==(const char *p, const str &s) noexcept
@@ -394,10 +414,8 @@ inline const strbuf &strbuf_cat(const strbuf &sb, unsigned long long n)
 {
     return sb.fmt("%llu", n);
 }
-inline const strbuf &strbuf_cat(const strbuf &sb, const double &d)
-{
-    return sb.fmt("%f", d);
-}
+/* glibc's "%f" (strbuf's own printf has no floating point, as libasync's). */
+const strbuf &strbuf_cat(const strbuf &sb, const double &d);
 template <class T> inline const strbuf &strbuf_cat(const strbuf &sb, const T *p)
 {
     return sb.fmt("%p", static_cast<const void *>(p));

@@ -40,6 +40,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "sysconf.h" /* as libasync's (through opnew.h) */
 #include "vec.h"
 
 class str;
@@ -144,7 +145,14 @@ public:
     void breakiov() {}
 };
 
-/* printf into a suio (glibc's printf: %m is strerror(errno)). */
+/* printf into a suio, in libasync's dialect rather than glibc's:
+ * conversions d i o u x X c s p m D O U, flags - + space # 0, width and
+ * precision (digits or *), lengths h (hh is h), l, ll, q, z. No floating
+ * point: %f %e %g... print their letter and take no argument, as does any
+ * other letter (%j, %n, %L...). %p is 0x and hex digits (0x0 for NULL); '0'
+ * pads %s and %c with zeros too; %m is strerror(errno); %s of NULL prints
+ * "(null)". A format byte >= 0x80 (a negative char) counts as a '%', as in
+ * libasync: non-ASCII text belongs in a %s argument, not in the format. */
 void suio_vuprintf(suio *uio, const char *fmt, va_list ap);
 void suio_uprintf(suio *uio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A malloc'd copy of the bytes (resid() of them, no NUL added); free() it. */

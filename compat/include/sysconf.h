@@ -2,9 +2,10 @@
  * sysconf.h (mely-compat): what libasync's sysconf.h gave every program that
  * includes async.h: the standard and system headers, and the portability
  * macros, typedefs and helpers real libasync code uses (U64F, INT64,
- * htonq, xmalloc, stringify, __FL__ ...). Included by async.h; the original
- * Mely's mely.h does not include it (its programs got less, see
- * doc/porting.md).
+ * htonq, xmalloc, stringify, __FL__ ...). Included, as libasync's was, by
+ * async.h, amisc.h, str.h, suio++.h, vec.h and refcnt.h (so callback.h and
+ * the containers); not under the original Mely's mely.h (its programs got
+ * less, see doc/porting.md).
  * What libasync's sysconf.h had and this one does not (autoconf HAVE_*
  * results, NULL as 0, setuid helpers, dmalloc hooks, ...) is listed in
  * doc/porting.md with the reason.

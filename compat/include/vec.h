@@ -58,6 +58,7 @@
 #include "array.h"
 #include "msb.h"
 #include "opnew.h"
+#include "sysconf.h" /* as libasync's (through opnew.h) */
 #include "stllike.h"
 
 #ifndef assert /* keep async.h's assert, which NDEBUG does not remove */

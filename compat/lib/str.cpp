@@ -158,6 +158,16 @@ const strbuf &strbuf::vfmt(const char *fmt, va_list ap) const
     return *this;
 }
 
+const strbuf &strbuf_cat(const strbuf &sb, const double &d)
+{
+    /* At most 127 bytes, as libasync (1e200 loses its last digits). */
+    char buf[128];
+    int n = snprintf(buf, sizeof buf, "%f", d);
+    if (n > 0)
+        sb.tosuio()->copy(buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+    return sb;
+}
+
 const strbuf &strbuf_cat(const strbuf &sb, const hexdump &h)
 {
     static const char digits[] = "0123456789abcdef";
@@ -172,32 +182,6 @@ const strbuf &strbuf_cat(const strbuf &sb, const hexdump &h)
 }
 
 /* ---- suio ---------------------------------------------------------------- */
-
-void suio_vuprintf(suio *uio, const char *fmt, va_list ap)
-{
-    /* Format straight into the free space; once more with the exact size
-     * if it did not fit. */
-    va_list again;
-    va_copy(again, ap);
-    size_t room = 128;
-    char *p = uio->getspace(room);
-    int n = vsnprintf(p, room, fmt, ap);
-    if (n >= 0 && (size_t)n >= room) {
-        p = uio->getspace((size_t)n + 1);
-        n = vsnprintf(p, (size_t)n + 1, fmt, again);
-    }
-    va_end(again);
-    if (n > 0)
-        uio->print(p, (size_t)n);
-}
-
-void suio_uprintf(suio *uio, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    suio_vuprintf(uio, fmt, ap);
-    va_end(ap);
-}
 
 char *suio_flatten(const suio *uio)
 {

@@ -308,16 +308,17 @@ static void test_ref_null_and_err()
             _exit(0);
         },
         &err);
-    if (!(ct_exited(st, 1) && err == "p: bad 1\n"))
+    if (!(ct_exited(st, 1) && err == "p: fatal: bad 1\n"))
         fprintf(stderr, "status %d, stderr [%s]\n", st, err.c_str());
-    CHECK(ct_exited(st, 1) && err == "p: bad 1\n");
+    CHECK(ct_exited(st, 1) && err == "p: fatal: bad 1\n");
     st = ct_fork(
         [] {
             setprogname("p");
             fatal("bad %d", 2);
         },
         &err);
-    CHECK(ct_exited(st, 1) && err == "p: bad 2\n");
+    /* as libasync: "fatal: " after the name, and no newline added */
+    CHECK(ct_exited(st, 1) && err == "p: fatal: bad 2");
     st = ct_fork([] { panic << "boom\n"; }, &err);
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && ct_contains(err, "boom"));
     st = ct_fork([] { panic("boom %d\n", 3); }, &err);

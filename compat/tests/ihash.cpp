@@ -257,6 +257,77 @@ static void test_ihash2_shash()
     CHECK(s[word("apple")] == &w1 && s[word("pear")] == &w2 && !s[word("plum")]);
 }
 
+/* ---- libasync's bucket counts and order ------------------------------------------- */
+/* The constants are what sfslite's libasync prints for the same code. */
+
+struct item {
+    u_int k;
+    int a, b;
+    str name;
+    ihash_entry<item> link, link2;
+    item(u_int kk, int aa, int bb, str n) : k(kk), a(aa), b(bb), name(n) {}
+};
+typedef ihash<u_int, item, &item::k, &item::link> items_t;
+static std::string IS(const strbuf &b) { str s = b; return std::string(s.cstr(), s.len()); }
+static std::string names_of(const items_t &t)
+{
+    strbuf b;
+    for (item *i = t.first(); i; i = t.next(i))
+        b << i->name << " ";
+    b << "| " << (u_int)t.buckets();
+    return IS(b);
+}
+/* orders after inserts, reserve(100), reserve(10), reserve(buckets), grow,
+ * removals (by buckets), and an ihash2 over the same objects */
+static void scen_ihash(std::string out[7])
+{
+    std::vector<item *> v;
+    items_t t;
+    for (u_int i = 0; i < 30; i++) {
+        v.push_back(new item(i * 37 % 23, (int)i, (int)(i % 5), str(strbuf("o%u", i))));
+        t.insert(v.back());
+    }
+    out[0] = names_of(t);
+    t.reserve(100);
+    out[1] = names_of(t);
+    t.reserve(10);
+    out[2] = names_of(t);
+    t.reserve(t.buckets());
+    out[3] = names_of(t);
+    t.grow();
+    out[4] = names_of(t);
+    for (size_t i = 0; i < v.size(); i += 4)
+        t.remove(v[i]);
+    strbuf b;
+    for (size_t n = 0; n < t.buckets(); n++)
+        for (item *i = t.first_in_bucket(n); i; i = t.next_in_bucket(i))
+            b << i->name << " ";
+    out[5] = IS(b);
+    ihash2<int, int, item, &item::a, &item::b, &item::link2> t2;
+    for (item *i : v)
+        t2.insert(i);
+    strbuf b2;
+    for (item *i = t2.first(); i; i = t2.next(i))
+        b2 << i->name << " ";
+    out[6] = IS(b2);
+    t.clear();
+    for (item *i : v)
+        delete i;
+}
+
+static void test_libasync_order()
+{
+    std::string o[7];
+    scen_ihash(o);
+    CHECK(o[0] == "o23 o0 o28 o5 o10 o15 o20 o25 o2 o7 o12 o17 o22 o27 o4 o9 o14 o19 o24 o1 o29 o6 o11 o16 o21 o26 o3 o8 o13 o18 | 31");
+    CHECK(o[1] == "o0 o23 o5 o28 o10 o15 o20 o2 o25 o7 o12 o17 o22 o4 o27 o9 o14 o19 o1 o24 o6 o29 o11 o16 o21 o3 o26 o8 o13 o18 | 100");
+    CHECK(o[2] == "o23 o0 o28 o5 o10 o15 o20 o25 o2 o7 o12 o17 o22 o27 o4 o9 o14 o19 o24 o1 o29 o6 o11 o16 o21 o26 o3 o8 o13 o18 | 251");
+    CHECK(o[3] == "o0 o23 o5 o28 o10 o15 o20 o2 o25 o7 o12 o17 o22 o4 o27 o9 o14 o19 o1 o24 o6 o29 o11 o16 o21 o3 o26 o8 o13 o18 | 251");
+    CHECK(o[4] == "o23 o0 o28 o5 o10 o15 o20 o25 o2 o7 o12 o17 o22 o27 o4 o9 o14 o19 o24 o1 o29 o6 o11 o16 o21 o26 o3 o8 o13 o18 | 509");
+    CHECK(o[5] == "o23 o5 o10 o15 o25 o2 o7 o17 o22 o27 o9 o14 o19 o1 o29 o6 o11 o21 o26 o3 o13 o18 ");
+    CHECK(o[6] == "o28 o4 o3 o2 o0 o1 o5 o7 o6 o14 o10 o11 o8 o9 o13 o12 o15 o18 o16 o17 o23 o22 o21 o20 o19 o29 o27 o25 o26 o24 ");
+}
+
 int main()
 {
     ct_watchdog(60);
@@ -265,6 +336,7 @@ int main()
     test_collisions();
     test_traverse();
     test_ihash2_shash();
+    test_libasync_order();
     printf("compat ihash: ok\n");
     return 0;
 }

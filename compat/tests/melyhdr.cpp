@@ -1,7 +1,7 @@
 /*
  * melyhdr.cpp: the original Mely header: cbv as a raw pointer (auto-free on
  * and off), DEBUG_TMP, PRINT_ALERT, PANIC, DEBUG, rdtscll, MAX_COLORS,
- * MAX_THREADS and the benchmark hooks.
+ * MAX_THREADS, the benchmark hooks, and err.h's warn/fatal/panic objects.
  */
 #include "mely.h"
 
@@ -43,6 +43,32 @@ int main()
           ct_contains(err, "bad 7"));
     st = ct_fork([] { reset_threads_queue(); }, &err);
     CHECK(ct_exited(st, EXIT_FAILURE) && ct_contains(err, "Not implemented in MELY"));
+    /* err.h's objects in a Mely program: std::ostream streams (a std::string,
+     * a char as text) or printf-style, with libasync's prefixes and endings */
+    st = ct_fork(
+        [] {
+            warn << "before name\n";
+            setprogname("/bin/melyprog");
+            warn << "s=" << std::string("std") << " c=" << 'c' << " n=" << 3 << "\n";
+            warn("p=%p\n", (void *)NULL);
+            warnx << "x\n";
+            warnx("x%d\n", 2);
+        },
+        &err);
+    CHECK(ct_exited(st, 0) &&
+          err == "before name\nmelyprog: s=std c=c n=3\nmelyprog: p=0x0\nx\nx2\n");
+    st = ct_fork(
+        [] {
+            setprogname("m");
+            fatal << "bad " << 1 << "\n";
+        },
+        &err);
+    CHECK(ct_exited(st, 1) && err == "m: fatal: bad 1\n");
+    st = ct_fork([] { fatal("bad %d", 2); }, &err);
+    CHECK(ct_exited(st, 1) && err == "fatal: bad 2");
+    st = ct_fork([] { panic << "boom\n"; }, &err);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && err == "PANIC: boom\n");
+
     /* DEBUG is not even compiled: it may name what does not exist */
     DEBUG("never %d\n", no_such_variable);
 

@@ -295,6 +295,104 @@ static void test_bhash()
     CHECK(assigned.size() == copy.size());
 }
 
+/* ---- libasync's hash values and iteration order ---------------------------------- */
+/* The constants are what sfslite's libasync computes and prints for the same
+ * code: a program's output that depends on hash values or on the order of a
+ * traversal is the same. */
+
+static void test_hash_values()
+{
+    CHECK(HASHSEED == 5381);
+    CHECK(hash_string("") == 5381u && hash_bytes("", 0) == 5381u);
+    CHECK(hash_string("a") == 177604u && hash_string("ab") == 5860902u);
+    CHECK(hash_string("hello") == 178056679u && hash_string("hello world") == 4173747013u);
+    CHECK(hash_string("washington") == 2828858557u);
+    CHECK(hash_string("\xff\xfe") == 5857380u); /* bytes taken as unsigned */
+    const char *fox = "The quick brown fox jumps over the lazy dog";
+    CHECK(hash_string(fox) == 3061430282u && hash_bytes(fox, (int)strlen(fox)) == 3061430282u);
+    CHECK((u_int)hash_t(str(fox)) == 3061430282u);
+    CHECK(hash_string("hello", 7) == 165914789u && hash_bytes("hello", 5, 0) == 120084546u);
+    CHECK(hash_rotate(hash_string("hello"), 7) == 1316418437u);
+    CHECK((u_int)hashfn<str>()(str("a\0b", 3)) == 193410726u);
+    CHECK((u_int)hashfn<const char *>()("xyz") == 193434110u);
+    hash2fn<int, str> h2;
+    CHECK((u_int)h2(5, str("q")) == 177617u);
+}
+
+static std::string S(const strbuf &b) { str s = b; return std::string(s.cstr(), s.len()); }
+template <class Q> static std::string keys_of(const Q &q)
+{
+    strbuf b;
+    for (auto *s = q.first(); s; s = q.next(s))
+        b << s->key << " ";
+    return S(b);
+}
+static std::string scen_str_keys(std::string *after_changes, std::string *copied, std::string *bucketcounts)
+{
+    qhash<str, int> q;
+    strbuf counts;
+    size_t last = 0;
+    for (int i = 0; i < 20; i++) {
+        q.insert(strbuf("k%d", i), i);
+        if (q.buckets() != last)
+            counts << (u_int)(last = q.buckets()) << " ";
+    }
+    std::string first = keys_of(q);
+    for (int i = 0; i < 20; i += 3)
+        q.remove(strbuf("k%d", i));
+    for (int i = 100; i < 110; i++)
+        q.insert(strbuf("k%d", i), i);
+    *after_changes = keys_of(q);
+    qhash<str, int> c(q);
+    *copied = keys_of(c);
+    *bucketcounts = S(counts);
+    return first;
+}
+static std::string scen_int_keys()
+{
+    qhash<int, int> q;
+    for (int i = 0; i < 40; i++)
+        q.insert(i * 7919 % 1000, i);
+    return keys_of(q);
+}
+static std::string scen_bhash()
+{
+    bhash<str> b;
+    const char *words[] = {"fish", "likes to", "complain about", "sfs. alot", "a", "b", "c", "d", "e"};
+    for (const char *w : words)
+        b.insert(w);
+    strbuf out;
+    for (const str &k : b)
+        out << k << ",";
+    return S(out);
+}
+static std::string scen_growth()
+{
+    qhash<u_int, u_int> big;
+    strbuf seq;
+    size_t last = 0;
+    for (u_int i = 0; i < 70000; i++) {
+        big.insert(i * 2654435761u, i);
+        if (big.buckets() != last)
+            seq << (u_int)(last = big.buckets()) << " ";
+    }
+    return S(seq);
+}
+
+static void test_libasync_order()
+{
+    std::string after, copied, counts;
+    CHECK(scen_str_keys(&after, &copied, &counts) == "k8 k9 k19 k6 k18 k7 k17 k4 k16 k5 k15 k2 k14 k3 k13 k0 k12 k1 k11 k10 ");
+    CHECK(after == "k8 k19 k109 k7 k108 k17 k4 k107 k16 k5 k106 k2 k105 k14 k104 k13 k103 k1 k102 k11 k101 k10 k100 ");
+    /* a copy is made by traversing and inserting, as libasync's: its own order */
+    CHECK(copied == "k8 k19 k109 k7 k108 k4 k17 k107 k5 k16 k106 k2 k14 k105 k13 k104 k1 k103 k11 k102 k10 k101 k100 ");
+    CHECK(counts == "3 7 13 31 ");
+    CHECK(scen_int_keys() ==
+          "732 0 489 246 3 919 676 433 922 190 866 623 380 137 813 570 327 84 757 514 271 28 947 704 461 218 894 651 408 165 838 595 352 841 109 785 542 299 56 975 ");
+    CHECK(scen_bhash() == "c,b,likes to,e,d,fish,complain about,sfs. alot,a,");
+    CHECK(scen_growth() == "3 7 13 31 61 127 251 509 1021 2039 4093 8191 16381 32749 65521 131071 ");
+}
+
 int main()
 {
     ct_watchdog(60);
@@ -304,6 +402,8 @@ int main()
     test_ref_values();
     test_key_kinds();
     test_bhash();
+    test_hash_values();
+    test_libasync_order();
     printf("compat qhash: ok\n");
     return 0;
 }

@@ -282,8 +282,10 @@ static void test_strbuf_fmt_and_sharing()
 {
     strbuf f("%d-%s", 42, "x");
     CHECK(eq(f, "42-x"));
+    /* libasync's printf has no floating point: %f prints "f" (padded here)
+     * and takes no argument, so %c gets 'z' (sfslite prints the same). */
     f.fmt("|%05.1f|%c", 3.14159, 'z');
-    CHECK(eq(f, "42-x|003.1|z"));
+    CHECK(eq(f, "42-x|0000f|z"));
     errno = ENOENT;
     strbuf em;
     em.fmt("%m");
@@ -356,6 +358,77 @@ static void test_strbuf_fmt_and_sharing()
     str s2;
     s2 = many;
     CHECK(s2.len() == want.size());
+}
+
+/* printf through a format the compiler cannot check (the formats below are
+ * deliberately not glibc's). */
+static std::string F(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    strbuf b;
+    b.vfmt(fmt, ap);
+    va_end(ap);
+    str s = b;
+    return std::string(s.cstr(), s.len());
+}
+
+/* libasync's printf dialect: each expected string is what sfslite's
+ * strbuf::fmt prints for the same call. */
+static void test_printf_dialect()
+{
+    CHECK(F("%p", (void *)NULL) == "0x0"); /* glibc: (nil) */
+    CHECK(F("%p", (void *)0x1234abcd) == "0x1234abcd");
+    CHECK(F("%10p|%-10p|%010p", (void *)NULL, (void *)0x12, (void *)0x12) ==
+          "       0x0|0x12      |0x00000012");
+    /* no floating point: the letter is printed, the double is not taken */
+    CHECK(F("%f %d", 1.5, 7) == "f 7");
+    CHECK(F("%e %g %E %G %a %d", 1.5, 2.5, 3.5, 4.5, 5.5, 7) == "e g E G a 7");
+    CHECK(F("%Lf %d", (long double)1.5, 8) == "Lf 8");
+    /* lengths: hh is h; j, t, n, ', I, $ are unknown letters */
+    CHECK(F("%hhd %hd %hhu %hu", 300, 70000, 300, 70000) == "300 4464 300 4464");
+    CHECK(F("%jd %td", (intmax_t)5, (ptrdiff_t)6) == "jd td");
+    CHECK(F("a%nb", (int *)NULL) == "anb");
+    CHECK(F("%w %y %k|%1$d", 3) == "w y k|$d");
+    CHECK(F("%'d %Id", 12345, 6) == "'d Id");
+    CHECK(F("%zu %zd %zx", (size_t)5, (ssize_t)-6, (size_t)255) == "5 -6 ff");
+    CHECK(F("%lld %llu %qd %llx", -5LL, 6ULL, -7LL, 255ULL) == "-5 6 -7 ff");
+    CHECK(F("%ld %lu %lx %lo", -5L, 6UL, 255UL, 8UL) == "-5 6 ff 10");
+    CHECK(F("%u|%+u|% u|%D|%U|%O", 4294967295u, 5u, 5u, 9L, 10UL, 8UL) == "4294967295|5|5|9|10|10");
+    CHECK(F("%d %ld %lld", INT_MIN, LONG_MIN, LLONG_MIN) ==
+          "-2147483648 -9223372036854775808 -9223372036854775808");
+    CHECK(F("%hx %hhx %ho", -1, -1, -1) == "ffff ffff 177777");
+    /* %% takes a width; '0' pads strings and characters with zeros */
+    CHECK(F("100%% %5%| %-5%|") == "100%     %| %    |");
+    CHECK(F("%05s|%-05s|%5s|%.2s|%5.1s|%.0s|", "ab", "cd", "ef", "ghij", "kl", "mn") ==
+          "000ab|cd   |   ef|gh|    k||");
+    CHECK(F("%c|%5c|%-3c|%03c|", 'a', 'b', 'c', 'd') == "a|    b|c  |00d|");
+    CHECK(F("%+d|% d|%+ d|% +d|%05d|%-5d|%.3d|%5.3d|%05.3d|%+05d|%.0d|%0-5d|", 5, 5, 5, 5, -5,
+            -5, 5, 5, 5, 5, 0, 3) == "+5| 5|+5|+5|-0005|-5   |005|  005|  005|+0005||3    |");
+    CHECK(F("%#x|%#X|%#o|%#o|%x|%X|%#x|%#08x|%08x|%#.5x|%.0x|%#.0o", 255, 255, 8, 0, 255, 255, 0,
+            255, 255, 255, 0, 0) == "0xff|0XFF|010|0|ff|FF|0|0x0000ff|000000ff|0x000ff||");
+    CHECK(F("%*d|%-*d|%*d|%.*d|%.*s|", 5, 1, 5, 2, -5, 3, 3, 4, 2, "xyz") ==
+          "    1|2    |3    |004|xy|");
+    errno = ENOENT;
+    CHECK(F("%m|%10.3m|") == std::string(strerror(ENOENT)) + "|" + std::string(7, ' ') +
+                                 std::string(strerror(ENOENT), 3) + "|");
+    CHECK(F("abc%") == "abc");
+    /* a format byte >= 0x80 is read as a '%' (here it eats the 0xc3) */
+    CHECK(F("h\xc3\xa9llo %d", 5) == "h\xa9llo 5");
+    /* libasync panicked on %s of NULL; here it prints (null) */
+    CHECK(F("%s|", (const char *)NULL) == "(null)|");
+
+    /* strbuf << double is glibc's %f, cut at 127 bytes */
+    str d = strbuf() << 1.5 << " " << 1e20 << " " << -0.0;
+    CHECK(d == "1.500000 100000000000000000000.000000 -0.000000");
+    str big = strbuf() << 1e200;
+    char whole[400];
+    CHECK(snprintf(whole, sizeof whole, "%f", 1e200) > 200);
+    CHECK(big.len() == 127 && !memcmp(big.cstr(), whole, 127));
+    str chars = strbuf() << 'a' << (signed char)'b' << (unsigned char)'c' << true << (short)-3;
+    CHECK(chars == "9798991-3");
+    str ptrs = strbuf() << (void *)NULL << " " << (const char *)"cs" << " " << (int *)NULL;
+    CHECK(ptrs == "0x0 cs 0x0");
 }
 
 static void test_streams()
@@ -468,6 +541,7 @@ int main()
     test_numbers();
     test_strbuf_basics();
     test_strbuf_fmt_and_sharing();
+    test_printf_dialect();
     test_streams();
     test_suio();
     printf("compat str: ok\n");

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -248,17 +249,76 @@ timecb_t *timer_new(callback<void> *cb, const timespec *when, uint64_t delay_ns)
     return static_cast<timecb_t *>(h);
 }
 
+const long NS_PER_SEC = 1000000000L;
+
+/* `when` as the runtime takes it (0 <= tv_nsec < 1e9, tv_sec >= 0), as
+ * libasync accepted any timespec: tv_nsec out of range carries into tv_sec
+ * (either way); a time before the epoch is due now (the epoch is past); one
+ * past the end of time_t stays at its last second (never, in practice). */
+timespec normalized(const timespec &when)
+{
+    time_t carry = (time_t)(when.tv_nsec / NS_PER_SEC);
+    long ns = when.tv_nsec % NS_PER_SEC;
+    if (ns < 0) {
+        ns += NS_PER_SEC;
+        carry--;
+    }
+    timespec r;
+    if (__builtin_add_overflow(when.tv_sec, carry, &r.tv_sec)) {
+        if (carry > 0) {
+            r.tv_sec = std::numeric_limits<time_t>::max();
+            r.tv_nsec = NS_PER_SEC - 1;
+        } else {
+            r.tv_sec = 0;
+            r.tv_nsec = 0;
+        }
+        return r;
+    }
+    r.tv_nsec = ns;
+    if (r.tv_sec < 0) {
+        r.tv_sec = 0;
+        r.tv_nsec = 0;
+    }
+    return r;
+}
+
+/* sec seconds and nsec nanoseconds in nanoseconds: 0 if negative, UINT64_MAX
+ * (584 years: the runtime's "never") if larger. */
+uint64_t delay_ns(time_t sec, uint64_t nsec)
+{
+    const uint64_t G = (uint64_t)NS_PER_SEC;
+    if (sec < 0) {
+        /* nsec < 2^32 is at most 4 s: only a small negative sec can leave
+         * something ahead. */
+        if (sec < -5)
+            return 0;
+        int64_t t = (int64_t)sec * (int64_t)G + (int64_t)nsec;
+        return t > 0 ? (uint64_t)t : 0;
+    }
+    if ((uint64_t)sec > (UINT64_MAX - nsec) / G)
+        return UINT64_MAX;
+    return (uint64_t)sec * G + nsec;
+}
+
 } // namespace
 
 timecb_t *timecb(const timespec &when, callback<void> *cb)
 {
-    return timer_new(cb, &when, 0);
+    timespec ts = normalized(when);
+    return timer_new(cb, &ts, 0);
+}
+
+timecb_t *timecb(time_t when, callback<void> *cb)
+{
+    timespec ts;
+    ts.tv_sec = when;
+    ts.tv_nsec = 0;
+    return timecb(ts, cb);
 }
 
 timecb_t *delaycb(time_t sec, u_int32_t nsec, callback<void> *cb)
 {
-    uint64_t ns = sec < 0 ? 0 : (uint64_t)sec * 1000000000u + nsec;
-    return timer_new(cb, nullptr, ns);
+    return timer_new(cb, nullptr, delay_ns(sec, nsec));
 }
 
 timecb_t *delaycb(time_t sec, callback<void> *cb)
@@ -346,7 +406,7 @@ void lazy_fire(void *arg) noexcept
 
 void lazy_arm(lazy_tab::slot &s, void *h)
 {
-    int err = mely_timer_after(runtime(), (uint64_t)s.val.interval * 1000000000u,
+    int err = mely_timer_after(runtime(), delay_ns(s.val.interval, 0),
                                target(s.val.cb), lazy_fire, h, &s.val.id);
     if (err)
         die("lazycb", err);

@@ -2,7 +2,9 @@
  * loop.cpp: fdcb, timers (timecb, delaycb, lazycb), sigcb and chldcb over the
  * runtime's watches, timers and signals.
  */
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "handles.h"
@@ -21,6 +25,11 @@ using namespace mely_compat;
 /* ---- fdcb ---------------------------------------------------------------------- */
 
 namespace {
+
+const char *op_name(selop op)
+{
+    return op == selread ? "selread" : "selwrite";
+}
 
 /* One registration: a counted callback and either a native watch (w), or,
  * for what epoll refuses (regular files, /dev/null...), a chain of posted
@@ -139,8 +148,7 @@ fd_entry *fd_register(int fd, selop op, callback<void> *cb)
         return e;
     }
     if (err) {
-        fprintf(stderr, "mely-compat: fdcb(%d, %s): %s\n", fd,
-                op == selread ? "selread" : "selwrite", mely_strerror(err));
+        fprintf(stderr, "mely-compat: fdcb(%d, %s): %s\n", fd, op_name(op), mely_strerror(err));
         free_fd_entry(e);
         return nullptr;
     }
@@ -170,22 +178,78 @@ void fdcb_finished(bool finished)
         retire(e);
 }
 
+namespace {
+
+/* The process's descriptor limit, RLIMIT_NOFILE's soft one: no descriptor it
+ * can open is at or above it (one it had before the limit was lowered can be:
+ * fdcb checks that one with fcntl). */
+std::size_t fd_limit()
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > (rlim_t)INT_MAX)
+        return (std::size_t)INT_MAX;
+    return (std::size_t)rl.rlim_cur;
+}
+
+/* Refuses what libasync asserted against (a negative descriptor, one at or
+ * past the descriptor limit, an unknown op): a message and exit. */
+[[noreturn]] void bad_fd(int fd, selop op, const char *why)
+{
+    if (op == selread || op == selwrite)
+        fprintf(stderr, "mely-compat: fdcb(%d, %s): %s\n", fd, op_name(op), why);
+    else
+        fprintf(stderr, "mely-compat: fdcb(%d, %d): %s\n", fd, (int)op, why);
+    exit(EXIT_FAILURE);
+}
+
+} // namespace
+
 void fdcb(int fd, selop op, callback<void> *cb)
 {
-    if (fd < 0 || (op != selread && op != selwrite)) {
-        fprintf(stderr, "mely-compat: fdcb: bad fd %d or op %d\n", fd, (int)op);
-        exit(EXIT_FAILURE);
+    if (op != selread && op != selwrite)
+        bad_fd(fd, op, "bad operation (selread or selwrite)");
+    if (fd < 0)
+        bad_fd(fd, op, "negative descriptor");
+    /* Only a descriptor the process has may take a slot, so the table grows
+     * to the highest one registered, never to a number made up (fdcb(1e8)
+     * on nothing cost 1.5 GB for good, fdcb(2^31 - 1) bad_alloc). */
+    if (cb && fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+        std::size_t lim = fd_limit();
+        if ((std::size_t)fd >= lim) {
+            char why[160];
+            snprintf(why, sizeof why,
+                     "bad descriptor: not open, and past the process's limit "
+                     "(RLIMIT_NOFILE: %zu)",
+                     lim);
+            bad_fd(fd, op, why);
+        }
+        /* Closed, within the limit: refused as epoll refuses it (the fd's
+         * earlier registration ends, as a failed one always did). */
+        fprintf(stderr, "mely-compat: fdcb(%d, %s): %s\n", fd, op_name(op),
+                mely_strerror(-EBADF));
+        cb->refcount_inc(); /* frees a fresh wrap() */
+        cb->release();
+        cb = nullptr;
     }
     runtime(); /* created outside the table's lock */
     fd_table &t = fds();
-    fd_entry *old = nullptr;
     std::size_t i = 2 * (std::size_t)fd + (std::size_t)op;
+    fd_entry *old = nullptr;
     {
         std::lock_guard<std::mutex> g(t.mu);
-        if (i >= t.slots.size())
-            t.slots.resize(i + 64, nullptr);
-        old = t.slots[i];
-        t.slots[i] = cb ? fd_register(fd, op, cb) : nullptr;
+        if (i >= t.slots.size() && cb) { /* a removal never grows the table */
+            /* Doubling within twice the limit (two ops per fd), and at least
+             * to this fd, which is open (so below a limit the process had). */
+            std::size_t want = 2 * (std::size_t)fd + 2;
+            std::size_t grow = std::min(std::max<std::size_t>(2 * t.slots.size(), 128),
+                                        2 * fd_limit());
+            t.slots.resize(std::max(want, grow), nullptr);
+        }
+        if (i < t.slots.size()) {
+            old = t.slots[i];
+            t.slots[i] = cb ? fd_register(fd, op, cb) : nullptr;
+        }
     }
     if (old)
         retire(old);

@@ -37,7 +37,10 @@ void cpucb_tail(callback<void> *cb);
 
 /* ---- File descriptors -------------------------------------------------------- */
 
+#ifndef MELY_COMPAT_SELOP
+#define MELY_COMPAT_SELOP /* amisc.h's fdwait takes it too */
 enum selop { selread = 0, selwrite = 1 };
+#endif
 
 /* From now on run cb (with its color) whenever fd is readable (selread) or
  * writable (selwrite); level-triggered; until fdcb(fd, op, NULL) or

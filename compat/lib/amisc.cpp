@@ -1,5 +1,5 @@
 /* amisc.cpp: socket and descriptor helpers, SIGIO, descriptor passing,
- * fdwait, convertint, tcpconnect. */
+ * fdwait, convertint, crypt.h's rnd, tcpconnect. */
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -12,12 +12,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "amisc.h"
+#include "crypt.h"
 #include "err.h"
 #include "rwfd.h"
 #include "handles.h"
@@ -343,6 +345,26 @@ bool mely_compat_convertint(const char *cp, int base, int64_t *res)
         return false;
     *res = (int64_t)v;
     return true;
+}
+
+/* ---- rnd (crypt.h) ------------------------------------------------------------------------- */
+
+prng rnd;
+
+void prng::getbytes(void *buf, std::size_t n)
+{
+    char *p = static_cast<char *>(buf);
+    while (n > 0) {
+        ssize_t k = getrandom(p, n, 0);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            fprintf(stderr, "mely-compat: rnd: getrandom: %s\n", strerror(errno));
+            exit(EXIT_FAILURE);
+        }
+        p += k;
+        n -= (std::size_t)k;
+    }
 }
 
 /* ---- tcpconnect ------------------------------------------------------------------ */

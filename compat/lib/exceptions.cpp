@@ -154,19 +154,20 @@ namespace {
 
 void callback_threw(const callback_base *cb, const void *fn, const char *via, int arg) noexcept
 {
-    char exc[1024];
-    try {
-        throw;
-    } catch (abi::__forced_unwind &) {
-        /* pthread_exit() or a cancellation inside a callback: the worker's
-         * thread would leave the runtime's frames just the same. Reported
-         * from inside this handler: the unwind is a foreign exception, which
-         * the end of a catch block destroys, and glibc then aborts with its
-         * own "FATAL: exception not rethrown" instead of this line. */
+    /* pthread_exit() or a cancellation inside a callback: the worker's
+     * thread would leave the runtime's frames just the same. glibc unwinds
+     * the thread with a foreign exception (not a C++ one), for which
+     * std::current_exception() is empty. It is told apart that way rather
+     * than by a handler of abi::__forced_unwind &: such a handler binds the
+     * reference to a null object (UBSan's "reference binding to null
+     * pointer"), and a nested try block's handler that ends destroys the
+     * unwind, which glibc answers with its own "FATAL: exception not
+     * rethrown" and abort instead of the line. Here the handler of the
+     * caller (guard) never ends: report() aborts. */
+    if (!std::current_exception())
         report(cb, fn, via, arg, "the worker's thread exited (pthread_exit or cancellation)");
-    } catch (...) {
-        describe_exception(exc, sizeof exc);
-    }
+    char exc[1024];
+    describe_exception(exc, sizeof exc);
     report(cb, fn, via, arg, exc);
 }
 

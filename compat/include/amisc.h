@@ -1,5 +1,7 @@
 /*
- * amisc.h (mely-compat): libasync-style socket and descriptor helpers.
+ * amisc.h (mely-compat): libasync-style socket and descriptor helpers:
+ * sockets, descriptor flags, SIGIO, descriptor passing (rwfd.h), fdwait,
+ * convertint, tcpconnect.
  * Written for mely; no line comes from libasync.
  */
 #ifndef MELY_COMPAT_AMISC_H
@@ -30,6 +32,63 @@ void make_async(int fd);
 void make_sync(int fd);
 void close_on_exec(int fd, bool on = true);
 void tcp_nodelay(int fd);
+
+/* SIGIO for fd: the process as its owner (F_SETOWN) and O_ASYNC set
+ * (sigio_set), or cleared (sigio_clear). 0, or -1 after a warning. */
+int sigio_set(int fd);
+int sigio_clear(int fd);
+
+/* Passing a descriptor over a Unix socket (libasync's rwfd.h, also here):
+ * writefd sends len bytes and descriptor wfd in one sendmsg (the sender
+ * keeps its copy; no SIGPIPE: -1 with EPIPE); readfd receives up to len
+ * bytes and sets *rfdp to a descriptor that came with them, else -1. Both
+ * return what sendmsg/recvmsg did (-1 with errno; *rfdp untouched then);
+ * readfd returns -1 with EAGAIN when a descriptor came with no byte (*rfdp
+ * holds it). The v forms take an iovec array. */
+extern "C" {
+ssize_t readvfd(int fd, const struct iovec *iov, int iovcnt, int *rfdp);
+ssize_t writevfd(int fd, const struct iovec *iov, int iovcnt, int wfd);
+ssize_t readfd(int fd, void *buf, size_t len, int *rfdp);
+ssize_t writefd(int fd, const void *buf, size_t len, int wfd);
+}
+
+/* Blocks until fd (rfd) is readable when r, or fd (wfd) writable when w,
+ * as select() would: returns how many of the two are ready (0 at the
+ * timeout, -1 with errno: EINTR, EBADF for a descriptor not open, EINVAL for
+ * a negative timeout); tvp NULL waits for ever, else *tvp becomes the time
+ * left (as Linux's select). A negative descriptor, or an op other than
+ * selread and selwrite, is fatal (libasync asserted). Not the event loop: it
+ * blocks the calling thread (a worker, in a callback). */
+#ifndef MELY_COMPAT_SELOP
+#define MELY_COMPAT_SELOP /* melycompat_loop.h's fdcb takes it too */
+enum selop { selread = 0, selwrite = 1 };
+#endif
+int fdwait(int fd, bool r, bool w, struct timeval *tvp);
+int fdwait(int rfd, int wfd, bool r, bool w, struct timeval *tvp);
+int fdwait(int fd, selop op, struct timeval *tvp = nullptr);
+
+/* convertint (libasync's parseopt.h): the whole of cp (leading blanks and a
+ * sign allowed; base 0: 0x hex, 0 octal, else decimal) as a 64-bit integer,
+ * saturated at its limits, then converted to T (truncated as a cast does);
+ * false, *resp untouched, if cp is empty or anything follows the number. The
+ * second form takes a str (anything with cstr()). */
+#ifndef MELY_COMPAT_CONVERTINT
+#define MELY_COMPAT_CONVERTINT
+bool mely_compat_convertint(const char *cp, int base, int64_t *res);
+template <class T> inline bool convertint(const char *cp, T *resp, int base = 0)
+{
+    int64_t v;
+    if (!mely_compat_convertint(cp, base, &v))
+        return false;
+    *resp = (T)v;
+    return true;
+}
+template <class S, class T>
+inline auto convertint(const S &s, T *resp, int base = 0) -> decltype((void)s.cstr(), true)
+{
+    return convertint(s.cstr(), resp, base);
+}
+#endif
 
 struct tcpconnect_t; /* a handle, as timecb_t (melycompat_loop.h) */
 /* Connects to addr:port (port in host byte order) without blocking; cb gets

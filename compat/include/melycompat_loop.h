@@ -37,7 +37,10 @@ void cpucb_tail(callback<void> *cb);
 
 /* ---- File descriptors -------------------------------------------------------- */
 
+#ifndef MELY_COMPAT_SELOP
+#define MELY_COMPAT_SELOP /* amisc.h's fdwait takes it too */
 enum selop { selread = 0, selwrite = 1 };
+#endif
 
 /* From now on run cb (with its color) whenever fd is readable (selread) or
  * writable (selwrite); level-triggered; until fdcb(fd, op, NULL) or
@@ -55,12 +58,16 @@ void fdcb_finished(bool finished);
 /* A timer's handle: not an address (it encodes a slot and a generation, see
  * doc/porting.md), never NULL. */
 struct timecb_t;
-/* One-shot timers at a wall-clock time (CLOCK_REALTIME) or after a delay;
- * cb runs with its color and priority. Any thread.
+/* One-shot timers at a wall-clock time (CLOCK_REALTIME; a time_t: that
+ * second) or after a delay; cb runs with its color and priority. Any thread.
+ * Any time is accepted, as libasync did: tv_nsec outside 0..999999999
+ * carries into the seconds, a past time (before the epoch too) is due now,
+ * and a delay or a time too far to count saturates (never, in practice).
  * timecb_remove: a timer still pending is cancelled (cb never runs); a stale
  * handle (the timer's event started or ran, the timer was removed already)
  * does nothing, even once a new timer took its slot. Any thread, any time. */
 timecb_t *timecb(const timespec &when, callback<void> *cb);
+timecb_t *timecb(time_t when, callback<void> *cb);
 timecb_t *delaycb(time_t sec, u_int32_t nsec, callback<void> *cb);
 timecb_t *delaycb(time_t sec, callback<void> *cb);
 void timecb_remove(timecb_t *t);

@@ -1,17 +1,27 @@
-/* amisc.cpp: socket and descriptor helpers, tcpconnect. */
+/* amisc.cpp: socket and descriptor helpers, SIGIO, descriptor passing,
+ * fdwait, convertint, crypt.h's rnd, tcpconnect. */
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <limits>
 
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "amisc.h"
+#include "crypt.h"
+#include "err.h"
+#include "rwfd.h"
 #include "handles.h"
 #include "internal.h"
 
@@ -106,6 +116,255 @@ void tcp_nodelay(int fd)
 {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* ---- SIGIO ------------------------------------------------------------------------ */
+
+int sigio_set(int fd)
+{
+    if (fcntl(fd, F_SETOWN, getpid()) < 0) {
+        warn("sigio_set: F_SETOWN: %m\n");
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0) {
+        warn("sigio_set: F_GETFL: %m\n");
+        return -1;
+    }
+    if (fcntl(fd, F_SETFL, fl | O_ASYNC) < 0) {
+        warn("sigio_set: F_SETFL: %m\n");
+        return -1;
+    }
+    return 0;
+}
+
+int sigio_clear(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0) {
+        warn("sigio_clear: F_GETFL: %m\n");
+        return -1;
+    }
+    if (fcntl(fd, F_SETFL, fl & ~O_ASYNC) < 0) {
+        warn("sigio_clear: F_SETFL: %m\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- Descriptor passing (rwfd.h) ------------------------------------------------------ */
+
+extern "C" ssize_t writevfd(int fd, const struct iovec *iov, int iovcnt, int wfd)
+{
+    union { /* aligned for a cmsghdr */
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = const_cast<struct iovec *>(iov);
+    mh.msg_iovlen = (size_t)iovcnt;
+    mh.msg_control = ctl.buf;
+    mh.msg_controllen = sizeof ctl.buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &wfd, sizeof wfd);
+    /* MSG_NOSIGNAL: libasync ignored SIGPIPE, so a closed peer was EPIPE. */
+    return sendmsg(fd, &mh, MSG_NOSIGNAL);
+}
+
+extern "C" ssize_t writefd(int fd, const void *buf, size_t len, int wfd)
+{
+    struct iovec iov;
+    iov.iov_base = const_cast<void *>(buf);
+    iov.iov_len = len;
+    return writevfd(fd, &iov, 1, wfd);
+}
+
+extern "C" ssize_t readvfd(int fd, const struct iovec *iov, int iovcnt, int *rfdp)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = const_cast<struct iovec *>(iov);
+    mh.msg_iovlen = (size_t)iovcnt;
+    mh.msg_control = ctl.buf;
+    mh.msg_controllen = sizeof ctl.buf;
+    ssize_t n = recvmsg(fd, &mh, 0);
+    if (n < 0)
+        return n;
+    *rfdp = -1;
+    bool got = false;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        std::size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t k = 0; k < nfd; k++) {
+            int r;
+            memcpy(&r, CMSG_DATA(c) + k * sizeof(int), sizeof r);
+            if (!got) {
+                *rfdp = r;
+                got = true;
+            } else {
+                close(r); /* only one was asked for: the others would leak */
+            }
+        }
+    }
+    if (got && n == 0) {
+        /* A descriptor with no byte: libasync's readfd said "try again"
+         * (a byte count of 0 would read as the end of the stream). */
+        errno = EAGAIN;
+        return -1;
+    }
+    return n;
+}
+
+extern "C" ssize_t readfd(int fd, void *buf, size_t len, int *rfdp)
+{
+    struct iovec iov;
+    iov.iov_base = buf;
+    iov.iov_len = len;
+    return readvfd(fd, &iov, 1, rfdp);
+}
+
+/* ---- fdwait -------------------------------------------------------------------------- */
+
+namespace {
+
+[[noreturn]] void bad_fdwait(const char *why, int a, int b)
+{
+    fprintf(stderr, "mely-compat: fdwait: %s (%d, %d)\n", why, a, b);
+    exit(EXIT_FAILURE);
+}
+
+double mono_now()
+{
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+} // namespace
+
+int fdwait(int rfd, int wfd, bool r, bool w, struct timeval *tvp)
+{
+    if (rfd < 0 || wfd < 0)
+        bad_fdwait("negative descriptor", rfd, wfd);
+    /* ppoll rather than select: any descriptor number, no FD_SETSIZE. */
+    timespec ts, *tsp = nullptr;
+    if (tvp) {
+        /* As glibc's select: a negative part is EINVAL, microseconds past a
+         * second carry over. */
+        if (tvp->tv_sec < 0 || tvp->tv_usec < 0) {
+            errno = EINVAL;
+            return -1;
+        }
+        time_t carry = (time_t)(tvp->tv_usec / 1000000);
+        if (__builtin_add_overflow(tvp->tv_sec, carry, &ts.tv_sec))
+            ts.tv_sec = std::numeric_limits<time_t>::max();
+        ts.tv_nsec = (long)(tvp->tv_usec % 1000000) * 1000;
+        tsp = &ts;
+    }
+    struct pollfd p[2];
+    nfds_t np = 0;
+    const short rd = POLLIN | POLLRDNORM | POLLRDBAND, wr = POLLOUT | POLLWRNORM | POLLWRBAND;
+    if (r) {
+        p[np].fd = rfd;
+        p[np].events = rd;
+        np++;
+    }
+    if (w) {
+        if (np && rfd == wfd) {
+            p[0].events |= wr;
+        } else {
+            p[np].fd = wfd;
+            p[np].events = wr;
+            np++;
+        }
+    }
+    double t0 = tvp ? mono_now() : 0;
+    int n = ppoll(np ? p : nullptr, np, tsp, nullptr);
+    int saved = errno;
+    if (tvp) { /* the time left, as Linux's select leaves it */
+        double left = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 - (mono_now() - t0);
+        if (n == 0 || left < 0)
+            left = 0;
+        tvp->tv_sec = (time_t)left;
+        tvp->tv_usec = (suseconds_t)((left - (double)tvp->tv_sec) * 1e6);
+    }
+    if (n < 0) {
+        errno = saved;
+        return -1;
+    }
+    /* Counted as select counts: the read set's fd and the write set's. */
+    int ready = 0;
+    for (nfds_t k = 0; k < np; k++) {
+        short re = p[k].revents;
+        if (re & POLLNVAL) {
+            errno = EBADF;
+            return -1;
+        }
+        if ((p[k].events & rd) && (re & (rd | POLLHUP | POLLERR)))
+            ready++;
+        if ((p[k].events & wr) && (re & (wr | POLLERR)))
+            ready++;
+    }
+    return ready;
+}
+
+int fdwait(int fd, bool r, bool w, struct timeval *tvp)
+{
+    return fdwait(fd, fd, r, w, tvp);
+}
+
+int fdwait(int fd, selop op, struct timeval *tvp)
+{
+    if (op != selread && op != selwrite)
+        bad_fdwait("bad operation (selread or selwrite)", fd, (int)op);
+    return fdwait(fd, fd, op == selread, op == selwrite, tvp);
+}
+
+/* ---- convertint -------------------------------------------------------------------------- */
+
+bool mely_compat_convertint(const char *cp, int base, int64_t *res)
+{
+    if (!*cp)
+        return false;
+    char *end;
+    int saved = errno; /* a saturated value is the answer, as libasync's */
+    long long v = strtoll(cp, &end, base);
+    errno = saved;
+    if (*end)
+        return false;
+    *res = (int64_t)v;
+    return true;
+}
+
+/* ---- rnd (crypt.h) ------------------------------------------------------------------------- */
+
+prng rnd;
+
+void prng::getbytes(void *buf, std::size_t n)
+{
+    char *p = static_cast<char *>(buf);
+    while (n > 0) {
+        ssize_t k = getrandom(p, n, 0);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            fprintf(stderr, "mely-compat: rnd: getrandom: %s\n", strerror(errno));
+            exit(EXIT_FAILURE);
+        }
+        p += k;
+        n -= (std::size_t)k;
+    }
 }
 
 /* ---- tcpconnect ------------------------------------------------------------------ */

@@ -135,24 +135,40 @@ std::atomic<bool> g_aborting{false};
 
 namespace mely_compat {
 
-void callback_threw(const callback_base *cb, const void *fn, const char *via, int arg) noexcept
+namespace {
+
+/* Prints the line for exc, thrown from what cb (or fn) wraps, and aborts. */
+[[noreturn]] void report(const callback_base *cb, const void *fn, const char *via, int arg,
+                         const char *exc)
 {
-    char exc[1024], handler[768], where[1024];
-    try {
-        throw;
-    } catch (abi::__forced_unwind &) {
-        /* pthread_exit() or a cancellation inside a callback: the worker's
-         * thread would leave the runtime's frames just the same. */
-        snprintf(exc, sizeof exc, "the worker's thread exited (pthread_exit or cancellation)");
-    } catch (...) {
-        describe_exception(exc, sizeof exc);
-    }
+    char handler[768], where[1024];
     describe_handler(cb, fn, handler, sizeof handler);
     if (arg >= 0)
         snprintf(where, sizeof where, "%s %d, handler %s", via, arg, handler);
     else
         snprintf(where, sizeof where, "%s, handler %s", via, handler);
     report_and_abort(exc, where);
+}
+
+} // namespace
+
+void callback_threw(const callback_base *cb, const void *fn, const char *via, int arg) noexcept
+{
+    /* pthread_exit() or a cancellation inside a callback: the worker's
+     * thread would leave the runtime's frames just the same. glibc unwinds
+     * the thread with a foreign exception (not a C++ one), for which
+     * std::current_exception() is empty. It is told apart that way rather
+     * than by a handler of abi::__forced_unwind &: such a handler binds the
+     * reference to a null object (UBSan's "reference binding to null
+     * pointer"), and a nested try block's handler that ends destroys the
+     * unwind, which glibc answers with its own "FATAL: exception not
+     * rethrown" and abort instead of the line. Here the handler of the
+     * caller (guard) never ends: report() aborts. */
+    if (!std::current_exception())
+        report(cb, fn, via, arg, "the worker's thread exited (pthread_exit or cancellation)");
+    char exc[1024];
+    describe_exception(exc, sizeof exc);
+    report(cb, fn, via, arg, exc);
 }
 
 } // namespace mely_compat

@@ -2,14 +2,19 @@
  * loop.cpp: fdcb, timers (timecb, delaycb, lazycb), sigcb and chldcb over the
  * runtime's watches, timers and signals.
  */
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "handles.h"
@@ -20,6 +25,11 @@ using namespace mely_compat;
 /* ---- fdcb ---------------------------------------------------------------------- */
 
 namespace {
+
+const char *op_name(selop op)
+{
+    return op == selread ? "selread" : "selwrite";
+}
 
 /* One registration: a counted callback and either a native watch (w), or,
  * for what epoll refuses (regular files, /dev/null...), a chain of posted
@@ -138,8 +148,7 @@ fd_entry *fd_register(int fd, selop op, callback<void> *cb)
         return e;
     }
     if (err) {
-        fprintf(stderr, "mely-compat: fdcb(%d, %s): %s\n", fd,
-                op == selread ? "selread" : "selwrite", mely_strerror(err));
+        fprintf(stderr, "mely-compat: fdcb(%d, %s): %s\n", fd, op_name(op), mely_strerror(err));
         free_fd_entry(e);
         return nullptr;
     }
@@ -169,22 +178,78 @@ void fdcb_finished(bool finished)
         retire(e);
 }
 
+namespace {
+
+/* The process's descriptor limit, RLIMIT_NOFILE's soft one: no descriptor it
+ * can open is at or above it (one it had before the limit was lowered can be:
+ * fdcb checks that one with fcntl). */
+std::size_t fd_limit()
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > (rlim_t)INT_MAX)
+        return (std::size_t)INT_MAX;
+    return (std::size_t)rl.rlim_cur;
+}
+
+/* Refuses what libasync asserted against (a negative descriptor, one at or
+ * past the descriptor limit, an unknown op): a message and exit. */
+[[noreturn]] void bad_fd(int fd, selop op, const char *why)
+{
+    if (op == selread || op == selwrite)
+        fprintf(stderr, "mely-compat: fdcb(%d, %s): %s\n", fd, op_name(op), why);
+    else
+        fprintf(stderr, "mely-compat: fdcb(%d, %d): %s\n", fd, (int)op, why);
+    exit(EXIT_FAILURE);
+}
+
+} // namespace
+
 void fdcb(int fd, selop op, callback<void> *cb)
 {
-    if (fd < 0 || (op != selread && op != selwrite)) {
-        fprintf(stderr, "mely-compat: fdcb: bad fd %d or op %d\n", fd, (int)op);
-        exit(EXIT_FAILURE);
+    if (op != selread && op != selwrite)
+        bad_fd(fd, op, "bad operation (selread or selwrite)");
+    if (fd < 0)
+        bad_fd(fd, op, "negative descriptor");
+    /* Only a descriptor the process has may take a slot, so the table grows
+     * to the highest one registered, never to a number made up (fdcb(1e8)
+     * on nothing cost 1.5 GB for good, fdcb(2^31 - 1) bad_alloc). */
+    if (cb && fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+        std::size_t lim = fd_limit();
+        if ((std::size_t)fd >= lim) {
+            char why[160];
+            snprintf(why, sizeof why,
+                     "bad descriptor: not open, and past the process's limit "
+                     "(RLIMIT_NOFILE: %zu)",
+                     lim);
+            bad_fd(fd, op, why);
+        }
+        /* Closed, within the limit: refused as epoll refuses it (the fd's
+         * earlier registration ends, as a failed one always did). */
+        fprintf(stderr, "mely-compat: fdcb(%d, %s): %s\n", fd, op_name(op),
+                mely_strerror(-EBADF));
+        cb->refcount_inc(); /* frees a fresh wrap() */
+        cb->release();
+        cb = nullptr;
     }
     runtime(); /* created outside the table's lock */
     fd_table &t = fds();
-    fd_entry *old = nullptr;
     std::size_t i = 2 * (std::size_t)fd + (std::size_t)op;
+    fd_entry *old = nullptr;
     {
         std::lock_guard<std::mutex> g(t.mu);
-        if (i >= t.slots.size())
-            t.slots.resize(i + 64, nullptr);
-        old = t.slots[i];
-        t.slots[i] = cb ? fd_register(fd, op, cb) : nullptr;
+        if (i >= t.slots.size() && cb) { /* a removal never grows the table */
+            /* Doubling within twice the limit (two ops per fd), and at least
+             * to this fd, which is open (so below a limit the process had). */
+            std::size_t want = 2 * (std::size_t)fd + 2;
+            std::size_t grow = std::min(std::max<std::size_t>(2 * t.slots.size(), 128),
+                                        2 * fd_limit());
+            t.slots.resize(std::max(want, grow), nullptr);
+        }
+        if (i < t.slots.size()) {
+            old = t.slots[i];
+            t.slots[i] = cb ? fd_register(fd, op, cb) : nullptr;
+        }
     }
     if (old)
         retire(old);
@@ -248,17 +313,76 @@ timecb_t *timer_new(callback<void> *cb, const timespec *when, uint64_t delay_ns)
     return static_cast<timecb_t *>(h);
 }
 
+const long NS_PER_SEC = 1000000000L;
+
+/* `when` as the runtime takes it (0 <= tv_nsec < 1e9, tv_sec >= 0), as
+ * libasync accepted any timespec: tv_nsec out of range carries into tv_sec
+ * (either way); a time before the epoch is due now (the epoch is past); one
+ * past the end of time_t stays at its last second (never, in practice). */
+timespec normalized(const timespec &when)
+{
+    time_t carry = (time_t)(when.tv_nsec / NS_PER_SEC);
+    long ns = when.tv_nsec % NS_PER_SEC;
+    if (ns < 0) {
+        ns += NS_PER_SEC;
+        carry--;
+    }
+    timespec r;
+    if (__builtin_add_overflow(when.tv_sec, carry, &r.tv_sec)) {
+        if (carry > 0) {
+            r.tv_sec = std::numeric_limits<time_t>::max();
+            r.tv_nsec = NS_PER_SEC - 1;
+        } else {
+            r.tv_sec = 0;
+            r.tv_nsec = 0;
+        }
+        return r;
+    }
+    r.tv_nsec = ns;
+    if (r.tv_sec < 0) {
+        r.tv_sec = 0;
+        r.tv_nsec = 0;
+    }
+    return r;
+}
+
+/* sec seconds and nsec nanoseconds in nanoseconds: 0 if negative, UINT64_MAX
+ * (584 years: the runtime's "never") if larger. */
+uint64_t delay_ns(time_t sec, uint64_t nsec)
+{
+    const uint64_t G = (uint64_t)NS_PER_SEC;
+    if (sec < 0) {
+        /* nsec < 2^32 is at most 4 s: only a small negative sec can leave
+         * something ahead. */
+        if (sec < -5)
+            return 0;
+        int64_t t = (int64_t)sec * (int64_t)G + (int64_t)nsec;
+        return t > 0 ? (uint64_t)t : 0;
+    }
+    if ((uint64_t)sec > (UINT64_MAX - nsec) / G)
+        return UINT64_MAX;
+    return (uint64_t)sec * G + nsec;
+}
+
 } // namespace
 
 timecb_t *timecb(const timespec &when, callback<void> *cb)
 {
-    return timer_new(cb, &when, 0);
+    timespec ts = normalized(when);
+    return timer_new(cb, &ts, 0);
+}
+
+timecb_t *timecb(time_t when, callback<void> *cb)
+{
+    timespec ts;
+    ts.tv_sec = when;
+    ts.tv_nsec = 0;
+    return timecb(ts, cb);
 }
 
 timecb_t *delaycb(time_t sec, u_int32_t nsec, callback<void> *cb)
 {
-    uint64_t ns = sec < 0 ? 0 : (uint64_t)sec * 1000000000u + nsec;
-    return timer_new(cb, nullptr, ns);
+    return timer_new(cb, nullptr, delay_ns(sec, nsec));
 }
 
 timecb_t *delaycb(time_t sec, callback<void> *cb)
@@ -346,7 +470,7 @@ void lazy_fire(void *arg) noexcept
 
 void lazy_arm(lazy_tab::slot &s, void *h)
 {
-    int err = mely_timer_after(runtime(), (uint64_t)s.val.interval * 1000000000u,
+    int err = mely_timer_after(runtime(), delay_ns(s.val.interval, 0),
                                target(s.val.cb), lazy_fire, h, &s.val.id);
     if (err)
         die("lazycb", err);

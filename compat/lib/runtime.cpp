@@ -105,10 +105,16 @@ struct main_thread_now {
 
 void mely_compat_bad_color(int color)
 {
-    fprintf(stderr,
-            "mely-compat: incorrect color %d (colors are 0..%d, or -1..-%u for a worker's "
-            "pinned color)\n",
-            color, MAX_COLORS - 1, g_ready.load() ? g_workers : 0u);
+    /* Before the runtime exists the worker count is not known yet. */
+    char pinned[96];
+    if (!g_ready.load())
+        snprintf(pinned, sizeof pinned, "-(i+1) for worker i's pinned color");
+    else if (g_workers == 1)
+        snprintf(pinned, sizeof pinned, "-1 for the worker's pinned color");
+    else
+        snprintf(pinned, sizeof pinned, "-1..-%u for a worker's pinned color", g_workers);
+    fprintf(stderr, "mely-compat: incorrect color %d (colors are 0..%d, or %s)\n", color,
+            MAX_COLORS - 1, pinned);
     fflush(NULL);
     _exit(EXIT_FAILURE); /* as the original's abort: no exit-time code runs */
 }

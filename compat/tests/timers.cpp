@@ -1,10 +1,15 @@
 /*
- * timers.cpp: delaycb (both forms), timecb (wall clock), timecb_remove,
- * tsnow/timenow, timer colors, lazycb/lazycb_remove,
+ * timers.cpp: delaycb (both forms), timecb (wall clock; a timespec or a
+ * time_t), timecb_remove, times out of range (tv_nsec past a second or
+ * negative, a time before the epoch: normalized, due now if past; delays
+ * and times too far to count: never, not wrapped around), tsnow/timenow,
+ * timer colors, lazycb/lazycb_remove,
  * register_atempty_handler, register_atexit_handler (checked by the parent
  * process, which runs the test in a child).
  */
 #include "async.h"
+
+#include <limits>
 
 #include "ctest.h"
 
@@ -58,6 +63,88 @@ static void lazy()
     }
 }
 
+/* ---- timecb(time_t), normalization, saturation ---- */
+
+/* Runs at or after `when` (wall clock), and never before. */
+static void not_before(timespec when, int color)
+{
+    timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    CHECK(now.tv_sec > when.tv_sec || (now.tv_sec == when.tv_sec && now.tv_nsec >= when.tv_nsec));
+    CHECK(get_current_color() == color);
+    ct_done();
+}
+
+/* Runs at most `max_ms` after the test started (a past time is due now: it
+ * fires within milliseconds; the bound leaves room for a loaded machine). */
+static void soon(double max_ms)
+{
+    CHECK(ct_now_ms() - g_t0 < max_ms);
+    ct_done();
+}
+
+static std::atomic<int> g_far_runs;
+static void far_fired() { g_far_runs++; }
+
+static timespec wall_in(long ms)
+{
+    timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_nsec += ms % 1000 * 1000000L;
+    t.tv_sec += ms / 1000 + t.tv_nsec / 1000000000L;
+    t.tv_nsec %= 1000000000L;
+    return t;
+}
+
+static void odd_times()
+{
+    /* timecb(time_t): that second of the wall clock */
+    ct_expect(1);
+    time_t next = time(NULL) + 1;
+    timespec at = {next, 0};
+    timecb(next, cwrap(not_before, at, 5, 5));
+    /* tv_nsec past a second carries into tv_sec: 1.06 s before + 1.1 s */
+    ct_expect(1);
+    timespec t = wall_in(40);
+    timespec odd = {t.tv_sec - 1, t.tv_nsec + 1000000000L};
+    timecb(odd, cwrap(not_before, t, 6, 6));
+    ct_expect(1);
+    t = wall_in(60);
+    odd = {t.tv_sec - 3, t.tv_nsec + 3000000000L};
+    timecb(odd, cwrap(not_before, t, 6, 6));
+    /* a negative tv_nsec borrows from tv_sec */
+    ct_expect(1);
+    t = wall_in(50);
+    odd = {t.tv_sec + 1, t.tv_nsec - 1000000000L};
+    timecb(odd, cwrap(not_before, t, 6, 6));
+    /* before the epoch, and long past: due now */
+    ct_expect(3);
+    timespec before_epoch = {-5, 0}, very_negative = {-1000000, -7};
+    timecb(before_epoch, wrap(soon, 1000.0));
+    timecb(very_negative, wrap(soon, 1000.0));
+    timecb((time_t)0, wrap(soon, 1000.0));
+    /* a negative delay is due now; one made of -1 s and 1.5e9 ns is 0.5 s */
+    ct_expect(2);
+    delaycb(-1, 0, wrap(soon, 1000.0));
+    delaycb(-1, 1500000000u, cwrap(after_delay, 500.0, 8, 8));
+    /* Too far to count: never, in practice. delaycb(18446744074) (2^64 ns
+     * and a bit) used to wrap around to 0.29 s; the others at the limits. */
+    delaycb(18446744074, wrap(far_fired));
+    delaycb(std::numeric_limits<time_t>::max(), 999999999u, wrap(far_fired));
+    timespec end_of_time = {std::numeric_limits<time_t>::max(), 1999999999L};
+    timecb(end_of_time, wrap(far_fired));
+    timecb(std::numeric_limits<time_t>::max(), wrap(far_fired));
+    lazycb(18446744074, wrap(far_fired));
+    /* and a far one is still removed */
+    timecb_t *far = delaycb(18446744074, wrap(far_fired));
+    timecb_remove(far);
+    ct_expect(1);
+    delaycb(0, 700000000, wrap(+[] {
+        CHECK(g_far_runs.load() == 0);
+        ct_done();
+    }));
+}
+
 static void on_idle() { g_idle++; }
 
 static void idle_check()
@@ -105,6 +192,7 @@ static void child()
     register_atempty_handler(on_idle);
     ct_expect(1);
     delaycb(0, 300000000, wrap(idle_check));
+    odd_times();
     amain();
 }
 

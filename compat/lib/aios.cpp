@@ -655,16 +655,21 @@ size_t aios::getrbufbytes() const
     return core_->in.size();
 }
 
+/* A method that runs program callbacks holds the core (hold, before the
+ * lock): a callback may drop the last ref to the aios, and the method still
+ * takes the lock again after it. */
 void aios::readline(rcb_t cb)
 {
-    std::unique_lock<std::mutex> lk(core_->mu);
-    core_->setreadcb(aios_core::RLINE, cb, lk);
+    ref<aios_core> hold = mkref(core_);
+    std::unique_lock<std::mutex> lk(hold->mu);
+    hold->setreadcb(aios_core::RLINE, cb, lk);
 }
 
 void aios::readany(rcb_t cb)
 {
-    std::unique_lock<std::mutex> lk(core_->mu);
-    core_->setreadcb(aios_core::RANY, cb, lk);
+    ref<aios_core> hold = mkref(core_);
+    std::unique_lock<std::mutex> lk(hold->mu);
+    hold->setreadcb(aios_core::RANY, cb, lk);
 }
 
 void aios::readcancel()
@@ -688,7 +693,8 @@ void aios::unread(size_t n)
 
 void aios::writev(const iovec *iov, int iovcnt)
 {
-    aios_core *c = core_;
+    ref<aios_core> hold = mkref(core_);
+    aios_core *c = hold;
     std::unique_lock<std::mutex> lk(c->mu);
     if (!c->accepts_output(lk))
         return;
@@ -733,7 +739,8 @@ void aios::write(const void *buf, size_t len)
 
 void aios::commit(suio *text)
 {
-    aios_core *c = core_;
+    ref<aios_core> hold = mkref(core_);
+    aios_core *c = hold;
     std::unique_lock<std::mutex> lk(c->mu);
     if (!c->accepts_output(lk))
         return;
@@ -746,7 +753,8 @@ void aios::commit(suio *text)
 
 void aios::sendeof()
 {
-    aios_core *c = core_;
+    ref<aios_core> hold = mkref(core_);
+    aios_core *c = hold;
     std::unique_lock<std::mutex> lk(c->mu);
     if (!c->accepts_output(lk))
         return;
@@ -758,7 +766,8 @@ void aios::sendeof()
 
 void aios::setwcb(wcb_t cb)
 {
-    aios_core *c = core_;
+    ref<aios_core> hold = mkref(core_);
+    aios_core *c = hold;
     std::unique_lock<std::mutex> lk(c->mu);
     if (c->fd < 0 || !cb)
         return;
@@ -769,7 +778,8 @@ void aios::setwcb(wcb_t cb)
 
 int aios::flush()
 {
-    aios_core *c = core_;
+    ref<aios_core> hold = mkref(core_);
+    aios_core *c = hold;
     std::unique_lock<std::mutex> lk(c->mu);
     if (c->fd >= 0 && c->out.resid()) {
         make_sync(c->fd);

@@ -69,6 +69,10 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+/* What libasync's aios.h brought along: the system headers (through its
+ * cbuf.h's sysconf.h), strings, tagged unions. (Its init.h names, INITFN and
+ * the like, are async.h's here.) */
+#include "sysconf.h"
 #include "callback.h"
 #include "refcnt.h"
 #include "str.h"

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <string>
 #include <vector>
 
 #include <fcntl.h>
@@ -538,19 +539,21 @@ struct aios_core : public refcount {
     {
         if (!debugname || !text->resid())
             return;
-        const char *p = static_cast<const char *>(text->iov()[0].iov_base);
-        const char *e = p + text->iov()[0].iov_len;
+        std::string all;
+        for (const iovec *v = text->iov(); v < text->iovlim(); v++)
+            all.append(static_cast<const char *>(v->iov_base), v->iov_len);
         strbuf t;
-        while (p < e) {
-            const char *nl = static_cast<const char *>(memchr(p, '\n', (size_t)(e - p)));
-            const char *end = nl ? nl : e;
-            size_t n = (size_t)(end - p);
-            if (n && p[n - 1] == '\r')
+        size_t pos = 0;
+        while (pos < all.size()) {
+            size_t nl = all.find('\n', pos);
+            size_t end = nl == std::string::npos ? all.size() : nl;
+            size_t n = end - pos;
+            if (n && all[end - 1] == '\r')
                 n--;
             t << debugname << " <== ";
-            t.buf(p, n);
+            t.buf(all.data() + pos, n);
             t << "\n";
-            p = nl ? nl + 1 : e;
+            pos = end + 1;
         }
         warnx << t;
     }

@@ -153,12 +153,15 @@ template <class CB, class... A> void call_on_color(const CB &cb, A... a)
 struct aios_core : public refcount {
     enum rmode { RNONE, RLINE, RANY };
 
-    /* A program callback to run once the lock is let go. */
+    /* A program callback to run once the lock is let go, or only to drop
+     * (call false): what a callback holds may hold the aios, whose end takes
+     * the lock. */
     struct pending {
         aios::rcb_t rcb;
         aios::wcb_t wcb;
         str s;
         int err;
+        bool call;
     };
     struct wwait {
         uint64_t pos; /* runs once `written` reaches it */
@@ -216,17 +219,28 @@ struct aios_core : public refcount {
             batch.swap(todo);
             lk.unlock();
             for (pending &p : batch) {
+                if (!p.call)
+                    continue;
                 if (p.rcb)
                     call_on_color(p.rcb, p.s, p.err);
                 else
                     call_on_color(p.wcb, p.err);
             }
+            batch.clear(); /* the callbacks go with the lock let go */
             lk.lock();
         }
     }
     void take_read(const str &s)
     {
-        todo.push_back(pending{rcb, nullptr, s, err});
+        todo.push_back(pending{rcb, nullptr, s, err, true});
+        rcb = nullptr;
+        mode = RNONE;
+    }
+    /* Forgets the pending read without calling it. */
+    void drop_read()
+    {
+        if (rcb)
+            todo.push_back(pending{rcb, nullptr, str(), 0, false});
         rcb = nullptr;
         mode = RNONE;
     }
@@ -237,7 +251,7 @@ struct aios_core : public refcount {
         while (n < wcbs.size() && wcbs[n].pos <= written)
             n++;
         for (size_t i = 0; i < n; i++)
-            todo.push_back(pending{nullptr, wcbs[i].cb, str(), err});
+            todo.push_back(pending{nullptr, wcbs[i].cb, str(), err, true});
         wcbs.erase(wcbs.begin(), wcbs.begin() + (ptrdiff_t)n);
     }
 
@@ -351,8 +365,9 @@ struct aios_core : public refcount {
         }
         ::close(fd);
         fd = -1;
-        rcb = nullptr;
-        mode = RNONE;
+        drop_read();
+        for (wwait &w : wcbs)
+            todo.push_back(pending{nullptr, w.cb, str(), 0, false});
         wcbs.clear();
     }
 
@@ -426,7 +441,7 @@ struct aios_core : public refcount {
             panic("aios::setreadcb: read call made with read already pending\n");
         }
         if (eof || err) {
-            todo.push_back(pending{cb, nullptr, str(), err});
+            todo.push_back(pending{cb, nullptr, str(), err, true});
             deliver_pending(lk);
             return;
         }
@@ -562,8 +577,7 @@ struct aios_core : public refcount {
     {
         std::unique_lock<std::mutex> lk(mu);
         owner_gone = true;
-        rcb = nullptr;
-        mode = RNONE;
+        drop_read();
         if (fd >= 0) {
             set_rwatch(false);
             if (out.resid() && !err)
@@ -636,14 +650,16 @@ time_t aios::gettimeout() const
 
 void aios::abort()
 {
-    aios_core *c = core_;
-    std::lock_guard<std::mutex> g(c->mu);
+    ref<aios_core> hold = mkref(core_);
+    aios_core *c = hold;
+    std::unique_lock<std::mutex> lk(c->mu);
     if (c->fd < 0)
         return;
     c->out.clear(); /* nothing goes out, not even from close_now */
     c->close_now();
     c->eof = c->weof = true;
     c->err = EBADF;
+    c->deliver_pending(lk); /* drops the callbacks (none is called) */
 }
 
 void aios::setrbufsize(size_t n)
@@ -677,11 +693,13 @@ void aios::readany(rcb_t cb)
 
 void aios::readcancel()
 {
-    std::lock_guard<std::mutex> g(core_->mu);
-    core_->rcb = nullptr;
-    core_->mode = aios_core::RNONE;
-    if (!core_->processing)
-        core_->set_rwatch(false);
+    ref<aios_core> hold = mkref(core_);
+    aios_core *c = hold;
+    std::unique_lock<std::mutex> lk(c->mu);
+    c->drop_read();
+    if (!c->processing)
+        c->set_rwatch(false);
+    c->deliver_pending(lk);
 }
 
 void aios::unread(size_t n)

@@ -4,7 +4,8 @@
  * a read callback of another color, readany and unread, << and write with a
  * write callback, 2 MiB to a slow reader after the last ref is gone, a read
  * timeout and one that must not fire, a hostile 1 MiB line (EFBIG, the
- * buffer stays bounded), abort, four colors printing to one aios at once;
+ * buffer stays bounded), abort, a connection held only by its read callback
+ * dropped by readcancel and abort, four colors printing to one aios at once;
  * in child processes: setdebug's trace, ain, and aout's output flushed at
  * exit (a pipe that only drains after the program's end).
  */
@@ -346,6 +347,41 @@ static void start_abort()
     }));
 }
 
+/* ---- An object held only by its read callback --------------------------------------- */
+
+/* libasync's usual shape: a connection holds its aios, and only its pending
+ * callback holds the connection. Dropping the callback (readcancel, abort)
+ * drops the connection and its aios from inside the aios's own method. */
+static std::atomic<int> g_conns;
+struct conn : virtual public refcount {
+    aios_t a;
+    explicit conn(int fd) : a(aios::alloc(fd)) { g_conns++; }
+    ~conn() { g_conns--; }
+    void line(str, int) { CHECK(!"a dropped read called back"); }
+};
+static aios *g_held[2];
+static int g_held_peer[2];
+
+static void start_selfheld()
+{
+    for (int i = 0; i < 2; i++) {
+        int fds[2];
+        make_pair(fds);
+        ref<conn> c = New refcounted<conn>(fds[0]);
+        c->a->readline(wrap(c, &conn::line));
+        g_held[i] = c->a; /* no count */
+        g_held_peer[i] = fds[1];
+    }
+    CHECK(g_conns.load() == 2);
+    g_held[0]->readcancel();
+    CHECK(g_conns.load() == 1);
+    g_held[1]->abort();
+    CHECK(g_conns.load() == 0);
+    char c;
+    CHECK(read(g_held_peer[0], &c, 1) == 0 && read(g_held_peer[1], &c, 1) == 0);
+    ct_done();
+}
+
 /* ---- Four colors print to one aios ------------------------------------------------- */
 
 static const int PRINTERS = 4, LINES = 400;
@@ -544,5 +580,7 @@ int main()
     cpucb_tail(cwrap(start_abort, 4));
     ct_expect(1);
     cpucb_tail(cwrap(start_shared, 10));
+    ct_expect(1);
+    cpucb_tail(cwrap(start_selfheld, 11));
     amain();
 }

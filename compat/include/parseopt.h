@@ -83,21 +83,7 @@ public:
 
 int64_t strtoi64(const char *nptr, char **endptr = nullptr, int base = 0);
 
-template <class T> bool convertint(const char *cp, T *resp, int base = 0)
-{
-    if (!cp || !*cp)
-        return false;
-    char *end;
-    int64_t v = strtoi64(cp, &end, base);
-    if (*end)
-        return false;
-    *resp = (T)v;
-    return true;
-}
-template <class T> bool convertint(const str &s, T *resp, int base = 0)
-{
-    return convertint(s.cstr(), resp, base);
-}
+/* convertint: amisc.h (libasync declared it here; this header brings amisc.h). */
 
 void mytolower(char *dest, const char *src);
 str mytolower(const str &in);

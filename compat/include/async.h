@@ -43,64 +43,6 @@ extern const cbb &cbb_null;
 /* `New` for callbacks, as libasync's callback.h named it. */
 #define wNew New
 
-/* ---- timespec arithmetic and address comparisons (libasync's amisc.h) ------------ */
-
-/* -1, 0 or 1 as a is before, at or after b. */
-inline int tscmp(const timespec &a, const timespec &b)
-{
-    if (a.tv_sec != b.tv_sec)
-        return a.tv_sec < b.tv_sec ? -1 : 1;
-    if (a.tv_nsec != b.tv_nsec)
-        return a.tv_nsec < b.tv_nsec ? -1 : 1;
-    return 0;
-}
-inline bool operator==(const timespec &a, const timespec &b) { return tscmp(a, b) == 0; }
-inline bool operator!=(const timespec &a, const timespec &b) { return tscmp(a, b) != 0; }
-inline bool operator<(const timespec &a, const timespec &b) { return tscmp(a, b) < 0; }
-inline bool operator<=(const timespec &a, const timespec &b) { return tscmp(a, b) <= 0; }
-inline bool operator>(const timespec &a, const timespec &b) { return tscmp(a, b) > 0; }
-inline bool operator>=(const timespec &a, const timespec &b) { return tscmp(a, b) >= 0; }
-/* Sums and differences of normalized timespecs (0 <= tv_nsec < 1e9). */
-inline timespec operator+(const timespec &a, const timespec &b)
-{
-    timespec r;
-    r.tv_sec = a.tv_sec + b.tv_sec;
-    r.tv_nsec = a.tv_nsec + b.tv_nsec;
-    if (r.tv_nsec >= 1000000000L) {
-        r.tv_nsec -= 1000000000L;
-        r.tv_sec++;
-    }
-    return r;
-}
-inline timespec operator-(const timespec &a, const timespec &b)
-{
-    timespec r;
-    r.tv_sec = a.tv_sec - b.tv_sec;
-    r.tv_nsec = a.tv_nsec - b.tv_nsec;
-    if (r.tv_nsec < 0) {
-        r.tv_nsec += 1000000000L;
-        r.tv_sec--;
-    }
-    return r;
-}
-
-inline bool operator==(const in_addr &a, const in_addr &b) { return a.s_addr == b.s_addr; }
-inline bool operator!=(const in_addr &a, const in_addr &b) { return a.s_addr != b.s_addr; }
-/* Same port and address (the family is not compared, as in libasync). */
-inline bool operator==(const sockaddr_in &a, const sockaddr_in &b)
-{
-    return a.sin_port == b.sin_port && a.sin_addr.s_addr == b.sin_addr.s_addr;
-}
-inline bool operator!=(const sockaddr_in &a, const sockaddr_in &b) { return !(a == b); }
-
-/* Discards a result the compiler wants used (warn_unused_result). */
-template <class T> inline void rc_ignore(const T &) {}
-/* write() whose result does not matter (best-effort diagnostics). */
-inline void v_write(int fd, const void *buf, size_t n)
-{
-    rc_ignore(write(fd, buf, n));
-}
-
 /* ---- TIMESPEC_* (libasync's litetime.h) ----------------------------------------- */
 
 /* One nanosecond later. */

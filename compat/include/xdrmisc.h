@@ -35,6 +35,72 @@
 
 #include "rpctypes.h"
 
+/* ---- RPC messages (RFC 5531), with Sun's names ---------------------------------- */
+
+#ifndef MELY_COMPAT_RPC_ENUMS
+#define MELY_COMPAT_RPC_ENUMS 1
+enum msg_type { CALL = 0, REPLY = 1 };
+enum reply_stat { MSG_ACCEPTED = 0, MSG_DENIED = 1 };
+enum accept_stat {
+    SUCCESS = 0,
+    PROG_UNAVAIL = 1,
+    PROG_MISMATCH = 2,
+    PROC_UNAVAIL = 3,
+    GARBAGE_ARGS = 4,
+    SYSTEM_ERR = 5
+};
+enum reject_stat { RPC_MISMATCH = 0, AUTH_ERROR = 1 };
+enum auth_stat {
+    AUTH_OK = 0,
+    AUTH_BADCRED = 1,
+    AUTH_REJECTEDCRED = 2,
+    AUTH_BADVERF = 3,
+    AUTH_REJECTEDVERF = 4,
+    AUTH_TOOWEAK = 5,
+    AUTH_INVALIDRESP = 6,
+    AUTH_FAILED = 7
+};
+/* A call's outcome, as the client sees it (Sun's numbers). */
+enum clnt_stat {
+    RPC_SUCCESS = 0,
+    RPC_CANTENCODEARGS = 1,
+    RPC_CANTDECODERES = 2,
+    RPC_CANTSEND = 3,
+    RPC_CANTRECV = 4,
+    RPC_TIMEDOUT = 5,
+    RPC_VERSMISMATCH = 6,
+    RPC_AUTHERROR = 7,
+    RPC_PROGUNAVAIL = 8,
+    RPC_PROGVERSMISMATCH = 9,
+    RPC_PROCUNAVAIL = 10,
+    RPC_CANTDECODEARGS = 11,
+    RPC_SYSTEMERROR = 12,
+    RPC_UNKNOWNHOST = 13,
+    RPC_PMAPFAILURE = 14,
+    RPC_PROGNOTREGISTERED = 15,
+    RPC_FAILED = 16,
+    RPC_UNKNOWNPROTO = 17
+};
+enum { AUTH_NONE = 0, AUTH_SYS = 1, AUTH_UNIX = 1, AUTH_SHORT = 2, AUTH_DH = 3 };
+enum { MAX_AUTH_BYTES = 400, RPC_MSG_VERSION = 2 };
+/* A credential or verifier: a flavor and up to 400 bytes. */
+struct opaque_auth {
+    int32_t oa_flavor;
+    char *oa_base;
+    u_int oa_length;
+};
+/* What a client authenticates with: the credential and verifier sent in
+ * each call (an AUTH_NONE pair when the call's AUTH * is NULL). */
+struct AUTH {
+    opaque_auth ah_cred;
+    opaque_auth ah_verf;
+};
+#endif
+/* The message of a clnt_stat ("RPC: Timed out"...). */
+const char *clnt_sperrno(clnt_stat stat);
+std::ostream &operator<<(std::ostream &os, clnt_stat stat);
+const strbuf &strbuf_cat(const strbuf &sb, clnt_stat stat);
+
 /* ---- Streams ------------------------------------------------------------------- */
 
 #define XDR_GETLONG(xdrs, longp) (*(xdrs)->x_ops->x_getlong)(xdrs, longp)

@@ -779,7 +779,7 @@ void put_auth(XDR *xp, const opaque_auth *oa)
     xdr_putpadbytes(xp, oa->oa_base, oa->oa_length);
 }
 
-void call_failed(callback<void, clnt_stat> *cb, clnt_stat stat)
+void call_failed(aclnt_cb cb, clnt_stat stat)
 {
     (*cb)(stat);
 }
@@ -834,7 +834,7 @@ callbase *aclnt::timedcall(time_t sec, long nsec, u_int32_t procno, const void *
 {
     int color = x_->getcolor();
     auto fail_later = [&](clnt_stat st) -> callbase * {
-        cpucb(cwrap(&call_failed, cb.get(), st, color));
+        cpucb(cwrap(&call_failed, cb, st, color));
         return nullptr;
     };
     if (!inproc || !outproc) {
@@ -882,9 +882,9 @@ callbase *aclnt::timedcall(time_t sec, long nsec, u_int32_t procno, const void *
             if (mine->tmo_)
                 timecb_remove(mine->tmo_);
             mine->tmo_ = nullptr;
-            aclnt_cb::ptr f = mine->cb_;
+            aclnt_cb f = mine->cb_;
             delete mine;
-            cpucb(cwrap(&call_failed, f.get(), RPC_CANTSEND, color));
+            cpucb(cwrap(&call_failed, f, RPC_CANTSEND, color));
         }
         return nullptr;
     }

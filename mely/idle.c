@@ -29,7 +29,8 @@
 #include "mely/steal.h"
 #include "mely/trace.h"
 
-/* Pauses between two reads of the clock while spinning. */
+/* Pauses between two reads of the clock while spinning (a yielding spin
+ * reads it after every yield: spin()). */
 enum { SPIN_CLOCK_EVERY = 32 };
 
 /* A spinning worker with watches polls them this often (a non-blocking
@@ -48,7 +49,19 @@ static bool has_work(struct mely__worker *w)
  * worker with watches: a server shares its cores with other processes (its
  * clients, on a small machine), and a spin that keeps the CPU from them
  * costs more than it saves (bench/e2e/echo, 10 and 100 connections: 0.74x and
- * 0.87x libevent spinning with pause, 1.05x and 1.01x with sched_yield). */
+ * 0.87x libevent spinning with pause, 1.05x and 1.01x with sched_yield).
+ *
+ * The spin lasts spin_us, overshot by SPIN_CLOCK_EVERY pauses (about a
+ * microsecond) or by one yield at most, and a due timer ends it: has_work()
+ * does not see timers, whose events only the poll after the spin posts. A
+ * yield on a loaded CPU gives the CPU away for the rest of a time slice,
+ * milliseconds, so a yielding spin reads the clock after every yield (a
+ * clock read costs a fraction of the system call). Read every 32 yields, as
+ * it is every 32 pauses, the clock let a 50 us spin last 0.3 s beside two
+ * CPU hogs, with a 5 ms timer due all along: check_stream's
+ * read_high_watermark_pauses, whose 64 drains each wait for such a timer,
+ * outlasted its client's 10 s (check_stream's
+ * timer_on_time_while_yields_are_slow makes every yield slow). */
 static bool spin(struct mely__worker *w)
 {
     struct mely__rt *rt = w->rt;
@@ -57,8 +70,9 @@ static bool spin(struct mely__worker *w)
     if (rt->spin_us == 0)
         return has_work(w);
     bool yield = rt->oversubscribed || mely__poller_watched(&w->io);
+    int clock_every = yield ? 1 : SPIN_CLOCK_EVERY;
     for (;;) {
-        for (int i = 0; i < SPIN_CLOCK_EVERY; i++) {
+        for (int i = 0; i < clock_every; i++) {
             if (has_work(w))
                 return true;
             if (yield)
@@ -67,8 +81,8 @@ static bool spin(struct mely__worker *w)
                 mely__cpu_relax();
         }
         uint64_t now = mely__now_ns();
-        if (now >= deadline)
-            return has_work(w);
+        if (now >= deadline || mely__timers_next(&w->timers) <= now)
+            return has_work(w); /* a due timer: the poll that follows posts it */
         if (now - w->io.last_poll_ns >= SPIN_POLL_NS && mely__poller_watched(&w->io)) {
             mely__poller_poll(w);
             if (has_work(w))

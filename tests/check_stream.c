@@ -13,7 +13,9 @@
  *  - writes from other colors and from a foreign thread (ordered per writer,
  *    all delivered; -EPIPE after a close);
  *  - mely_stream_reading off and on (lines read wait, then come); the
- *    one-line echo with mely_stream_write_buffer.
+ *    one-line echo with mely_stream_write_buffer;
+ *  - a timer of the stream's color fires on time while the idle worker's
+ *    yields are slow, as on a loaded CPU (sched_yield is the test's own).
  * Settings are given in the ops (one-worker runs) or set on the stream's
  * color (two workers). Closing, shutdown, drain, connect and argument errors
  * are in check_stream_close.c.
@@ -28,6 +30,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -35,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -608,6 +612,116 @@ START_TEST(slow_reader_bounds_the_output)
 }
 END_TEST
 
+/* ---- a timer beside a loaded CPU ---------------------------------------------------------- */
+
+/*
+ * sched_yield as a loaded CPU answers it. While yield_us is set, every call
+ * gives the CPU away for that long, as a yield does for the rest of a time
+ * slice when other threads want the CPU (milliseconds beside two CPU hogs);
+ * otherwise it is the system call. This definition interposes on libc's, for
+ * the runtime's calls too (an idle worker with watches spins with
+ * sched_yield: idle.c): deterministic where the hogs are not.
+ */
+static atomic_uint yield_us;
+
+int sched_yield(void)
+{
+    unsigned us = atomic_load_explicit(&yield_us, memory_order_relaxed);
+    if (us) {
+        sleep_us(us);
+        return 0;
+    }
+    return (int)syscall(SYS_sched_yield);
+}
+
+enum {
+    LATE_TIMER_MS = 5, /* the timer a line sets, as read_high_watermark_pauses's HOLD_MS */
+    LATE_LINES = 5,    /* lines, one at a time */
+    SLOW_YIELD_US = 4000,
+    LATE_MAX_MS = 40,  /* the least lateness must stay below it: ten slow yields */
+};
+
+static uint64_t late_due;                      /* the stream's color only */
+static _Atomic uint64_t late_min = UINT64_MAX; /* ns */
+
+/* LATE_TIMER_MS after a line: how late it came, then the reply. */
+static void late_reply(void *arg)
+{
+    struct conn *c = arg;
+    mely_stream_t *s = c->s;
+    if (!atomic_load(&c->closed)) {
+        uint64_t now = mely_now_ns(), late = now > late_due ? now - late_due : 0;
+        max_store(&srv.maxlen, late);
+        uint64_t min = atomic_load(&late_min);
+        while (late < min && !atomic_compare_exchange_weak(&late_min, &min, late))
+            ;
+        mely_stream_printf(s, "tick\n");
+    }
+    mely_stream_unref(s);
+}
+
+/* Each line sets a timer of the stream's color LATE_TIMER_MS from now. */
+static void late_line_cb(mely_stream_t *s, char *line, size_t len, void *arg)
+{
+    struct conn *c = arg;
+    (void)line;
+    (void)len;
+    enter(s, c, "line");
+    late_due = mely_now_ns() + LATE_TIMER_MS * 1000000ull;
+    mely_stream_ref(s);
+    int err = mely_timer_at(&rt, late_due, MELY_TO(mely_stream_color(s)), late_reply, c, NULL);
+    if (err) {
+        note("mely_timer_at: %s", mely_strerror(err));
+        mely_stream_unref(s);
+    }
+    leave(c);
+}
+
+static void *late_client(void *arg)
+{
+    (void)arg;
+    int fd = client_ready(1, 0);
+    bool ok = fd >= 0;
+    for (int i = 0; ok && i < LATE_LINES; i++)
+        ok = send_all(fd, "t\n", 2) && expect(fd, "tick\n");
+    ok = ok && shutdown(fd, SHUT_WR) == 0 && expect_end(fd, NULL);
+    return client_done(fd, ok);
+}
+
+/*
+ * A line sets a timer 5 ms out, whose event replies; meanwhile the worker
+ * is idle, and it spins (it has watches: with sched_yield) before it parks
+ * until the deadline. With every yield taking SLOW_YIELD_US, the spin must
+ * still end after one yield, not after the 32 that passed between two reads
+ * of the clock: those made a 50 us spin last 0.3 s beside two CPU hogs, and
+ * every 5 ms timer of read_high_watermark_pauses fired that late (its 64
+ * drains outlasted the client's 10 s). The timer's heap is on the worker
+ * that runs the line (no stealing: a color's home is its owner), which goes
+ * idle right after it, so with 32 yields per clock read every timer came
+ * 32 * 4 - 5 = 123 ms late at least. Lateness is noise only upwards: the
+ * least of the LATE_LINES is compared.
+ */
+START_TEST(timer_on_time_while_yields_are_slow)
+{
+    mely_stream_ops_t ops = {.line = late_line_cb, .closed = on_closed};
+    unsigned workers = 1 + (unsigned)_i;
+    start_server(workers, &ops, NULL, false);
+    atomic_store(&late_min, UINT64_MAX);
+    atomic_store(&yield_us, SLOW_YIELD_US);
+    run_with_helper(&rt, late_client, NULL, 60, "a timer beside slow yields");
+    atomic_store(&yield_us, 0);
+    assert_closed_once(1);
+    uint64_t min = atomic_load(&late_min), max = atomic_load(&srv.maxlen);
+    printf("slow yields (%u workers): a %d ms timer came %.1f to %.1f ms late\n", workers,
+           LATE_TIMER_MS, min / 1e6, max / 1e6);
+    ck_assert_msg(min < LATE_MAX_MS * 1000000ull,
+                  "a %d ms timer came at least %.1f ms late while the idle worker's yields "
+                  "took %d us each: the spin did not end after one",
+                  LATE_TIMER_MS, min / 1e6, SLOW_YIELD_US);
+    stop_server();
+}
+END_TEST
+
 /* ---- timeouts ---------------------------------------------------------------------------- */
 
 /* TIMEOUT_MS: longer than any pause a loaded machine gives the client
@@ -1097,6 +1211,9 @@ int main(void)
     tcase_add_loop_test(tc, read_low_watermark_waits, 0, 2);
     tcase_add_loop_test(tc, read_high_watermark_pauses, 0, 2);
     tcase_add_loop_test(tc, slow_reader_bounds_the_output, 0, 2);
+
+    tc = new_tcase(s, "idle", 60);
+    tcase_add_loop_test(tc, timer_on_time_while_yields_are_slow, 0, 2);
 
     tc = new_tcase(s, "timeouts", 60);
     tcase_add_loop_test(tc, read_timeout_fires_when_idle, 0, NELEM(timeout_modes));

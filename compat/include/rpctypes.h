@@ -41,9 +41,8 @@
 #include "str.h"
 #include "vec.h"
 
-#if __has_include("union.h")
+#include "stllike.h" /* implicit_cast, which .x pass-through lines use */
 #include "union.h"
-#endif
 
 /* ---- The XDR stream (xdrmisc.h creates them) ----------------------------- */
 
@@ -282,107 +281,6 @@ template <size_t n> struct hashfn<rpc_bytes<n>> {
     }
 };
 
-/* ---- Union arms (when union.h is not there) -------------------------------------- */
-
-#ifndef MELY_COMPAT_UNION_H
-#define MELY_COMPAT_UNION_H 1
-/* The members of a C++ union that an rpc union holds: each starts with the
- * same word, the selected type's table (NULL: none). Trivial, so that they may
- * sit in a union; the class holding them calls init() and destroy(). */
-class union_entry_base {
-protected:
-    struct vtbl {
-        const std::type_info *type;
-        void (*destroy)(union_entry_base *);
-        void (*copy)(union_entry_base *, const union_entry_base *);
-    };
-    const vtbl *vptr_;
-
-public:
-    void init() { vptr_ = nullptr; }
-    void init(const union_entry_base &b)
-    {
-        init();
-        assign(b);
-    }
-    void destroy()
-    {
-        if (vptr_)
-            vptr_->destroy(this);
-        vptr_ = nullptr;
-    }
-    void assign(const union_entry_base &b)
-    {
-        if (&b == this)
-            return;
-        if (!b.vptr_) {
-            destroy();
-            return;
-        }
-        b.vptr_->copy(this, &b);
-    }
-    const std::type_info *type() const { return vptr_ ? vptr_->type : nullptr; }
-};
-
-template <class T> class union_entry : public union_entry_base {
-    alignas(T) unsigned char buf_[sizeof(T)];
-
-    static void destroy_fn(union_entry_base *b)
-    {
-        static_cast<union_entry *>(b)->raw()->~T();
-    }
-    static void copy_fn(union_entry_base *d, const union_entry_base *s)
-    {
-        union_entry *dd = static_cast<union_entry *>(d);
-        const union_entry *ss = static_cast<const union_entry *>(s);
-        if (dd->vptr_ == &table) {
-            *dd->raw() = *ss->raw();
-        } else {
-            dd->destroy();
-            new (dd->buf_) T(*ss->raw());
-            dd->vptr_ = &table;
-        }
-    }
-    static const vtbl table;
-
-    T *raw() { return reinterpret_cast<T *>(buf_); }
-    const T *raw() const { return reinterpret_cast<const T *>(buf_); }
-    void verify() const
-    {
-        if (vptr_ != &table)
-            panic("union_entry<%s>: arm not selected\n", typeid(T).name());
-    }
-
-public:
-    void select()
-    {
-        if (vptr_ == &table)
-            return;
-        destroy();
-        new (buf_) T();
-        vptr_ = &table;
-    }
-    T *addr()
-    {
-        verify();
-        return raw();
-    }
-    const T *addr() const
-    {
-        verify();
-        return raw();
-    }
-    T *operator->() { return addr(); }
-    const T *operator->() const { return addr(); }
-    T &operator*() { return *addr(); }
-    const T &operator*() const { return *addr(); }
-    operator T *() { return addr(); }
-    operator const T *() const { return addr(); }
-};
-template <class T>
-const typename union_entry_base::vtbl union_entry<T>::table = {&typeid(T), destroy_fn, copy_fn};
-#endif /* MELY_COMPAT_UNION_H */
-
 /* ---- Traversal --------------------------------------------------------------------- */
 
 /* Hooks a traverser may overload (rpc_printer does). */
@@ -610,14 +508,5 @@ const strbuf &rpc_print(const strbuf &sb, const T &obj, int recdepth = -1,
         }                                                                                     \
     }                                                                                         \
     void dump_##T(const T *_objp) { print_##T(_objp, NULL, -1, #T, ""); }
-
-/* A program's implicit_cast (libasync code in .x pass-through lines uses it). */
-#ifndef MELY_COMPAT_IMPLICIT_CAST
-#define MELY_COMPAT_IMPLICIT_CAST 1
-template <class T> inline T implicit_cast(typename std::remove_reference<T>::type &t)
-{
-    return t;
-}
-#endif
 
 #endif /* MELY_COMPAT_RPCTYPES_H */

@@ -154,19 +154,31 @@ int sigio_clear(int fd)
 
 /* ---- Descriptor passing (rwfd.h) ------------------------------------------------------ */
 
-extern "C" ssize_t writevfd(int fd, const struct iovec *iov, int iovcnt, int wfd)
-{
-    union { /* aligned for a cmsghdr */
+namespace {
+/* A message of iov with room for one descriptor (SCM_RIGHTS). */
+struct fd_msg {
+    struct msghdr mh;
+    union { /* aligned for a cmsghdr (last: its flexible array member) */
         char buf[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
     } ctl;
-    memset(&ctl, 0, sizeof ctl);
-    struct msghdr mh;
-    memset(&mh, 0, sizeof mh);
-    mh.msg_iov = const_cast<struct iovec *>(iov);
-    mh.msg_iovlen = (size_t)iovcnt;
-    mh.msg_control = ctl.buf;
-    mh.msg_controllen = sizeof ctl.buf;
+
+    fd_msg(const struct iovec *iov, int iovcnt)
+    {
+        memset(&ctl, 0, sizeof ctl);
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = const_cast<struct iovec *>(iov);
+        mh.msg_iovlen = (size_t)iovcnt;
+        mh.msg_control = ctl.buf;
+        mh.msg_controllen = sizeof ctl.buf;
+    }
+};
+} // namespace
+
+extern "C" ssize_t writevfd(int fd, const struct iovec *iov, int iovcnt, int wfd)
+{
+    fd_msg m(iov, iovcnt);
+    struct msghdr &mh = m.mh;
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
@@ -186,17 +198,8 @@ extern "C" ssize_t writefd(int fd, const void *buf, size_t len, int wfd)
 
 extern "C" ssize_t readvfd(int fd, const struct iovec *iov, int iovcnt, int *rfdp)
 {
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    memset(&ctl, 0, sizeof ctl);
-    struct msghdr mh;
-    memset(&mh, 0, sizeof mh);
-    mh.msg_iov = const_cast<struct iovec *>(iov);
-    mh.msg_iovlen = (size_t)iovcnt;
-    mh.msg_control = ctl.buf;
-    mh.msg_controllen = sizeof ctl.buf;
+    fd_msg m(iov, iovcnt);
+    struct msghdr &mh = m.mh;
     ssize_t n = recvmsg(fd, &mh, 0);
     if (n < 0)
         return n;

@@ -177,19 +177,10 @@ private:
     bool *errp_ = nullptr;
 };
 
-template <class T> class conftab_int : public conftab_el {
+/* A setting of one value of type T: the value read (tmp_) goes to *dest_
+ * once in bounds; a default, if given, when the setting is absent. */
+template <class T> class conftab_value : public conftab_el {
 public:
-    conftab_int(const str &n, T *d, T lb, T ub) : conftab_el(n), dest_(d), lb_(lb), ub_(ub) {}
-    conftab_int(const str &n, T *d, T lb, T ub, T def)
-        : conftab_el(n), dest_(d), lb_(lb), ub_(ub), default_(def), has_default_(true)
-    {
-    }
-
-    bool convert(const vec<str> &v, const str &, bool *) override
-    {
-        return count_args(v, 2) && convertint(v[1], &tmp_);
-    }
-    bool inbounds() override { return tmp_ >= lb_ && tmp_ <= ub_; }
     void set() override { *dest_ = tmp_; }
     bool apply_default() override
     {
@@ -197,73 +188,62 @@ public:
             *dest_ = default_;
         return has_default_;
     }
-    void dump(strbuf &b) const override { b << *dest_; }
 
-private:
+protected:
+    conftab_value(const str &n, T *d) : conftab_el(n), dest_(d) {}
+    conftab_value(const str &n, T *d, T def) : conftab_el(n), dest_(d), default_(def), has_default_(true) {}
+
     T *const dest_;
-    const T lb_, ub_;
     T tmp_ = T();
     const T default_ = T();
     const bool has_default_ = false;
 };
 
-class conftab_bool : public conftab_el {
+template <class T> class conftab_int : public conftab_value<T> {
 public:
-    conftab_bool(const str &n, bool *b) : conftab_el(n), dest_(b) {}
-    conftab_bool(const str &n, bool *b, bool def)
-        : conftab_el(n), dest_(b), default_(def), has_default_(true)
+    conftab_int(const str &n, T *d, T lb, T ub) : conftab_value<T>(n, d), lb_(lb), ub_(ub) {}
+    conftab_int(const str &n, T *d, T lb, T ub, T def) : conftab_value<T>(n, d, def), lb_(lb), ub_(ub) {}
+
+    bool convert(const vec<str> &v, const str &, bool *) override
     {
+        return this->count_args(v, 2) && convertint(v[1], &this->tmp_);
     }
+    bool inbounds() override { return this->tmp_ >= lb_ && this->tmp_ <= ub_; }
+    void dump(strbuf &b) const override { b << *this->dest_; }
+
+private:
+    const T lb_, ub_;
+};
+
+class conftab_bool : public conftab_value<bool> {
+public:
+    conftab_bool(const str &n, bool *b) : conftab_value(n, b) {}
+    conftab_bool(const str &n, bool *b, bool def) : conftab_value(n, b, def) {}
 
     /* "1" or "0". */
     bool convert(const vec<str> &v, const str &loc, bool *e) override;
     bool inbounds() override { return !bad_; }
-    void set() override { *dest_ = tmp_; }
-    bool apply_default() override
-    {
-        if (has_default_)
-            *dest_ = default_;
-        return has_default_;
-    }
     void dump(strbuf &b) const override { b << (*dest_ ? "True" : "False"); }
 
 private:
-    bool *const dest_;
-    bool tmp_ = false;
     bool bad_ = false;
-    const bool default_ = false;
-    const bool has_default_ = false;
 };
 
-class conftab_double : public conftab_el {
+class conftab_double : public conftab_value<double> {
 public:
-    conftab_double(const str &n, double *d, double lb, double ub)
-        : conftab_el(n), dest_(d), lb_(lb), ub_(ub)
-    {
-    }
+    conftab_double(const str &n, double *d, double lb, double ub) : conftab_value(n, d), lb_(lb), ub_(ub) {}
     conftab_double(const str &n, double *d, double lb, double ub, double def)
-        : conftab_el(n), dest_(d), lb_(lb), ub_(ub), default_(def), has_default_(true)
+        : conftab_value(n, d, def), lb_(lb), ub_(ub)
     {
     }
 
     /* A number strtod reads at the start of the value. */
     bool convert(const vec<str> &v, const str &loc, bool *e) override;
     bool inbounds() override { return tmp_ >= lb_ && tmp_ <= ub_; }
-    void set() override { *dest_ = tmp_; }
-    bool apply_default() override
-    {
-        if (has_default_)
-            *dest_ = default_;
-        return has_default_;
-    }
     void dump(strbuf &b) const override { b << *dest_; }
 
 private:
-    double *const dest_;
     const double lb_, ub_;
-    double tmp_ = 0;
-    const double default_ = 0;
-    const bool has_default_ = false;
 };
 
 enum { CONFTAB_VERBOSE = 0x1, CONFTAB_APPLY_DEFAULTS = 0x2 };

@@ -69,10 +69,12 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-/* What libasync's aios.h brought along: the system headers (through its
- * cbuf.h's sysconf.h), strings, tagged unions. (Its init.h names, INITFN and
- * the like, are async.h's here.) */
+/* What libasync's aios.h brought along: cbuf.h (and through it the system
+ * headers of sysconf.h), init.h (INITFN and the like), strings, tagged
+ * unions. */
 #include "sysconf.h"
+#include "cbuf.h"
+#include "init.h"
 #include "callback.h"
 #include "refcnt.h"
 #include "str.h"

@@ -43,62 +43,8 @@ extern const cbb &cbb_null;
 /* `New` for callbacks, as libasync's callback.h named it. */
 #define wNew New
 
-/* ---- TIMESPEC_* (libasync's litetime.h) ----------------------------------------- */
-
-/* One nanosecond later. */
-#define TIMESPEC_INC(ts)                                                                      \
-    do {                                                                                      \
-        if (++(ts)->tv_nsec == 1000000000L) {                                                 \
-            (ts)->tv_sec++;                                                                   \
-            (ts)->tv_nsec = 0L;                                                               \
-        }                                                                                     \
-    } while (0)
-#define TIMESPEC_LT(a, b)                                                                     \
-    ((a).tv_sec < (b).tv_sec || ((a).tv_sec == (b).tv_sec && (a).tv_nsec < (b).tv_nsec))
-#define TIMESPEC_EQ(a, b) ((a).tv_sec == (b).tv_sec && (a).tv_nsec == (b).tv_nsec)
-
-/* ---- Code run at start-up and exit (libasync's init.h) ------------------------------ */
-
-/* INITFN(f): f() runs before main() (with the file's static constructors);
- * EXITFN(f): f() runs at exit. Both declare f, which the file then defines. */
-class initfn {
-public:
-    explicit initfn(void (*fn)()) { fn(); }
-};
-class exitfn {
-    void (*const fn_)();
-
-public:
-    explicit exitfn(void (*fn)()) : fn_(fn) {}
-    ~exitfn() { fn_(); }
-};
-#define INITFN(fn)                                                                            \
-    static void fn();                                                                         \
-    [[maybe_unused]] static initfn init_##fn(fn)
-#define EXITFN(fn)                                                                            \
-    static void fn();                                                                         \
-    [[maybe_unused]] static exitfn exit_##fn(fn)
-/* INIT(name): name::start() runs once before the first file that includes
- * the declaration starts, name::stop() after the last one; the program
- * defines start, stop and `int name::count;`. */
-#define INIT(name)                                                                            \
-    static class name {                                                                       \
-        static int count;                                                                     \
-        static void start();                                                                  \
-        static void stop();                                                                   \
-                                                                                              \
-    public:                                                                                   \
-        name()                                                                                \
-        {                                                                                     \
-            if (count++ == 0)                                                                 \
-                start();                                                                      \
-        }                                                                                     \
-        ~name()                                                                               \
-        {                                                                                     \
-            if (--count == 0)                                                                 \
-                stop();                                                                       \
-        }                                                                                     \
-    } init_##name [[maybe_unused]]
+#include "init.h"     /* INITFN, EXITFN, INIT */
+#include "litetime.h" /* TIMESPEC_*, sfs_get_tsnow... */
 
 /* assert (never compiled out) and myabort: err.h, as in libasync. */
 

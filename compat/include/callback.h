@@ -48,11 +48,57 @@
 /* The shared handler descriptor for (timeleft, penalty): interned, never freed. */
 const void *mely_compat_handler(uint64_t timeleft, uint32_t penalty);
 
-/* Callback memory: per-thread caches of small blocks (the library's). */
-void *mely_compat_cb_alloc(std::size_t size);
-void mely_compat_cb_free(void *p, std::size_t size) noexcept;
+/* Callback memory (compat/lib/alloc.cpp): each thread keeps, per size class
+ * of 64, 128, 192 and 256 bytes, a stack of free blocks' addresses. Its fast
+ * paths are here, inline, so that a callback's allocation and free are a few
+ * instructions where its size is known (a constant: the class is folded);
+ * the rest is the library's. */
+struct mely_compat_cb_stack {
+    void **top;   /* the next free slot */
+    void **base;  /* empty when top == base */
+    void **limit; /* full when top == limit */
+};
+enum { MELY_COMPAT_CB_LINE = 64, MELY_COMPAT_CB_CLASSES = 4 };
+/* This thread's stacks, one per class; NULL until the library made them (and
+ * always NULL in sanitizer builds of the library, which use malloc). */
+extern __thread mely_compat_cb_stack *mely_compat_cb_stacks __attribute__((tls_model("initial-exec")));
+void *mely_compat_cb_alloc_slow(std::size_t size);
+void mely_compat_cb_free_slow(void *p, std::size_t size) noexcept;
 
-/* What every callback carries: color, priority, annotations, auto-free flag. */
+inline void *mely_compat_cb_alloc(std::size_t size)
+{
+    if (size - 1 < (std::size_t)MELY_COMPAT_CB_CLASSES * MELY_COMPAT_CB_LINE) {
+        if (mely_compat_cb_stack *s = mely_compat_cb_stacks) {
+            s += (size - 1) / MELY_COMPAT_CB_LINE;
+            if (__builtin_expect(s->top != s->base, 1))
+                return *--s->top;
+        }
+    }
+    return mely_compat_cb_alloc_slow(size);
+}
+
+inline void mely_compat_cb_free(void *p, std::size_t size) noexcept
+{
+    if (size - 1 < (std::size_t)MELY_COMPAT_CB_CLASSES * MELY_COMPAT_CB_LINE) {
+        if (mely_compat_cb_stack *s = mely_compat_cb_stacks) {
+            s += (size - 1) / MELY_COMPAT_CB_LINE;
+            if (__builtin_expect(s->top != s->limit, 1)) {
+                *s->top++ = p;
+                return;
+            }
+        }
+    }
+    mely_compat_cb_free_slow(p, size);
+}
+
+/* The time-left and penalty of a descriptor from mely_compat_handler(). */
+uint32_t mely_compat_handler_timeleft(const void *h) noexcept;
+uint32_t mely_compat_handler_penalty(const void *h) noexcept;
+
+/* What every callback carries: color, priority, annotations, auto-free flag.
+ * 32 bytes with the count and the virtual table pointer, so that a callback
+ * binding a function and two words of arguments fits a 64-byte line (the
+ * allocator's smallest block: alloc.cpp). */
 class callback_base : public refcount {
 public:
     static void *operator new(std::size_t size) { return mely_compat_cb_alloc(size); }
@@ -60,10 +106,10 @@ public:
 
     int color_ = 0;
     int prio_ = 0;
-    uint32_t timeleft_ = 0;
-    uint32_t penalty_ = 0;
-    const void *handler_ = nullptr; /* a mely_handler_t, NULL without annotation */
     std::atomic<bool> keep_{false}; /* setFlagAutoFree(false) holds a count */
+    /* The interned descriptor of the annotations (time-left, penalty), a
+     * mely_handler_t; NULL without annotation. */
+    const void *handler_ = nullptr;
 
     /* Callbacks are freed when their count drops to 0 (not overridable, so
      * that release() needs no virtual call to finalize). */
@@ -77,8 +123,14 @@ public:
 
     int getcolor() const noexcept { return color_; }
     int getprio() const noexcept { return prio_; }
-    int get_timeleft() const noexcept { return (int)timeleft_; }
-    int get_penalty() const noexcept { return (int)penalty_; }
+    int get_timeleft() const noexcept
+    {
+        return handler_ ? (int)mely_compat_handler_timeleft(handler_) : 0;
+    }
+    int get_penalty() const noexcept
+    {
+        return handler_ ? (int)mely_compat_handler_penalty(handler_) : 0;
+    }
 
     void setcolor(int c)
     {
@@ -90,12 +142,16 @@ public:
      * jump ahead and -400 to lag behind): kept as given, and clamped to the
      * runtime's 0..7 when posted. */
     void setprio(int p) noexcept { prio_ = p; }
-    void set_timeleft(int tl) { set_annotations(tl < 0 ? 0 : (uint32_t)tl, penalty_); }
-    void set_penalty(int pen) { set_annotations(timeleft_, pen < 0 ? 0 : (uint32_t)pen); }
+    void set_timeleft(int tl)
+    {
+        set_annotations(tl < 0 ? 0 : (uint32_t)tl, (uint32_t)get_penalty());
+    }
+    void set_penalty(int pen)
+    {
+        set_annotations((uint32_t)get_timeleft(), pen < 0 ? 0 : (uint32_t)pen);
+    }
     void set_annotations(uint32_t tl, uint32_t pen)
     {
-        timeleft_ = tl;
-        penalty_ = pen;
         handler_ = (tl || pen) ? mely_compat_handler(tl, pen) : nullptr;
     }
 

@@ -169,6 +169,12 @@ public:
     }
     bool getFlagAutoFree() const noexcept { return !keep_.load(std::memory_order_acquire); }
 
+    /* What compat's trampoline does with a posted callback<void>: call it,
+     * then drop the post's count. A virtual of its own, so that a wrap()'s
+     * callback does both in one call (its call and free inline); for
+     * callbacks that take arguments it is never called. */
+    virtual void mely_compat_run_posted() = 0;
+
     /* What the callback calls, for the message compat prints when an
      * exception escapes it (doc/porting.md): the function's address (NULL
      * when not known: a virtual member function, a callback class of the
@@ -179,29 +185,41 @@ public:
 
 template <class R, class B1 = void, class B2 = void, class B3 = void> class callback;
 
+/* Defined in the library: a callback that takes arguments was posted (the
+ * legacy API's types forbid it). */
+[[noreturn]] void mely_compat_posted_with_arguments();
+
 template <class R> class callback<R, void, void, void> : public callback_base {
 public:
     typedef ::ref<callback> ref;
     typedef ::ptr<callback> ptr;
     virtual R operator()() = 0;
+    void mely_compat_run_posted() override
+    {
+        (*this)();
+        release();
+    }
 };
 template <class R, class B1> class callback<R, B1, void, void> : public callback_base {
 public:
     typedef ::ref<callback> ref;
     typedef ::ptr<callback> ptr;
     virtual R operator()(B1) = 0;
+    void mely_compat_run_posted() override { mely_compat_posted_with_arguments(); }
 };
 template <class R, class B1, class B2> class callback<R, B1, B2, void> : public callback_base {
 public:
     typedef ::ref<callback> ref;
     typedef ::ptr<callback> ptr;
     virtual R operator()(B1, B2) = 0;
+    void mely_compat_run_posted() override { mely_compat_posted_with_arguments(); }
 };
 template <class R, class B1, class B2, class B3> class callback : public callback_base {
 public:
     typedef ::ref<callback> ref;
     typedef ::ptr<callback> ptr;
     virtual R operator()(B1, B2, B3) = 0;
+    void mely_compat_run_posted() override { mely_compat_posted_with_arguments(); }
 };
 
 namespace mely_compat_detail {
@@ -324,6 +342,16 @@ public:
     {
         return std::apply([&](auto &...f) -> R { return fn_(f..., static_cast<B &&>(b)...); },
                           bound_);
+    }
+    void mely_compat_run_posted() override
+    {
+        if constexpr (sizeof...(B) == 0) {
+            std::apply([&](auto &...f) { fn_(f...); }, bound_);
+            if (this->refcount_dec_nofin())
+                delete this; /* final: no virtual call, the free inline */
+        } else {
+            mely_compat_posted_with_arguments();
+        }
     }
     const void *target_fn() const noexcept override { return target_addr(fn_); }
     const std::type_info *target_type() const noexcept override { return target_typeid(fn_); }

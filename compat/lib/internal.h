@@ -27,7 +27,6 @@ void create_runtime();
 void run_atempty(void *arg) noexcept;
 [[noreturn]] void bad_native_color(int color);
 extern MELY_COMPAT_HIDDEN std::atomic<const mely_handler_t *> g_default_handler;
-void tick_now_slow();
 
 /* The one runtime of the process, created on first use from the environment
  * (MELY_WORKERS, MELY_STEAL, ...). Exits with a message if it cannot be. */
@@ -66,16 +65,6 @@ inline mely_to_t target(const callback_base *cb)
     if (!to.handler)
         to.handler = g_default_handler.load(std::memory_order_relaxed);
     return to;
-}
-
-/* Refreshes this thread's tsnow if it may be stale: a read of the coarse
- * clock (a few ns, no system call), and an exact read once the coarse clock
- * moved (a kernel tick: 1-4 ms) since the last one. */
-inline void tick_now()
-{
-#ifndef EXP_NOTICK
-    tick_now_slow();
-#endif
 }
 
 /* Called from a catch handler, when an exception escaped the program's code

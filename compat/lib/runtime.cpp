@@ -118,15 +118,28 @@ struct find_clock {
 
 } // namespace
 
-void tick_now_slow()
+namespace {
+
+__attribute__((noinline)) void refresh_now(const timespec &coarse)
+{
+    t_last_coarse = coarse;
+    clock_gettime(CLOCK_REALTIME, &tsnow);
+}
+
+/* Refreshes this thread's tsnow if it may be stale: a read of the coarse
+ * clock (a few ns, no system call), and an exact read once the coarse clock
+ * moved (a kernel tick: 1-4 ms) since the last one. */
+inline void tick_now()
 {
     timespec coarse;
     g_coarse_clock(CLOCK_REALTIME_COARSE, &coarse);
-    if (coarse.tv_nsec != t_last_coarse.tv_nsec || coarse.tv_sec != t_last_coarse.tv_sec) {
-        t_last_coarse = coarse;
-        clock_gettime(CLOCK_REALTIME, &tsnow);
-    }
+    if (__builtin_expect(coarse.tv_nsec != t_last_coarse.tv_nsec ||
+                             coarse.tv_sec != t_last_coarse.tv_sec,
+                         0))
+        refresh_now(coarse);
 }
+
+} // namespace
 
 } // namespace mely_compat
 
@@ -158,6 +171,12 @@ void mely_compat_bad_color(int color)
             color, MAX_COLORS - 1, g_ready.load() ? g_workers : 0u);
     fflush(NULL);
     _exit(EXIT_FAILURE); /* as the original's abort: no exit-time code runs */
+}
+
+void mely_compat_posted_with_arguments()
+{
+    fprintf(stderr, "mely-compat: a callback that takes arguments was posted\n");
+    abort();
 }
 
 void mely_compat_ref_null(void)
@@ -214,8 +233,7 @@ static void run_posted(void *arg) noexcept
 {
     callback<void> *cb = static_cast<callback<void> *>(arg);
     tick_now();
-    guard(cb, "cpucb", -1, [cb] { (*cb)(); });
-    cb->release();
+    guard(cb, "cpucb", -1, [cb] { cb->mely_compat_run_posted(); });
 }
 
 __attribute__((noinline, cold)) static void post_failed(int err)

@@ -60,7 +60,7 @@ struct mely_compat_cb_stack {
 };
 enum { MELY_COMPAT_CB_LINE = 64, MELY_COMPAT_CB_CLASSES = 4 };
 /* This thread's stacks, one per class; NULL until the library made them (and
- * always NULL in sanitizer builds of the library, which use malloc). */
+ * always NULL in AddressSanitizer builds of the library, which use malloc). */
 extern __thread mely_compat_cb_stack *mely_compat_cb_stacks __attribute__((tls_model("initial-exec")));
 void *mely_compat_cb_alloc_slow(std::size_t size);
 void mely_compat_cb_free_slow(void *p, std::size_t size) noexcept;

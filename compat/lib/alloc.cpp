@@ -23,7 +23,9 @@
  * it ever held at once (callbacks queued, running, or held by handles, plus
  * up to kStack free ones per class and thread), reused from then on: it does
  * not grow from one burst to the next. Larger callbacks use malloc.
- * Sanitizer builds use malloc for every callback, so that they see every use.
+ * AddressSanitizer builds use malloc for every callback, so that they see every
+ * use (a use after free above all); ThreadSanitizer builds keep the stacks
+ * and the depot, so that it checks them.
  */
 #include <cstddef>
 #include <cstdlib>
@@ -35,16 +37,17 @@
 
 #include "callback.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__)
 #define MELY_COMPAT_NO_CACHE 1
 #endif
 #if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#if __has_feature(address_sanitizer)
 #define MELY_COMPAT_NO_CACHE 1
 #endif
 #endif
 
-/* NULL for good in sanitizer builds: every callback goes to the slow paths. */
+/* NULL for good in AddressSanitizer builds: every callback goes to the slow
+ * paths, and malloc. */
 __thread mely_compat_cb_stack *mely_compat_cb_stacks __attribute__((tls_model("initial-exec")));
 
 #ifndef MELY_COMPAT_NO_CACHE

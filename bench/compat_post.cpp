@@ -103,20 +103,50 @@ const char *const kSysName[NSYS] = {"native", "compat", "asio"};
 struct bench g_bench = {"compat_post", 0, 0};
 bool g_asio;              /* the asio rows run */
 int g_first, g_last;      /* the shapes of this process */
-std::vector<double> g_ns[NSHAPES][NSYS]; /* counted passes */
-double g_pass_ns[NSHAPES][NSYS];         /* the current pass */
+std::vector<double> g_wall[NSHAPES][NSYS], g_cpu[NSHAPES][NSYS]; /* counted passes */
 std::vector<double> g_rss_mb;            /* after each counted pass */
 bench_probe g_probe;                     /* at the start of the current pass */
 bench_machine g_machine;
 cpu_set_t g_mask; /* the process's CPUs, as main() found them (workers are pinned) */
 
-double now() { return (double)now_ns(); }
+/* A run's figures: wall-clock ns per event and, for the one-worker shapes,
+ * the CPU time of the thread that ran every event, per event. */
+struct fig {
+    double wall, cpu;
+};
+
+fig g_pass[NSHAPES][NSYS]; /* the current pass */
+
+double thread_cpu_ns()
+{
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
 
 /* ---- native -------------------------------------------------------------------------- */
 
 mely_t g_native;
 long g_ran;
-double g_t0, g_t1;
+double g_t0, g_t1, g_c0, g_c1; /* wall and thread CPU, ns */
+
+void mark_start()
+{
+    g_t0 = (double)now_ns();
+    g_c0 = thread_cpu_ns();
+}
+
+void mark_end()
+{
+    g_t1 = (double)now_ns();
+    g_c1 = thread_cpu_ns();
+}
+
+/* The run's figures over n events (the one-worker shapes: n - 1 gaps). */
+fig figures(double n)
+{
+    return fig{(g_t1 - g_t0) / n, (g_c1 - g_c0) / n};
+}
 
 /* Per consumer color, written only by its handlers (one at a time), read by
  * the producer: a line each. */
@@ -132,10 +162,10 @@ void native_empty(void *) { g_ran++; }
 void native_driver(void *)
 {
     if (g_ran == 0)
-        g_t0 = now();
+        mark_start();
     g_ran++;
     if (g_ran >= g_events) {
-        g_t1 = now();
+        mark_end();
         mely_stop(&g_native);
         return;
     }
@@ -147,9 +177,9 @@ void native_driver(void *)
 void native_chain(void *)
 {
     if (g_ran == 0)
-        g_t0 = now();
+        mark_start();
     if (++g_ran >= g_events) {
-        g_t1 = now();
+        mark_end();
         mely_stop(&g_native);
         return;
     }
@@ -184,10 +214,10 @@ void cross_reset()
 template <typename Post> bool produce(Post post)
 {
     if (g_ran++ == 0)
-        g_t0 = now();
+        mark_start();
     long done = consumed_total();
     if (done >= g_events) {
-        g_t1 = now();
+        mark_end();
         return true;
     }
     for (int i = 0; i < kBurst && g_posted < g_events && g_posted - done < kMaxInFlight; i++) {
@@ -211,8 +241,8 @@ void native_producer(void *)
         mely_post_ex(&g_native, 0, 0, NULL, native_producer, NULL, 0);
 }
 
-/* One native run of shape s on a fresh runtime: ns per event. */
-double native_run(int s)
+/* One native run of shape s on a fresh runtime. */
+fig native_run(int s)
 {
     mely_config_t cfg;
     mely_config_init(&cfg);
@@ -226,20 +256,24 @@ double native_run(int s)
               s == BULK ? native_driver : s == CHAINED ? native_chain : native_producer, NULL);
     mely_run(&g_native);
     mely_shutdown(&g_native);
-    return (g_t1 - g_t0) / (double)(s == CROSS ? g_events : g_ran - 1);
+    return figures(s == CROSS ? (double)g_events : (double)(g_ran - 1));
 }
 
-double asio_run(int s)
+fig asio_run(int s)
 {
+    fig f{-1, -1};
     switch (s) {
     case BULK:
-        return asio_bulk(g_events, kBurst);
+        f.wall = asio_bulk(g_events, kBurst, &f.cpu);
+        break;
     case CHAINED:
-        return asio_chained(g_events);
+        f.wall = asio_chained(g_events, &f.cpu);
+        break;
     default:
-        return asio_cross(g_events, (unsigned)async_get_nthreads(), kConsumers, kBurst,
-                          kMaxInFlight);
+        f.wall = asio_cross(g_events, (unsigned)async_get_nthreads(), kConsumers, kBurst,
+                            kMaxInFlight);
     }
+    return f;
 }
 
 /* ---- compat ---------------------------------------------------------------------------- */
@@ -252,9 +286,9 @@ void report();
 int step_color() { return g_cross ? 0 : kColor; }
 
 /* Compat run of shape s in pass `pass` ended: record it, go on. */
-void compat_done(int pass, int s, double ns)
+void compat_done(int pass, int s, fig f)
 {
-    g_pass_ns[s][COMPAT] = ns;
+    g_pass[s][COMPAT] = f;
     if (s < g_last) {
         cpucb_tail(cwrap(step, pass, s + 1, step_color()));
         return;
@@ -268,15 +302,25 @@ void compat_done(int pass, int s, double ns)
     else
         printf("pass %2d:", pass);
     for (int k = g_first; k <= g_last; k++) {
-        printf(" %s native %.1f compat %.1f (%.2fx)", kShapeName[k], g_pass_ns[k][NATIVE],
-               g_pass_ns[k][COMPAT], g_pass_ns[k][COMPAT] / g_pass_ns[k][NATIVE]);
-        if (g_asio)
-            printf(" asio %.1f", g_pass_ns[k][ASIO]);
+        const fig *f = g_pass[k];
+        if (k == CROSS) {
+            printf(" %s native %.1f compat %.1f (%.2fx)", kShapeName[k], f[NATIVE].wall,
+                   f[COMPAT].wall, f[COMPAT].wall / f[NATIVE].wall);
+            if (g_asio)
+                printf(" asio %.1f", f[ASIO].wall);
+        } else {
+            printf(" %s native %.1f/%.1f compat %.1f/%.1f (%.2fx)", kShapeName[k], f[NATIVE].wall,
+                   f[NATIVE].cpu, f[COMPAT].wall, f[COMPAT].cpu, f[COMPAT].cpu / f[NATIVE].cpu);
+            if (g_asio)
+                printf(" asio %.1f/%.1f", f[ASIO].wall, f[ASIO].cpu);
+        }
         printf(" |");
         if (pass > 0)
             for (int y = 0; y < NSYS; y++)
-                if (y != ASIO || g_asio)
-                    g_ns[k][y].push_back(g_pass_ns[k][y]);
+                if (y != ASIO || g_asio) {
+                    g_wall[k][y].push_back(f[y].wall);
+                    g_cpu[k][y].push_back(f[y].cpu);
+                }
     }
     printf(" RSS %.1f MB%s\n", rss, load);
     fflush(stdout);
@@ -297,11 +341,11 @@ void compat_empty(int a, long b)
 void compat_driver(int pass, long unused)
 {
     if (g_ran == 0)
-        g_t0 = now();
+        mark_start();
     g_ran++;
     if (g_ran >= g_events) {
-        g_t1 = now();
-        compat_done(pass, BULK, (g_t1 - g_t0) / (double)(g_ran - 1));
+        mark_end();
+        compat_done(pass, BULK, figures((double)(g_ran - 1)));
         return;
     }
     for (int i = 0; i < kBurst; i++)
@@ -312,10 +356,10 @@ void compat_driver(int pass, long unused)
 void compat_chain(int pass, long k)
 {
     if (g_ran == 0)
-        g_t0 = now();
+        mark_start();
     if (++g_ran >= g_events) {
-        g_t1 = now();
-        compat_done(pass, CHAINED, (g_t1 - g_t0) / (double)(g_ran - 1));
+        mark_end();
+        compat_done(pass, CHAINED, figures((double)(g_ran - 1)));
         return;
     }
     cpucb_tail(cwrap(compat_chain, pass, k + 1, kColor));
@@ -335,7 +379,7 @@ void compat_producer(int pass, long unused)
     if (!done)
         cpucb_tail(cwrap(compat_producer, pass, unused, 0));
     else
-        compat_done(pass, CROSS, (g_t1 - g_t0) / (double)g_events);
+        compat_done(pass, CROSS, figures((double)g_events));
 }
 
 /* Shape s of pass `pass`: its native run and its asio run (each on a thread
@@ -348,12 +392,12 @@ void step(int pass, int s)
      * process's, so that the runtime and the io_context see every CPU. */
     std::thread([s] {
         sched_setaffinity(0, sizeof(g_mask), &g_mask);
-        g_pass_ns[s][NATIVE] = native_run(s);
+        g_pass[s][NATIVE] = native_run(s);
     }).join();
     if (g_asio)
         std::thread([s] {
             sched_setaffinity(0, sizeof(g_mask), &g_mask);
-            g_pass_ns[s][ASIO] = asio_run(s);
+            g_pass[s][ASIO] = asio_run(s);
         }).join();
     cross_reset();
     switch (s) {
@@ -392,25 +436,37 @@ double drift(const std::vector<double> &v)
 }
 
 enum {
-    C_SHAPE, C_NATIVE, C_COMPAT, C_ASIO, C_RATIO, C_VS_ASIO, C_DRIFT, C_RDRIFT, C_SPREAD,
-    C_RSS0, C_RSS1, C_STATUS, NCOLS
+    C_SHAPE, C_NATIVE, C_COMPAT, C_ASIO, C_RATIO, C_VS_ASIO, C_CNATIVE, C_CCOMPAT, C_CASIO,
+    C_CRATIO, C_CVS_ASIO, C_DRIFT, C_RDRIFT, C_SPREAD, C_RSS0, C_RSS1, C_STATUS, NCOLS
 };
 const bench_column kColumns[NCOLS] = {
     {"workload", "workload", 8, false, 0},
-    {"native ns", "native_ns", 0, true, 2},
-    {"compat ns", "compat_ns", 0, true, 2},
-    {"asio ns", "asio_ns", 0, true, 2},
-    {"compat/native", "compat_over_native", 0, true, 2},
-    {"asio/compat", "asio_over_compat", 0, true, 2},
-    {"compat drift", "compat_drift_pct", 0, true, 2},
-    {"ratio drift", "ratio_drift_pct", 0, true, 2},
+    {"native", "native_ns", 0, true, 2},
+    {"compat", "compat_ns", 0, true, 1},
+    {"asio", "asio_ns", 0, true, 1},
+    {"c/n", "compat_over_native", 0, true, 1},
+    {"a/c", "asio_over_compat", 0, true, 1},
+    {"| cpu: native", "native_cpu_ns", 0, true, 2},
+    {"compat", "compat_cpu_ns", 0, true, 1},
+    {"asio", "asio_cpu_ns", 0, true, 1},
+    {"c/n", "cpu_compat_over_native", 0, true, 1},
+    {"a/c", "cpu_asio_over_compat", 0, true, 1},
+    {"| drift: compat", "compat_drift_pct", 0, true, 2},
+    {"c/n", "ratio_drift_pct", 0, true, 1},
     {"compat max/min", "compat_max_over_min", 0, true, 2},
-    {"RSS MB first", "rss_mb_first", 0, true, 2},
-    {"last", "rss_mb_last", 0, true, 2},
+    {"| RSS MB: first", "rss_mb_first", 0, true, 2},
+    {"last", "rss_mb_last", 0, true, 1},
     {"status", "status", 0, false, 2},
 };
 
 int run_cross_child();
+
+std::string fmt2(double x)
+{
+    char b[32];
+    snprintf(b, sizeof(b), "%.2f", x);
+    return b;
+}
 
 void report()
 {
@@ -429,27 +485,41 @@ void report()
     double rss1 = g_rss_mb.empty() ? NAN : g_rss_mb.back();
     for (int s = g_first; s <= g_last; s++) {
         unsigned row = (unsigned)(s - g_first);
-        const std::vector<double> &n = g_ns[s][NATIVE], &c = g_ns[s][COMPAT], &a = g_ns[s][ASIO];
-        double ratio = median_of(ratios(c, n));
-        double vs_asio = median_of(ratios(a, c));
-        double cdrift = drift(c), rdrift = drift(ratios(c, n));
+        const char *name = kShapeName[s];
+        const std::vector<double> &n = g_wall[s][NATIVE], &c = g_wall[s][COMPAT],
+                                  &a = g_wall[s][ASIO];
+        const std::vector<double> &cn = g_cpu[s][NATIVE], &cc = g_cpu[s][COMPAT],
+                                  &ca = g_cpu[s][ASIO];
+        bool cpu = s != CROSS; /* judged on CPU time: one thread ran every event */
+        double ratio = median_of(ratios(c, n)), vs_asio = median_of(ratios(a, c));
+        double cratio = median_of(ratios(cc, cn)), cvs_asio = median_of(ratios(ca, cc));
+        const std::vector<double> &jc = cpu ? cc : c, &jn = cpu ? cn : n;
+        double jratio = cpu ? cratio : ratio, jvs_asio = cpu ? cvs_asio : vs_asio;
+        double cdrift = drift(jc), rdrift = drift(ratios(jc, jn));
         bool ok = true;
-        bench_cell(&t, row, C_SHAPE, "%s", kShapeName[s]);
+        bench_cell(&t, row, C_SHAPE, "%s", name);
         bench_cell(&t, row, C_NATIVE, "%.1f", median_of(n));
         bench_cell(&t, row, C_COMPAT, "%.1f", median_of(c));
         bench_cell(&t, row, C_RATIO, "%.2f", ratio);
-        if (!(ratio <= 2.0)) {
+        if (cpu) {
+            bench_cell(&t, row, C_CNATIVE, "%.1f", median_of(cn));
+            bench_cell(&t, row, C_CCOMPAT, "%.1f", median_of(cc));
+            bench_cell(&t, row, C_CRATIO, "%.2f", cratio);
+        }
+        if (!(jratio <= 2.0)) {
             ok = false;
-            why += std::string("  ") + kShapeName[s] + ": compat/native " +
-                   std::to_string(ratio).substr(0, 4) + " > 2\n";
+            why += std::string("  ") + name + ": compat/native " + fmt2(jratio) + " > 2\n";
         }
         if (g_asio) {
             bench_cell(&t, row, C_ASIO, "%.1f", median_of(a));
             bench_cell(&t, row, C_VS_ASIO, "%.2f", vs_asio);
-            if (s != BULK && !(vs_asio >= 2.0)) {
+            if (cpu) {
+                bench_cell(&t, row, C_CASIO, "%.1f", median_of(ca));
+                bench_cell(&t, row, C_CVS_ASIO, "%.2f", cvs_asio);
+            }
+            if (s != BULK && !(jvs_asio >= 2.0)) {
                 ok = false;
-                why += std::string("  ") + kShapeName[s] + ": asio/compat " +
-                       std::to_string(vs_asio).substr(0, 4) + " < 2\n";
+                why += std::string("  ") + name + ": asio/compat " + fmt2(jvs_asio) + " < 2\n";
             }
         }
         if (!std::isnan(cdrift)) {
@@ -457,13 +527,13 @@ void report()
             bench_cell(&t, row, C_RDRIFT, "%+.1f%%", (rdrift - 1) * 100);
             if (!(rdrift <= 1.05)) {
                 ok = false;
-                why += std::string("  ") + kShapeName[s] +
+                why += std::string("  ") + name +
                        ": compat/native slowed down from the first passes to the last by more "
                        "than 5%\n";
             }
         }
         bench_cell(&t, row, C_SPREAD, "%.2f",
-                   *std::max_element(c.begin(), c.end()) / *std::min_element(c.begin(), c.end()));
+                   *std::max_element(jc.begin(), jc.end()) / *std::min_element(jc.begin(), jc.end()));
         bench_cell(&t, row, C_RSS0, "%.1f", rss0);
         bench_cell(&t, row, C_RSS1, "%.1f", rss1);
         if (g_runs >= 8 && !(rss1 <= rss0 * 1.05)) {
@@ -472,14 +542,17 @@ void report()
                 why += "  RSS grew by more than 5% from the first pass to the last\n";
         }
         bench_cell(&t, row, C_STATUS, "%s", ok ? "PASS" : "MISS");
-        rows_ok &= !std::isnan(ratio);
+        rows_ok &= !std::isnan(jratio);
     }
     bench_table_print(stdout, &t);
-    printf("\nns per event, medians of the passes; compat/native and asio/compat: medians of the "
-           "per-pass ratios\n(targets: compat/native <= 2; asio/compat >= 2 in chained and "
-           "cross63);\ndrift: the median of the last quarter of the passes over the first "
-           "quarter's (>= 8 passes;\ntarget: the compat/native ratio's within +5%%); RSS after "
-           "the first and the last pass (target: within 5%%)\n");
+    printf("\nns per event, medians of the passes: wall clock, and (one worker) the CPU time of "
+           "the thread that ran\nevery event; c/n = compat/native and a/c = asio/compat: "
+           "medians of the per-pass ratios.\nTargets, on CPU time with one worker (a loaded "
+           "machine stretches wall time, not CPU time) and on\nwall time cross-core: c/n <= 2; "
+           "a/c >= 2 in chained and cross63; drift (>= 8 passes: the median of\nthe last "
+           "quarter of the passes over the first quarter's, for compat and for c/n): c/n's "
+           "<= +5%%;\nmax/min: compat's spread over the passes; RSS after the first and the "
+           "last pass: within 5%%.\n");
     if (!why.empty())
         printf("missed:\n%s", why.c_str());
     bench_load_warn(&g_bench);

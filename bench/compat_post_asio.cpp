@@ -11,6 +11,7 @@
 #include <boost/asio/strand.hpp>
 
 #include <atomic>
+#include <ctime>
 #include <vector>
 
 #include "bench/asio_run.h"
@@ -24,6 +25,13 @@ bool asio_available() { return true; }
 
 namespace {
 
+double thread_cpu_ns()
+{
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
 /* ---- bulk ------------------------------------------------------------------------- */
 
 struct bulk_state {
@@ -32,6 +40,7 @@ struct bulk_state {
     long n, ran = 0;
     int burst;
     uint64_t t0 = 0, t1 = 0;
+    double c0 = 0, c1 = 0;
 };
 
 struct bulk_empty {
@@ -43,11 +52,14 @@ struct bulk_driver {
     bulk_state *s;
     void operator()() const
     {
-        if (s->ran == 0)
+        if (s->ran == 0) {
             s->t0 = now_ns();
+            s->c0 = thread_cpu_ns();
+        }
         s->ran++;
         if (s->ran >= s->n) {
             s->t1 = now_ns();
+            s->c1 = thread_cpu_ns();
             s->ctx->stop();
             return;
         }
@@ -64,16 +76,20 @@ struct chain_state {
     strand_t *strand;
     long n, ran = 0;
     uint64_t t0 = 0, t1 = 0;
+    double c0 = 0, c1 = 0;
 };
 
 struct chain_link {
     chain_state *s;
     void operator()() const
     {
-        if (s->ran == 0)
+        if (s->ran == 0) {
             s->t0 = now_ns();
+            s->c0 = thread_cpu_ns();
+        }
         if (++s->ran >= s->n) {
             s->t1 = now_ns();
+            s->c1 = thread_cpu_ns();
             s->ctx->stop();
             return;
         }
@@ -134,7 +150,7 @@ struct cross_produce {
 
 } // namespace
 
-double asio_bulk(long n, int burst)
+double asio_bulk(long n, int burst, double *cpu)
 {
     asio::io_context ctx(1);
     strand_t strand = asio::make_strand(ctx);
@@ -146,10 +162,11 @@ double asio_bulk(long n, int burst)
     asio::post(strand, bulk_driver{&s});
     if (!run_context(ctx, 1, limit_for((uint64_t)n, 5000)) || s.t1 == 0)
         return -1;
+    *cpu = (s.c1 - s.c0) / (double)(s.ran - 1);
     return (double)(s.t1 - s.t0) / (double)(s.ran - 1);
 }
 
-double asio_chained(long n)
+double asio_chained(long n, double *cpu)
 {
     asio::io_context ctx(1);
     strand_t strand = asio::make_strand(ctx);
@@ -160,6 +177,7 @@ double asio_chained(long n)
     asio::post(strand, chain_link{&s});
     if (!run_context(ctx, 1, limit_for((uint64_t)n, 5000)) || s.t1 == 0)
         return -1;
+    *cpu = (s.c1 - s.c0) / (double)(s.ran - 1);
     return (double)(s.t1 - s.t0) / (double)(s.ran - 1);
 }
 
@@ -184,8 +202,8 @@ double asio_cross(long n, unsigned threads, int consumers, int burst, long max_i
 #else /* !MELY_BENCH_ASIO */
 
 bool asio_available() { return false; }
-double asio_bulk(long, int) { return -1; }
-double asio_chained(long) { return -1; }
+double asio_bulk(long, int, double *) { return -1; }
+double asio_chained(long, double *) { return -1; }
 double asio_cross(long, unsigned, int, int, long) { return -1; }
 
 #endif

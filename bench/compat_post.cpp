@@ -26,14 +26,20 @@
  *
  * A pass runs every shape of the process once on each system (native, asio,
  * compat), so that a change in the machine's load hits all alike; a warm-up
- * pass comes first and is not counted. Each pass prints its figures, the
- * process's RSS after it, and how busy the CPUs were with other processes.
- * Then the table: the medians, the median of the per-pass ratios
- * compat/native (target <= 2) and asio/compat (target >= 2, chained and
- * cross63), and run to run (with >= 8 passes): the median of the last quarter
- * of the passes over that of the first quarter, for compat and for the
- * compat/native ratio (target: the ratio within 5%: no slow-down), and the RSS
- * after the first and the last pass (target: within 5%).
+ * pass comes first and is not counted. Each pass prints its figures (one
+ * worker: wall/CPU, the CPU time of the thread that ran every event), the
+ * process's RSS after it, what the pass's compat runs added to it, compat's
+ * callback memory (mely_compat_cb_bytes), and how busy the CPUs were with
+ * other processes. Then the table: the medians, the medians of the per-pass
+ * ratios compat/native (target <= 2) and asio/compat (target >= 2, chained
+ * and cross63), and run to run (with >= 8 passes): the median of the last
+ * quarter of the passes over that of the first quarter, for compat and for
+ * the compat/native ratio (target: the ratio's within +5%: no slow-down);
+ * the RSS after the first and the last pass, what the compat runs of the
+ * counted passes added (target: at most 5% of the first), and the callback
+ * memory after the first and the last (target: no growth). One-worker
+ * targets are judged on CPU time (a loaded machine stretches wall time, not
+ * CPU time), cross-core ones on wall time.
  *
  * The compat runtime is the compat library's own and its size is fixed when
  * it starts, so the cross63 rows run in a child process (the program again,
@@ -96,15 +102,18 @@ const int kConsumers = 63;
 const long kMaxInFlight = 100000;
 
 enum shape { BULK, CHAINED, CROSS, NSHAPES };
-enum sys { NATIVE, COMPAT, ASIO, NSYS };
+enum sys { NATIVE, NATIVE_RT, COMPAT, ASIO, NSYS };
 const char *const kShapeName[NSHAPES] = {"bulk", "chained", "cross63"};
-const char *const kSysName[NSYS] = {"native", "compat", "asio"};
+const char *const kSysName[NSYS] = {"native", "native-rt", "compat", "asio"};
 
 struct bench g_bench = {"compat_post", 0, 0};
 bool g_asio;              /* the asio rows run */
 int g_first, g_last;      /* the shapes of this process */
 std::vector<double> g_wall[NSHAPES][NSYS], g_cpu[NSHAPES][NSYS]; /* counted passes */
 std::vector<double> g_rss_mb;            /* after each counted pass */
+std::vector<double> g_cb_mb;             /* compat's callback memory, after each */
+double g_rss_before;                     /* before the current compat run, MB */
+double g_compat_growth, g_pass_growth;   /* RSS the compat runs added: counted passes, this pass */
 bench_probe g_probe;                     /* at the start of the current pass */
 bench_machine g_machine;
 cpu_set_t g_mask; /* the process's CPUs, as main() found them (workers are pinned) */
@@ -127,6 +136,8 @@ double thread_cpu_ns()
 /* ---- native -------------------------------------------------------------------------- */
 
 mely_t g_native;
+mely_t *g_nrt; /* where the native handlers post: &g_native, or compat's runtime */
+int g_npass, g_nshape; /* the pass and shape of a native run on compat's runtime */
 long g_ran;
 double g_t0, g_t1, g_c0, g_c1; /* wall and thread CPU, ns */
 
@@ -157,6 +168,18 @@ consumed_count g_consumed[kConsumers + 1];
 long g_posted; /* the producer's */
 int g_next;    /* the producer's */
 
+void native_rt_done();
+
+/* A native run ended: a fresh runtime stops; on compat's runtime, the pass
+ * goes on. */
+void native_end()
+{
+    if (g_nrt == &g_native)
+        mely_stop(&g_native);
+    else
+        native_rt_done();
+}
+
 void native_empty(void *) { g_ran++; }
 
 void native_driver(void *)
@@ -166,12 +189,12 @@ void native_driver(void *)
     g_ran++;
     if (g_ran >= g_events) {
         mark_end();
-        mely_stop(&g_native);
+        native_end();
         return;
     }
     for (int i = 0; i < kBurst; i++)
-        mely_post_ex(&g_native, kColor, 0, NULL, native_empty, NULL, 0);
-    mely_post_ex(&g_native, kColor, 0, NULL, native_driver, NULL, 0);
+        mely_post_ex(g_nrt, kColor, 0, NULL, native_empty, NULL, 0);
+    mely_post_ex(g_nrt, kColor, 0, NULL, native_driver, NULL, 0);
 }
 
 void native_chain(void *)
@@ -180,10 +203,10 @@ void native_chain(void *)
         mark_start();
     if (++g_ran >= g_events) {
         mark_end();
-        mely_stop(&g_native);
+        native_end();
         return;
     }
-    mely_post_ex(&g_native, kColor, 0, NULL, native_chain, NULL, 0);
+    mely_post_ex(g_nrt, kColor, 0, NULL, native_chain, NULL, 0);
 }
 
 long consumed_total()
@@ -233,12 +256,22 @@ void native_consume(void *arg) { count_consumed((int)(intptr_t)arg); }
 void native_producer(void *)
 {
     bool done = produce([](int color) {
-        mely_post_ex(&g_native, color, 0, NULL, native_consume, (void *)(intptr_t)color, 0);
+        mely_post_ex(g_nrt, color, 0, NULL, native_consume, (void *)(intptr_t)color, 0);
     });
     if (done)
-        mely_stop(&g_native);
+        native_end();
     else
-        mely_post_ex(&g_native, 0, 0, NULL, native_producer, NULL, 0);
+        mely_post_ex(g_nrt, 0, 0, NULL, native_producer, NULL, 0);
+}
+
+mely_fn_t native_handler(int s)
+{
+    return s == BULK ? native_driver : s == CHAINED ? native_chain : native_producer;
+}
+
+double per_event_divisor(int s)
+{
+    return s == CROSS ? (double)g_events : (double)(g_ran - 1);
 }
 
 /* One native run of shape s on a fresh runtime. */
@@ -251,12 +284,12 @@ fig native_run(int s)
         fprintf(stderr, "compat_post: mely_init failed\n");
         exit(1);
     }
+    g_nrt = &g_native;
     cross_reset();
-    mely_post(&g_native, s == CROSS ? 0 : kColor,
-              s == BULK ? native_driver : s == CHAINED ? native_chain : native_producer, NULL);
+    mely_post(&g_native, s == CROSS ? 0 : kColor, native_handler(s), NULL);
     mely_run(&g_native);
     mely_shutdown(&g_native);
-    return figures(s == CROSS ? (double)g_events : (double)(g_ran - 1));
+    return figures(per_event_divisor(s));
 }
 
 fig asio_run(int s)
@@ -289,6 +322,7 @@ int step_color() { return g_cross ? 0 : kColor; }
 void compat_done(int pass, int s, fig f)
 {
     g_pass[s][COMPAT] = f;
+    g_pass_growth += (double)rss_bytes() / 1048576.0 - g_rss_before;
     if (s < g_last) {
         cpucb_tail(cwrap(step, pass, s + 1, step_color()));
         return;
@@ -304,13 +338,14 @@ void compat_done(int pass, int s, fig f)
     for (int k = g_first; k <= g_last; k++) {
         const fig *f = g_pass[k];
         if (k == CROSS) {
-            printf(" %s native %.1f compat %.1f (%.2fx)", kShapeName[k], f[NATIVE].wall,
-                   f[COMPAT].wall, f[COMPAT].wall / f[NATIVE].wall);
+            printf(" %s native %.1f rt %.1f compat %.1f (%.2fx)", kShapeName[k], f[NATIVE].wall,
+                   f[NATIVE_RT].wall, f[COMPAT].wall, f[COMPAT].wall / f[NATIVE].wall);
             if (g_asio)
                 printf(" asio %.1f", f[ASIO].wall);
         } else {
-            printf(" %s native %.1f/%.1f compat %.1f/%.1f (%.2fx)", kShapeName[k], f[NATIVE].wall,
-                   f[NATIVE].cpu, f[COMPAT].wall, f[COMPAT].cpu, f[COMPAT].cpu / f[NATIVE].cpu);
+            printf(" %s native %.1f/%.1f rt %.1f/%.1f compat %.1f/%.1f (%.2fx)", kShapeName[k],
+                   f[NATIVE].wall, f[NATIVE].cpu, f[NATIVE_RT].wall, f[NATIVE_RT].cpu,
+                   f[COMPAT].wall, f[COMPAT].cpu, f[COMPAT].cpu / f[NATIVE].cpu);
             if (g_asio)
                 printf(" asio %.1f/%.1f", f[ASIO].wall, f[ASIO].cpu);
         }
@@ -322,10 +357,16 @@ void compat_done(int pass, int s, fig f)
                     g_cpu[k][y].push_back(f[y].cpu);
                 }
     }
-    printf(" RSS %.1f MB%s\n", rss, load);
+    double cb = (double)mely_compat_cb_bytes() / 1048576.0;
+    printf(" RSS %.1f MB (%+.1f in compat runs; callbacks %.1f)%s\n", rss, g_pass_growth, cb,
+           load);
     fflush(stdout);
-    if (pass > 0)
+    if (pass > 0) {
         g_rss_mb.push_back(rss);
+        g_cb_mb.push_back(cb);
+        g_compat_growth += g_pass_growth;
+    }
+    g_pass_growth = 0;
     if (pass < g_runs)
         cpucb_tail(cwrap(step, pass + 1, g_first, step_color()));
     else
@@ -383,7 +424,11 @@ void compat_producer(int pass, long unused)
 }
 
 /* Shape s of pass `pass`: its native run and its asio run (each on a thread
- * of its own, joined), then its compat run, which calls compat_done(). */
+ * of its own, joined), then its native run on compat's runtime (the
+ * handlers of the native run, posted with mely_post_ex to
+ * mely_compat_runtime(): the native API on the runtime that compat has run
+ * all along, as a server would), then its compat run, which calls
+ * compat_done(). */
 void step(int pass, int s)
 {
     if (s == g_first)
@@ -399,7 +444,21 @@ void step(int pass, int s)
             sched_setaffinity(0, sizeof(g_mask), &g_mask);
             g_pass[s][ASIO] = asio_run(s);
         }).join();
+    g_nrt = mely_compat_runtime();
+    g_npass = pass;
+    g_nshape = s;
     cross_reset();
+    mely_post_ex(g_nrt, s == CROSS ? 0 : kColor, 0, NULL, native_handler(s), NULL, 0);
+}
+
+/* The native run on compat's runtime ended (in its last handler): the
+ * compat run of the same shape. */
+void native_rt_done()
+{
+    int pass = g_npass, s = g_nshape;
+    g_pass[s][NATIVE_RT] = figures(per_event_divisor(s));
+    cross_reset();
+    g_rss_before = (double)rss_bytes() / 1048576.0;
     switch (s) {
     case BULK:
         cpucb_tail(cwrap(compat_driver, pass, 0L, kColor));
@@ -436,26 +495,34 @@ double drift(const std::vector<double> &v)
 }
 
 enum {
-    C_SHAPE, C_NATIVE, C_COMPAT, C_ASIO, C_RATIO, C_VS_ASIO, C_CNATIVE, C_CCOMPAT, C_CASIO,
-    C_CRATIO, C_CVS_ASIO, C_DRIFT, C_RDRIFT, C_SPREAD, C_RSS0, C_RSS1, C_STATUS, NCOLS
+    C_SHAPE, C_NATIVE, C_RT, C_COMPAT, C_ASIO, C_RATIO, C_RTRATIO, C_VS_ASIO, C_CNATIVE, C_CRT,
+    C_CCOMPAT, C_CASIO, C_CRATIO, C_CRTRATIO, C_CVS_ASIO, C_DRIFT, C_RDRIFT, C_SPREAD, C_RSS0,
+    C_RSS1, C_GROWTH, C_CB0, C_CB1, C_STATUS, NCOLS
 };
 const bench_column kColumns[NCOLS] = {
     {"workload", "workload", 8, false, 0},
     {"native", "native_ns", 0, true, 2},
+    {"rt", "native_on_compat_runtime_ns", 0, true, 1},
     {"compat", "compat_ns", 0, true, 1},
     {"asio", "asio_ns", 0, true, 1},
     {"c/n", "compat_over_native", 0, true, 1},
+    {"c/rt", "compat_over_native_rt", 0, true, 1},
     {"a/c", "asio_over_compat", 0, true, 1},
     {"| cpu: native", "native_cpu_ns", 0, true, 2},
+    {"rt", "native_on_compat_runtime_cpu_ns", 0, true, 1},
     {"compat", "compat_cpu_ns", 0, true, 1},
     {"asio", "asio_cpu_ns", 0, true, 1},
     {"c/n", "cpu_compat_over_native", 0, true, 1},
+    {"c/rt", "cpu_compat_over_native_rt", 0, true, 1},
     {"a/c", "cpu_asio_over_compat", 0, true, 1},
     {"| drift: compat", "compat_drift_pct", 0, true, 2},
     {"c/n", "ratio_drift_pct", 0, true, 1},
     {"compat max/min", "compat_max_over_min", 0, true, 2},
     {"| RSS MB: first", "rss_mb_first", 0, true, 2},
     {"last", "rss_mb_last", 0, true, 1},
+    {"compat +", "rss_mb_added_by_compat_runs", 0, true, 1},
+    {"callbacks", "callback_mb_first", 0, true, 1},
+    {"last", "callback_mb_last", 0, true, 1},
     {"status", "status", 0, false, 2},
 };
 
@@ -483,13 +550,15 @@ void report()
     bool rows_ok = true;
     double rss0 = g_rss_mb.empty() ? NAN : g_rss_mb.front();
     double rss1 = g_rss_mb.empty() ? NAN : g_rss_mb.back();
+    double cb0 = g_cb_mb.empty() ? NAN : g_cb_mb.front();
+    double cb1 = g_cb_mb.empty() ? NAN : g_cb_mb.back();
     for (int s = g_first; s <= g_last; s++) {
         unsigned row = (unsigned)(s - g_first);
         const char *name = kShapeName[s];
         const std::vector<double> &n = g_wall[s][NATIVE], &c = g_wall[s][COMPAT],
-                                  &a = g_wall[s][ASIO];
+                                  &a = g_wall[s][ASIO], &rt = g_wall[s][NATIVE_RT];
         const std::vector<double> &cn = g_cpu[s][NATIVE], &cc = g_cpu[s][COMPAT],
-                                  &ca = g_cpu[s][ASIO];
+                                  &ca = g_cpu[s][ASIO], &crt = g_cpu[s][NATIVE_RT];
         bool cpu = s != CROSS; /* judged on CPU time: one thread ran every event */
         double ratio = median_of(ratios(c, n)), vs_asio = median_of(ratios(a, c));
         double cratio = median_of(ratios(cc, cn)), cvs_asio = median_of(ratios(ca, cc));
@@ -501,10 +570,14 @@ void report()
         bench_cell(&t, row, C_NATIVE, "%.1f", median_of(n));
         bench_cell(&t, row, C_COMPAT, "%.1f", median_of(c));
         bench_cell(&t, row, C_RATIO, "%.2f", ratio);
+        bench_cell(&t, row, C_RT, "%.1f", median_of(rt));
+        bench_cell(&t, row, C_RTRATIO, "%.2f", median_of(ratios(c, rt)));
         if (cpu) {
             bench_cell(&t, row, C_CNATIVE, "%.1f", median_of(cn));
             bench_cell(&t, row, C_CCOMPAT, "%.1f", median_of(cc));
             bench_cell(&t, row, C_CRATIO, "%.2f", cratio);
+            bench_cell(&t, row, C_CRT, "%.1f", median_of(crt));
+            bench_cell(&t, row, C_CRTRATIO, "%.2f", median_of(ratios(cc, crt)));
         }
         if (!(jratio <= 2.0)) {
             ok = false;
@@ -536,23 +609,30 @@ void report()
                    *std::max_element(jc.begin(), jc.end()) / *std::min_element(jc.begin(), jc.end()));
         bench_cell(&t, row, C_RSS0, "%.1f", rss0);
         bench_cell(&t, row, C_RSS1, "%.1f", rss1);
-        if (g_runs >= 8 && !(rss1 <= rss0 * 1.05)) {
+        bench_cell(&t, row, C_GROWTH, "%+.1f", g_compat_growth);
+        bench_cell(&t, row, C_CB0, "%.1f", cb0);
+        bench_cell(&t, row, C_CB1, "%.1f", cb1);
+        if (!(g_compat_growth <= rss0 * 0.05) || !(cb1 <= cb0)) {
             ok = false;
             if (s == g_last)
-                why += "  RSS grew by more than 5% from the first pass to the last\n";
+                why += "  the compat runs added more than 5% to the RSS, or compat's callback "
+                       "memory grew, after the first pass\n";
         }
         bench_cell(&t, row, C_STATUS, "%s", ok ? "PASS" : "MISS");
         rows_ok &= !std::isnan(jratio);
     }
     bench_table_print(stdout, &t);
     printf("\nns per event, medians of the passes: wall clock, and (one worker) the CPU time of "
-           "the thread that ran\nevery event; c/n = compat/native and a/c = asio/compat: "
-           "medians of the per-pass ratios.\nTargets, on CPU time with one worker (a loaded "
+           "the thread that ran\nevery event; native: a fresh runtime per run; rt: the native "
+           "API on compat's runtime, which has run\nevery pass; c/n = compat/native, c/rt = "
+           "compat/rt and a/c = asio/compat: medians of the per-pass\nratios. Targets, on CPU time with one worker (a loaded "
            "machine stretches wall time, not CPU time) and on\nwall time cross-core: c/n <= 2; "
            "a/c >= 2 in chained and cross63; drift (>= 8 passes: the median of\nthe last "
            "quarter of the passes over the first quarter's, for compat and for c/n): c/n's "
-           "<= +5%%;\nmax/min: compat's spread over the passes; RSS after the first and the "
-           "last pass: within 5%%.\n");
+           "<= +5%%;\nmax/min: compat's spread over the passes; RSS (the process's, Asio's heap "
+           "included) after the\nfirst and the last pass, and what the compat runs of the "
+           "counted passes added to it (target: at\nmost 5%% of the first), and compat's "
+           "callback memory after the first and the last (target: no growth).\n");
     if (!why.empty())
         printf("missed:\n%s", why.c_str());
     bench_load_warn(&g_bench);

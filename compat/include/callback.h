@@ -62,6 +62,10 @@ enum { MELY_COMPAT_CB_LINE = 64, MELY_COMPAT_CB_CLASSES = 4, MELY_COMPAT_CB_AHEA
 /* This thread's stacks, one per class; NULL until the library made them (and
  * always NULL in AddressSanitizer builds of the library, which use malloc). */
 extern __thread mely_compat_cb_stack *mely_compat_cb_stacks __attribute__((tls_model("initial-exec")));
+/* The bytes of callback memory the library got from malloc for its classes
+ * (chunks), in use or free: it grows only when the callbacks in use (or
+ * cached free) pass their most so far. New here, for benchmarks and tests. */
+std::size_t mely_compat_cb_bytes() noexcept;
 void *mely_compat_cb_alloc_slow(std::size_t size);
 void mely_compat_cb_free_slow(void *p, std::size_t size) noexcept;
 

@@ -27,6 +27,7 @@
  * use (a use after free above all); ThreadSanitizer builds keep the stacks
  * and the depot, so that it checks them.
  */
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -71,6 +72,7 @@ struct depot {
     magazine *empty = nullptr;
 };
 depot g_depot[kClasses];
+std::atomic<std::size_t> g_chunk_bytes{0};
 
 /* A thread's cache: the stacks (first: mely_compat_cb_stacks points here),
  * then per class the uncut part of its current chunk, and the slots. */
@@ -173,6 +175,15 @@ inline cache *my_cache()
 } // namespace
 #endif
 
+std::size_t mely_compat_cb_bytes() noexcept
+{
+#ifndef MELY_COMPAT_NO_CACHE
+    return g_chunk_bytes.load(std::memory_order_relaxed);
+#else
+    return 0;
+#endif
+}
+
 /* The stack of size's class is empty, or there is none yet, or size is too
  * large for a class: a magazine from the depot, or blocks cut from the
  * thread's chunk, or malloc. */
@@ -206,6 +217,7 @@ void *mely_compat_cb_alloc_slow(std::size_t size)
                 void *chunk = aligned_alloc(kLine, kChunk);
                 if (!chunk)
                     throw std::bad_alloc();
+                g_chunk_bytes.fetch_add(kChunk, std::memory_order_relaxed);
                 t->bump[c] = static_cast<char *>(chunk);
                 t->end[c] = t->bump[c] + kChunk;
             }

@@ -30,33 +30,26 @@
  * --quick. The options, clock, medians and pinning are the harness's
  * (bench/harness.h, common/measure.h), which needs libmely at link time only.
  */
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <chrono>
 #include <cinttypes>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include <pthread.h>
-#include <sched.h>
-
+#include "bench/asio_run.h"
 #include "bench/harness.h"
 
 namespace asio = boost::asio;
 using strand_t = asio::strand<asio::io_context::executor_type>;
+using mely_bench_asio::limit_for;
+using mely_bench_asio::run_context;
+using mely_bench_asio::tl_thread;
 
 namespace {
 
@@ -82,10 +75,6 @@ const bench_opt options[] = {
     bench_opt{},
 };
 
-/* The index of the calling thread in run_context() (0: the caller), for the
- * per-run notes on where handlers ran; read only outside the timed hot loops. */
-thread_local unsigned tl_thread = 0;
-
 /* A run's figure and a note on where its handlers ran; value < 0: stopped. */
 struct result {
     double value = -1.0;
@@ -93,72 +82,6 @@ struct result {
 };
 
 double median_of(std::vector<double> v) { return median(v.data(), v.size()); }
-
-/* ---- Threads: run one io_context on W pinned threads ---------------------------- */
-
-/* The allowed CPUs (thread i runs on the i-th, modulo their number). */
-std::vector<int> allowed_cpus()
-{
-    std::vector<int> cpus(CPU_SETSIZE);
-    cpus.resize(std::max(1u, first_cpus(cpus.data(), CPU_SETSIZE)));
-    cpus[0] = std::max(cpus[0], 0);
-    return cpus;
-}
-
-/*
- * Runs ctx on `workers` threads until ctx.stop(): threads 1..W-1 are started
- * here, the caller is thread 0 (its affinity is restored afterwards). A
- * watchdog stops the context after `limit_ns`; returns false if it had to.
- */
-bool run_context(asio::io_context &ctx, unsigned workers, uint64_t limit_ns)
-{
-    static const std::vector<int> cpus = allowed_cpus();
-    auto guard = asio::make_work_guard(ctx); /* threads wait for work until stop() */
-    std::mutex mu;
-    std::condition_variable cv;
-    bool finished = false;
-    bool expired = false;
-
-    std::thread watchdog([&] {
-        std::unique_lock<std::mutex> lock(mu);
-        if (!cv.wait_for(lock, std::chrono::nanoseconds(limit_ns), [&] { return finished; })) {
-            expired = true;
-            ctx.stop();
-        }
-    });
-
-    std::vector<std::thread> threads;
-    for (unsigned i = 1; i < workers; i++)
-        threads.emplace_back([&ctx, i] {
-            tl_thread = i;
-            pin_self(cpus[i % cpus.size()]);
-            ctx.run();
-        });
-
-    cpu_set_t saved;
-    bool restore = pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) == 0;
-    tl_thread = 0;
-    pin_self(cpus[0]);
-    ctx.run();
-    for (auto &t : threads)
-        t.join();
-    if (restore)
-        (void)pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
-
-    {
-        std::lock_guard<std::mutex> lock(mu);
-        finished = true;
-    }
-    cv.notify_one();
-    watchdog.join();
-    return !expired;
-}
-
-/* A run's time limit: generous, only there so that a stuck run cannot hang. */
-uint64_t limit_for(uint64_t count, uint64_t ns_per_item)
-{
-    return 30000000000ull + count * ns_per_item;
-}
 
 /* ---- (i) local: one strand, driver + empty handlers ----------------------------- */
 

@@ -14,9 +14,11 @@
 
 namespace mely_compat {
 
-extern mely_t g_rt;
-extern std::atomic<bool> g_ready;
-extern unsigned g_workers;
+/* Hidden: the library's own, reached without a GOT load. */
+#define MELY_COMPAT_HIDDEN __attribute__((visibility("hidden")))
+extern MELY_COMPAT_HIDDEN mely_t g_rt;
+extern MELY_COMPAT_HIDDEN std::atomic<bool> g_ready;
+extern MELY_COMPAT_HIDDEN unsigned g_workers;
 
 void create_runtime();
 
@@ -24,8 +26,7 @@ void create_runtime();
  * (hooks.cpp). */
 void run_atempty(void *arg) noexcept;
 [[noreturn]] void bad_native_color(int color);
-extern std::atomic<const mely_handler_t *> g_default_handler;
-void tick_now_slow();
+extern MELY_COMPAT_HIDDEN std::atomic<const mely_handler_t *> g_default_handler;
 
 /* The one runtime of the process, created on first use from the environment
  * (MELY_WORKERS, MELY_STEAL, ...). Exits with a message if it cannot be. */
@@ -43,17 +44,15 @@ inline unsigned workers()
     return g_workers;
 }
 
+/* native_color() of a color outside 0..MAX_COLORS-1. */
+mely_color_t native_color_slow(int color);
+
 /* A legacy color (negative: pinned) as a native one; exits on a bad color. */
 inline mely_color_t native_color(int color)
 {
     if (__builtin_expect((unsigned)color < (unsigned)MAX_COLORS, 1))
         return (mely_color_t)color;
-    if (color < 0) {
-        unsigned w = (unsigned)(-(color + 1));
-        if (w < workers())
-            return MELY_COLOR_PINNED(w);
-    }
-    bad_native_color(color);
+    return native_color_slow(color);
 }
 
 /* Where a callback's events go: its color, priority and handler descriptor. */
@@ -66,14 +65,6 @@ inline mely_to_t target(const callback_base *cb)
     if (!to.handler)
         to.handler = g_default_handler.load(std::memory_order_relaxed);
     return to;
-}
-
-/* Refreshes this thread's tsnow if it may be stale: a read of the coarse
- * clock (a few ns, no system call), and an exact read once the coarse clock
- * moved (a kernel tick: 1-4 ms) since the last one. */
-inline void tick_now()
-{
-    tick_now_slow();
 }
 
 /* Called from a catch handler, when an exception escaped the program's code

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 
@@ -71,15 +72,74 @@ void die(const char *what, int err)
     mely_compat_bad_color(color);
 }
 
-void tick_now_slow()
+/* Out of line: its call of workers() would make every poster keep
+ * registers across mely_post_ex. */
+__attribute__((noinline)) mely_color_t native_color_slow(int color)
+{
+    if (color < 0) {
+        unsigned w = (unsigned)(-(color + 1));
+        if (w < workers())
+            return MELY_COLOR_PINNED(w);
+    }
+    bad_native_color(color);
+}
+
+namespace {
+
+/* The coarse clock, read before every posted callback: the vDSO's function
+ * itself when the C library lets us find it (dlsym on the vDSO, which the
+ * kernel maps into every process), a few ns less than clock_gettime(),
+ * whose wrapper adds a call through the PLT, a check and another indirect
+ * call; clock_gettime() otherwise. */
+typedef int (*clock_fn)(clockid_t, timespec *);
+
+int libc_clock(clockid_t id, timespec *ts)
+{
+    return clock_gettime(id, ts);
+}
+
+clock_fn find_vdso_clock()
+{
+    timespec ts;
+    void *vdso = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!vdso)
+        return libc_clock;
+    void *fn = dlsym(vdso, "__vdso_clock_gettime");
+    /* Checked once: the vDSO's function must read the coarse clock. */
+    if (!fn || reinterpret_cast<clock_fn>(fn)(CLOCK_REALTIME_COARSE, &ts) != 0)
+        return libc_clock;
+    return reinterpret_cast<clock_fn>(fn);
+}
+
+clock_fn g_coarse_clock = libc_clock; /* until the library's constructor ran */
+struct find_clock {
+    find_clock() { g_coarse_clock = find_vdso_clock(); }
+} g_find_clock;
+
+} // namespace
+
+namespace {
+
+__attribute__((noinline)) void refresh_now(const timespec &coarse)
+{
+    t_last_coarse = coarse;
+    clock_gettime(CLOCK_REALTIME, &tsnow);
+}
+
+/* Refreshes this thread's tsnow if it may be stale: a read of the coarse
+ * clock (a few ns, no system call), and an exact read once the coarse clock
+ * moved (a kernel tick: 1-4 ms) since the last one. */
+inline void tick_now()
 {
     timespec coarse;
-    clock_gettime(CLOCK_REALTIME_COARSE, &coarse);
-    if (coarse.tv_nsec != t_last_coarse.tv_nsec || coarse.tv_sec != t_last_coarse.tv_sec) {
-        t_last_coarse = coarse;
-        clock_gettime(CLOCK_REALTIME, &tsnow);
-    }
+    g_coarse_clock(CLOCK_REALTIME_COARSE, &coarse);
+    if (__builtin_expect(coarse.tv_nsec != t_last_coarse.tv_nsec ||
+                             coarse.tv_sec != t_last_coarse.tv_sec,
+                         0))
+        refresh_now(coarse);
 }
+
+} // namespace
 
 } // namespace mely_compat
 
@@ -119,6 +179,12 @@ void mely_compat_bad_color(int color)
     _exit(EXIT_FAILURE); /* as the original's abort: no exit-time code runs */
 }
 
+void mely_compat_posted_with_arguments()
+{
+    fprintf(stderr, "mely-compat: a callback that takes arguments was posted\n");
+    abort();
+}
+
 void mely_compat_ref_null(void)
 {
     fprintf(stderr, "mely-compat: a NULL pointer was assigned to a ref<>\n");
@@ -152,6 +218,16 @@ const void *mely_compat_handler(uint64_t timeleft, uint32_t penalty)
     return h;
 }
 
+uint32_t mely_compat_handler_timeleft(const void *h) noexcept
+{
+    return (uint32_t)static_cast<const mely_handler_t *>(h)->timeleft; /* at most UINT32_MAX */
+}
+
+uint32_t mely_compat_handler_penalty(const void *h) noexcept
+{
+    return static_cast<const mely_handler_t *>(h)->penalty;
+}
+
 void mely_compat_set_default_handler(const void *h)
 {
     g_default_handler.store(static_cast<const mely_handler_t *>(h), std::memory_order_relaxed);
@@ -163,11 +239,15 @@ static void run_posted(void *arg) noexcept
 {
     callback<void> *cb = static_cast<callback<void> *>(arg);
     tick_now();
-    guard(cb, "cpucb", -1, [cb] { (*cb)(); });
-    cb->release();
+    guard(cb, "cpucb", -1, [cb] { cb->mely_compat_run_posted(); });
 }
 
-static inline void post(callback<void> *cb, unsigned flags)
+__attribute__((noinline, cold)) static void post_failed(int err)
+{
+    die("cpucb", err);
+}
+
+__attribute__((always_inline)) static inline void post(callback<void> *cb, unsigned flags)
 {
     require_callback(cb, "cpucb");
     mely_t *rt = runtime();
@@ -175,7 +255,7 @@ static inline void post(callback<void> *cb, unsigned flags)
     cb->refcount_inc_maybe_fresh(); /* usually a fresh wrap(): no atomic RMW */
     int err = mely_post_ex(rt, to.color, to.prio, to.handler, run_posted, cb, flags);
     if (__builtin_expect(err != 0, 0))
-        die("cpucb", err);
+        post_failed(err);
 }
 
 void cpucb(callback<void> *cb)

@@ -3,11 +3,13 @@
  * colors and priorities of posted callbacks, pinned negative colors,
  * get_current_color/get_current_proc, task_get_nthreads/async_get_nthreads,
  * posts from a foreign thread, auto-free of Mely-style raw callbacks, the
- * errors for colors out of range, and the original Mely's priorities outside
- * 0..7 (kept, clamped when posted).
+ * errors for colors out of range, the original Mely's priorities outside
+ * 0..7 (kept, clamped when posted), a callback class of the program's own
+ * posted, and a posted wrap() that a handle holds.
  */
 #include "async.h"
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -113,6 +115,37 @@ static void again()
     ct_done();
 }
 
+/* A callback class of the program's own, posted: run once, then freed (the
+ * trampoline's default path; wrap()'s callbacks take their own). */
+static std::atomic<int> g_own_runs, g_own_freed;
+struct own_cb : public callback<void> {
+    void operator()() override
+    {
+        CHECK(get_current_color() == 7);
+        g_own_runs++;
+    }
+    ~own_cb() override { g_own_freed++; }
+};
+static void own_check()
+{
+    CHECK(g_own_runs.load() == 1 && g_own_freed.load() == 1);
+    ct_done();
+}
+
+/* A wrap() that a handle holds while posted: the run drops the post's count
+ * only, and the callback can be called again after it. */
+static callback<void>::ptr *g_held = new callback<void>::ptr;
+static int g_held_runs;
+static void held() { g_held_runs++; }
+static void held_check()
+{
+    CHECK(g_held_runs == 1 && (*g_held)->refcount_getcnt() == 1);
+    (**g_held)();
+    CHECK(g_held_runs == 2);
+    *g_held = nullptr;
+    ct_done();
+}
+
 int main()
 {
     ct_watchdog(30);
@@ -168,6 +201,15 @@ int main()
     cpucb_tail(cwrap(takes, counted_arg(), 3));
     CHECK(g_live.load() == 1); /* the callback's copy */
     cpucb_tail(cwrap(autofree_check, 3));
+    ct_expect(1);
+    own_cb *own = new own_cb;
+    own->setcolor(7);
+    cpucb_tail(own);
+    cpucb_tail(cwrap(own_check, 7));
+    *g_held = cwrap(held, 8);
+    ct_expect(1);
+    cpucb_tail(*g_held);
+    cpucb_tail(cwrap(held_check, 8));
     g_again = cwrap(again, 6);
     g_again->setFlagAutoFree(false);
     cpucb_tail(g_again);

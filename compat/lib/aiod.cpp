@@ -135,7 +135,7 @@ mely_to_t where(const callback_base *cb)
 void job_done(void *arg) noexcept
 {
     job *j = static_cast<job *>(arg);
-    tick_now();
+    mely_compat_refresh_now();
     guard(j->who, "aiod", -1, [j] { j->done(); });
     delete j;
 }

@@ -144,7 +144,7 @@ template <class CB, class... A> void call_on_color(const CB &cb, A... a)
     callback<void> *run = wrap(cb, a...);
     run->setcolor(cb->getcolor());
     run->setprio(cb->getprio());
-    run->set_annotations(cb->timeleft_, cb->penalty_);
+    run->set_annotations((uint32_t)cb->get_timeleft(), (uint32_t)cb->get_penalty());
     cpucb_tail(run);
 }
 

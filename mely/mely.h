@@ -202,11 +202,12 @@ typedef struct mely {
  * after which a handler still running gets one MELY_LOG_WARN line through
  * the log hook while it runs ("stall: worker W, color C: handler NAME has
  * run for N ms of CPU so far, M ms of wall time ..."; NAME is the
- * descriptor's name, else the function's symbol as dladdr() finds it, else
- * its address), at most 10 lines a second, each stall counted in
- * mely_stats_t.stalls. CPU time, the worker thread's, so that a worker the
- * kernel descheduled is not blamed on its handler; a handler that sleeps or
- * blocks uses none and is not warned about either. A monitor thread per
+ * descriptor's name, else the function's symbol as dladdr() or its
+ * object's .symtab names it, static functions too, else its address), at
+ * most 10 lines a second, each stall counted in mely_stats_t.stalls. CPU
+ * time, the worker thread's, so that a worker the kernel descheduled is not
+ * blamed on its handler; a handler that sleeps or blocks uses none and is
+ * not warned about either. A monitor thread per
  * mely_run() watches for them (doc/runtime.md, "Stall warnings").
  * Each worker's poller (a libevent event_base) is created here, so that
  * watches and timers can be set before mely_run(). No thread starts until mely_run().
@@ -744,11 +745,11 @@ int mely_on_idle(mely_t *m, mely_fn_t fn, void *arg);
  * Running workers begin at their next batch. The file is Chrome/Perfetto
  * Trace Event JSON (ui.perfetto.dev, chrome://tracing open it): one track
  * per worker ("worker N"), one slice per handler run named after the
- * handler (its descriptor's name, else its symbol as dladdr() finds it, else
- * its address) with args {color, cycles}; otherData.dropped_records counts
- * the overwritten records. `mely-trace FILE` summarizes it (per worker busy,
- * polling, stealing and parked shares; per handler and color percentiles;
- * the steals; `--png` draws the timeline): doc/observability.md.
+ * handler (its descriptor's name, else its symbol as dladdr() or its
+ * object's .symtab names it, static functions too, else its address) with
+ * args {color, cycles}; otherData.dropped_records counts the overwritten
+ * records. `mely-trace FILE` summarizes it (per worker busy, polling,
+ * stealing and parked shares; per handler and color percentiles; the steals; `--png` draws the timeline): doc/observability.md.
  * @return 0; MELY_ESHUTDOWN; MELY_EINVAL (path NULL); MELY_EBUSY if already
  *         tracing; MELY_ENOMEM; a negative errno if the file cannot be
  *         created.

@@ -36,6 +36,7 @@
 #include "mely/cycles.h"
 #include "mely/log.h"
 #include "mely/runtime.h"
+#include "mely/symtab.h"
 
 /* Lines per second at most; stalls beyond are counted, and the next line
  * says how many went unsaid. */
@@ -72,15 +73,21 @@ const char *mely__handler_name(const mely_handler_t *desc, const void *fn, char 
         return buf;
     }
     Dl_info info;
+    struct link_map *lm = NULL;
     /* A function pointer to void *: dladdr's interface, POSIX allows it. */
-    if (!dladdr(fn, &info)) {
+    if (!dladdr1(fn, &info, (void **)&lm, RTLD_DL_LINKMAP)) {
         snprintf(buf, len, "%p", fn);
         return buf;
     }
     if (info.dli_sname && info.dli_saddr == fn)
         return info.dli_sname;
-    /* A static function has no symbol: its object and offset, which
-     * addr2line turns into a name. */
+    /* Not exported (a static function, or a program's own without
+     * -rdynamic): its object's .symtab (symtab.c says why there). */
+    const char *name = lm ? mely__symtab_name(lm, fn) : NULL;
+    if (name)
+        return name;
+    /* A stripped object: its name and the offset, which addr2line turns
+     * into a name where debugging information is kept apart. */
     const char *base = info.dli_fname ? strrchr(info.dli_fname, '/') : NULL;
     snprintf(buf, len, "%s+%#lx", base ? base + 1 : info.dli_fname ? info.dli_fname : "?",
              (unsigned long)((uintptr_t)fn - (uintptr_t)info.dli_fbase));

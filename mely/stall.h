@@ -149,8 +149,9 @@ void mely__stall_thread(struct mely__stall_word *s, bool running);
 
 /* A handler's name for people: its descriptor's name, else "descriptor
  * ADDR"; else fn's symbol (dladdr: exported functions, and a program's own
- * when linked with -rdynamic), else "OBJECT+OFFSET" (a static function:
- * addr2line names it), else its address. Returns desc->name, a symbol's
+ * when linked with -rdynamic), else its symbol in its object's .symtab
+ * (static functions: symtab.h), else "OBJECT+OFFSET" (a stripped object:
+ * addr2line names it where debugging information is kept), else its address. Returns desc->name, a symbol's
  * name or buf. Any thread (stall warnings, trace files). */
 const char *mely__handler_name(const mely_handler_t *desc, const void *fn, char *buf, size_t len);
 

@@ -4,8 +4,8 @@
  * The file is the Chrome/Perfetto Trace Event JSON format: one object
  * {"traceEvents": [...], "otherData": {...}}. Each worker is a thread (tid =
  * its index, named "worker N"); a handler run is a complete event ("X")
- * named by the handler (its descriptor's name, else its symbol from dladdr,
- * else its address) with args {color, cycles}; a park and a poll are
+ * named by the handler (its descriptor's name, else its symbol from dladdr
+ * or its object's .symtab, else its address: mely__handler_name) with args {color, cycles}; a park and a poll are
  * complete events too; a steal and expired timers are instant events ("i").
  * Timestamps are microseconds since tracing started, converted from the TSC
  * with a rate measured against CLOCK_MONOTONIC between start and stop.

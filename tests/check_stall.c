@@ -11,7 +11,10 @@
  * descheduled by threads that take their CPU) yield none, while a handler
  * computing after them in the same run does; 2,000 handlers of 1 ms of CPU
  * yield none; MELY_STALL_MS=0 yields none; at most 10 lines a second are
- * said, every stall counted; a malformed MELY_STALL_MS is refused.
+ * said, every stall counted; a malformed MELY_STALL_MS is refused. A static
+ * handler that stalls is named by its name (slow_handler, from the
+ * program's .symtab) in the warning, in a trace of it and in mely-trace's
+ * tables.
  *
  * The program is linked with -export-dynamic so that dladdr() can name its
  * handlers, as it names those of a shared library.
@@ -260,6 +263,61 @@ START_TEST(slow_handler_named_by_its_symbol)
 }
 END_TEST
 
+/* A static function: not in the dynamic symbol table (-export-dynamic
+ * exports only external functions), so dladdr() cannot name it; its object's
+ * .symtab does (mely/symtab.c). */
+static void slow_handler(void *arg)
+{
+    stall_test_burner(arg);
+}
+
+/* The output of `mely-trace ARGS` (its tables, or --runs), in out. */
+static void read_tool(const char *args, char *out, size_t size)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "python3 '%s' %s", MELY_TRACE_TOOL, args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_msg(p != NULL, "popen(%s)", cmd);
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = 0;
+    ck_assert_msg(pclose(p) == 0, "%s failed (python3 missing?); it said:\n%s", cmd, out);
+}
+
+/* A static handler that stalls, traced: the warning names it slow_handler,
+ * and so do the trace (mely-trace --runs) and mely-trace's handler table,
+ * not "check_stall+0x...". */
+START_TEST(static_handler_named_in_warning_and_trace)
+{
+    char path[128], args[256];
+    static char out[1 << 16];
+    snprintf(path, sizeof(path), "/tmp/check_stall.%d.static.json", (int)getpid());
+    init_runtime(&rt, 2, 1, MELY_BATCH_DEFAULT, MELY_SPIN_US_DEFAULT);
+    start_recording();
+    ck_assert_int_eq(mely_trace_start(&rt, path), 0);
+    ck_assert_int_eq(mely_post(&rt, 5, slow_handler, (void *)(uintptr_t)300), 0);
+    run_bounded(&rt, 30, "a static handler of 300 ms of CPU");
+    ck_assert_int_ge(mely_trace_stop(&rt), 0);
+    uint64_t stalls = total_stalls(&rt, 2);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+    mely_set_log(NULL, NULL);
+    assert_no_notes();
+    ck_assert_uint_eq(warnings(), 1);
+    ck_assert_msg(strstr(rec_msg[0], "handler slow_handler ") && !strstr(rec_msg[0], "+0x"),
+                  "the warning is \"%s\"", rec_msg[0]);
+    ck_assert_uint_eq(stalls, 1);
+
+    snprintf(args, sizeof(args), "--runs '%s'", path);
+    read_tool(args, out, sizeof(out));
+    ck_assert_msg(strstr(out, "\nR 5 ") && strstr(out, " slow_handler\n"),
+                  "mely-trace --runs says:\n%s", out);
+    snprintf(args, sizeof(args), "'%s'", path);
+    read_tool(args, out, sizeof(out));
+    unlink(path);
+    ck_assert_msg(strstr(out, "\n  slow_handler ") && !strstr(out, "+0x"),
+                  "mely-trace says:\n%s", out);
+}
+END_TEST
+
 /* The engines a dispatcher's callback is named under (NULL: mely). */
 static const char *const engines[] = {NULL, "legacy"};
 
@@ -467,6 +525,7 @@ int main(void)
     TCase *tc = new_tcase(s, "stall", 120);
     tcase_add_test(tc, slow_handler_warns_once_by_descriptor_name);
     tcase_add_test(tc, slow_handler_named_by_its_symbol);
+    tcase_add_test(tc, static_handler_named_in_warning_and_trace);
     tcase_add_loop_test(tc, slow_timer_named_by_its_callback, 0, 2 * NELEM(engines));
     tcase_add_loop_test(tc, slow_watch_named_by_its_callback, 0, NELEM(engines));
     tcase_add_test(tc, short_handlers_never_warn);

@@ -82,6 +82,21 @@ expect '^Steals: 2, 5 events moved; watch moves: 1$' "$out"
 expect '^  1 <- 0 +2 +5 +10\.00$' "$out"
 expect '^  3 +1 +4$' "$out"
 
+# ---- never a negative zero: a poll of 0.001 us at 0.008 us, inside a spin
+# from 0, is covered by 0.001 us of the spin less a rounding error, so its
+# polling time outside idle is -8.7e-19 us (floats); it prints 0.0.
+cat > "$tmp/negzero.json" <<'EOF'
+{"traceEvents":[
+{"ph":"M","pid":1,"tid":0,"ts":0,"name":"thread_name","args":{"name":"worker 0"}},
+{"ph":"X","pid":1,"tid":0,"ts":0.000,"dur":5.000,"cat":"spin","name":"spin","args":{"found":1}},
+{"ph":"X","pid":1,"tid":0,"ts":0.008,"dur":0.001,"cat":"poll","name":"poll","args":{"ready":0}},
+{"ph":"X","pid":1,"tid":0,"ts":5.000,"dur":5.000,"cat":"run","name":"h","args":{"color":1,"cycles":15}}
+],"otherData":{"dropped_records":0}}
+EOF
+"$tool" "$tmp/negzero.json" > "$tmp/negzero" || fail "negzero: exit status $?"
+expect '^  worker 0 +0\.010 +50\.0 +0\.0 +0\.0 +50\.0 +0\.0 +0\.0 ' "$tmp/negzero"
+if grep -q -- '-0\.0' "$tmp/negzero"; then cat "$tmp/negzero" >&2; fail "a negative zero"; fi
+
 # --top 1: one handler row and a line about the rest
 "$tool" --top 1 "$tmp/trace.json" > "$tmp/top"
 expect '^  \.\.\. and 2 more handlers' "$tmp/top"

@@ -70,7 +70,9 @@ const strbuf &strbuf_cat(const strbuf &sb, clnt_stat stat)
 class xhinfo {
 public:
     struct srv_entry {
-        asrv *owner; /* identity only: never dereferenced */
+        /* Not counted: the asrv's destructor removes the entry under mu_;
+         * under mu_, a count is taken with refcount_tryinc only. */
+        asrv *owner;
         const rpc_program *rp;
         asrv::asrv_cb::ptr cb;
     };
@@ -664,18 +666,26 @@ void xhinfo::on_call(const char *, size_t, u_int32_t xid, XDR *x)
         for (auto &e : srvs_) {
             if (e.rp->progno != prog)
                 continue;
+            /* A count on the asrv, taken under the lock (its destructor
+             * removes the entry under it, so the memory is there) and only
+             * while the count is not 0: an asrv being finalized is skipped,
+             * as if already gone. */
+            if (e.rp->versno == vers && !rp) {
+                if (!e.owner->refcount_tryinc())
+                    continue;
+                rp = e.rp;
+                cb = e.cb;
+                sbp->srv_ = mkref(e.owner);
+                e.owner->refcount_dec(); /* the ptr holds the count now */
+                sbp->srv_x_ = mkref(x_); /* the asrv holds the transport */
+            } else if (e.owner->refcount_getcnt() == 0) {
+                continue;
+            }
             prog_known = true;
             if (e.rp->versno < low)
                 low = e.rp->versno;
             if (e.rp->versno > high)
                 high = e.rp->versno;
-            if (e.rp->versno == vers && !rp) {
-                rp = e.rp;
-                cb = e.cb;
-                /* Counted under the lock: the asrv of this entry holds the
-                 * transport until its destructor removed the entry. */
-                sbp->srv_x_ = mkref(x_);
-            }
         }
     }
     if (!have_srvs) {
@@ -905,6 +915,7 @@ void callbase::cancel()
 
 asrv::asrv(const ::ref<axprt> &x, const rpc_program &p, asrv_cb::ptr cb) : rp(p), x_(x)
 {
+    refcount_open_tryinc(); /* xhinfo::on_call counts it from its table */
     x_->xh()->add_srv(this, &rp, cb);
 }
 

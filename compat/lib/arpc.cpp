@@ -27,6 +27,7 @@
 
 #include "async.h"
 #include "arpc.h"
+#include "recmark.h"
 
 /* ---- clnt_stat's messages --------------------------------------------------------- */
 
@@ -352,36 +353,21 @@ void axprt_pipe::fail(ssize_t how)
 /* Delivers the complete records held; false if the transport ended. */
 bool axprt_pipe::deliver_records()
 {
-    while (itail_ - ihead_ >= 4 && !dead_.load(std::memory_order_acquire) && rcb_) {
-        u_int32_t h;
-        memcpy(&h, ibuf_ + ihead_, 4);
-        h = ntohl(h);
-        size_t flen = h & ~LAST_FRAG;
-        bool last = (h & LAST_FRAG) != 0;
-        if (reclen_ + flen > ps_) {
-            warn("axprt: record of %zu bytes or more, over %zu: closing\n", reclen_ + flen, ps_);
+    while (!dead_.load(std::memory_order_acquire) && rcb_) {
+        size_t used = 0, len = 0, over = 0;
+        const char *rec = nullptr;
+        rm_result r = rm_next(rec_, reclen_, ps_, ibuf_ + ihead_, itail_ - ihead_, &used, &rec,
+                              &len, &over);
+        ihead_ += used;
+        if (r == RM_OVER) {
+            warn("axprt: record of %zu bytes or more, over %zu: closing\n", over, ps_);
             fail(-1);
             return false;
         }
-        if (itail_ - ihead_ - 4 < flen)
-            break; /* the fragment is not all here */
-        const char *frag = ibuf_ + ihead_ + 4;
-        ihead_ += 4 + flen;
+        if (r == RM_MORE)
+            break;
         recvcb_t cb = rcb_;
-        if (last && !reclen_) {
-            (*cb)(frag, (ssize_t)flen, NULL);
-        } else {
-            rec_ = static_cast<char *>(realloc(rec_, reclen_ + flen + 1));
-            if (!rec_)
-                fatal("out of memory\n");
-            memcpy(rec_ + reclen_, frag, flen);
-            reclen_ += flen;
-            if (last) {
-                size_t n = reclen_;
-                reclen_ = 0;
-                (*cb)(rec_, (ssize_t)n, NULL);
-            }
-        }
+        (*cb)(rec, (ssize_t)len, NULL);
     }
     return !dead_.load(std::memory_order_acquire);
 }

@@ -191,6 +191,16 @@ public:
     typedef T element_type;
 
     ptr() noexcept : p_(nullptr), c_(nullptr) {}
+    /* A handle that takes over a count already taken on c, p's count
+     * (refcount_tryinc): made without reading p's virtual table, which a
+     * constructor or destructor on another thread may be writing. */
+    static ptr adopt_count(T *p, const refcount *c) noexcept
+    {
+        ptr r;
+        r.p_ = p;
+        r.c_ = mely_compat_detail::count_of(c);
+        return r;
+    }
     ptr(std::nullptr_t) noexcept : p_(nullptr), c_(nullptr) {}
     template <class X, class = mely_compat_detail::counted_ptr_ok<X, T>>
     ptr(X *p) : p_(p), c_(p ? mely_compat_detail::count_of(p) : nullptr)

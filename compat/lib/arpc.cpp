@@ -72,8 +72,11 @@ class xhinfo {
 public:
     struct srv_entry {
         /* Not counted: the asrv's destructor removes the entry under mu_;
-         * under mu_, a count is taken with refcount_tryinc only. */
+         * under mu_, a count is taken on cnt (the asrv's count, found when
+         * it was registered) with refcount_tryinc only, and the asrv's
+         * virtual table is never read (its destructor may be running). */
         asrv *owner;
+        const refcount *cnt;
         const rpc_program *rp;
         asrv::asrv_cb::ptr cb;
     };
@@ -85,7 +88,7 @@ public:
     explicit xhinfo(axprt *x) : x_(x) {}
 
     void attach();
-    void add_srv(asrv *s, const rpc_program *rp, asrv::asrv_cb::ptr cb);
+    void add_srv(asrv *s, const refcount *cnt, const rpc_program *rp, asrv::asrv_cb::ptr cb);
     void del_srv(asrv *s);
     void set_srv_cb(asrv *s, asrv::asrv_cb::ptr cb);
     bool srv_has_cb(asrv *s);
@@ -435,10 +438,10 @@ void xhinfo::attach()
         x_->setrcb(wrap(this, &xhinfo::recv));
 }
 
-void xhinfo::add_srv(asrv *s, const rpc_program *rp, asrv::asrv_cb::ptr cb)
+void xhinfo::add_srv(asrv *s, const refcount *cnt, const rpc_program *rp, asrv::asrv_cb::ptr cb)
 {
     std::lock_guard<std::mutex> g(mu_);
-    srvs_.push_back(srv_entry{s, rp, cb});
+    srvs_.push_back(srv_entry{s, cnt, rp, cb});
 }
 
 void xhinfo::del_srv(asrv *s)
@@ -657,14 +660,13 @@ void xhinfo::on_call(const char *, size_t, u_int32_t xid, XDR *x)
              * while the count is not 0: an asrv being finalized is skipped,
              * as if already gone. */
             if (e.rp->versno == vers && !rp) {
-                if (!e.owner->refcount_tryinc())
+                if (!e.cnt->refcount_tryinc())
                     continue;
                 rp = e.rp;
                 cb = e.cb;
-                sbp->srv_ = mkref(e.owner);
-                e.owner->refcount_dec(); /* the ptr holds the count now */
+                sbp->srv_ = ptr<asrv>::adopt_count(e.owner, e.cnt);
                 sbp->srv_x_ = mkref(x_); /* the asrv holds the transport */
-            } else if (e.owner->refcount_getcnt() == 0) {
+            } else if (e.cnt->refcount_getcnt() == 0) {
                 continue;
             }
             prog_known = true;
@@ -901,8 +903,8 @@ void callbase::cancel()
 
 asrv::asrv(const ::ref<axprt> &x, const rpc_program &p, asrv_cb::ptr cb) : rp(p), x_(x)
 {
+    (void)cb; /* registered with cb by alloc, once constructed and counted */
     refcount_open_tryinc(); /* xhinfo::on_call counts it from its table */
-    x_->xh()->add_srv(this, &rp, cb);
 }
 
 asrv::~asrv()
@@ -915,6 +917,8 @@ ptr<asrv> asrv::alloc(::ref<axprt> x, const rpc_program &p, asrv_cb::ptr cb)
     if (x->ateof())
         return nullptr;
     ptr<asrv> s = New refcounted<asrv>(x, p, cb);
+    /* Published only now: whole (its virtual table written) and counted. */
+    x->xh()->add_srv(s.get(), s.get(), &s->rp, cb);
     x->xh()->attach();
     return s;
 }

@@ -12,7 +12,8 @@
 # each against its own library's client (compat's on one worker), for 1, 2,
 # 4, 8 and 16 clients (connections, one call in flight each), two loads:
 # null RPCs (round trips/s) and RPCBENCH_SINK with a 64 KB argument
-# (argument MB/s), in interleaved passes (medians). Beside them, the
+# (argument MB/s), in interleaved passes (the row order rotating by one each
+# pass; medians). Server and client share the machine's CPUs. Beside them, the
 # machine's loopback floor (kv_load --floor: a loopback TCP write()+read()
 # pair of 32 bytes, the least of before and after). The targets, at 16
 # clients: compat-2w >= 1.5x sfslite, compat-1w >= 1.0x, in both loads.
@@ -24,6 +25,9 @@
 #   --seconds S     each run's window (default 3; 0.5 s warm-up before it)
 #   --clients LIST  of 1,2,4,8,16 (default all)
 #   --quick         1 pass of 1 s windows
+#   --spin-us N     MELY_SPIN_US for compat's server and client (default: the
+#                   runtime's, 50): how long an idle worker spins before it
+#                   parks (see bench/README.md: it decides these figures)
 #
 # Run from the top of the source tree after `make -C build` (and `make -C
 # build bench` for the floor). Writes bench/results/rpc.csv; progress on
@@ -34,14 +38,15 @@ ME=run-rpc.sh
 . "$(dirname "$0")/lib.sh"
 
 all_clients="1 2 4 8 16"
-passes=3 seconds=3 clients_sel=$all_clients
+passes=3 seconds=3 clients_sel=$all_clients spin_us=
 while [ $# -gt 0 ]; do
     case "$1" in
     --passes) whole --passes "${2:-}" 1 20; passes=$2; shift ;;
     --seconds) whole --seconds "${2:-}" 1 60; seconds=$2; shift ;;
     --clients) clients_sel=$(pick --clients "${2:-}" "$all_clients") || exit 2; shift ;;
     --quick) passes=1 seconds=1 ;;
-    -h | --help) sed -n '2,31p' "$0"; exit 0 ;;
+    --spin-us) whole --spin-us "${2:-}" 0 1000000; spin_us=$2; shift ;;
+    -h | --help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "$ME: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -109,11 +114,14 @@ run() {
     compat-2w) workers=2 ;;
     sfslite) lib=sfslite ;;
     esac
+    [ -n "$spin_us" ] && export MELY_SPIN_US=$spin_us
     MELY_WORKERS=$workers "$tmp/$lib/rpc_server" 0 >"$tmp/server.log" 2>&1 &
     server_pid=$!
     local port
     port=$(said_port "$tmp/server.log")
     if [ -z "$port" ]; then
+        echo "$ME: $1, $2 clients, $3: the server did not start:" >&2
+        head -n 20 "$tmp/server.log" >&2
         stop_server
         echo "0 0 1"
         return
@@ -122,6 +130,10 @@ run() {
     out=$(MELY_WORKERS=1 timeout $((seconds + 30)) "$tmp/$lib/rpc_load" "$port" "$2" "$3" \
         "$seconds" 500 2>&1)
     echo "$1 $2 $3: $out" >>"$tmp/load.log"
+    case "$out" in *"rpc_load: calls="*) ;; *)
+        echo "$ME: $1, $2 clients, $3: the run failed:" >&2
+        { echo "$out"; sed 's/^/  server: /' "$tmp/server.log"; } | head -n 20 >&2 ;;
+    esac
     stop_server
     echo "$out" | awk '/^rpc_load: / { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
         END { if (!("rps" in v)) print "0 0 1"; else printf "%s %s %s\n", v["rps"], v["mbps"], v["errors"] }'
@@ -129,14 +141,18 @@ run() {
 
 machine_line
 echo "rows: $rows; clients: $clients_sel; $passes pass(es) of ${seconds} s windows;" \
-    "client on its own library (compat's: 1 worker)"
+    "client on its own library (compat's: 1 worker); MELY_SPIN_US=${spin_us:-default}"
 f0=$(floor)
 echo "floor before: a loopback TCP write()+read() pair: ${f0:-?} ns"
 : >"$tmp/results"
 for p in $(seq "$passes"); do
     for n in $clients_sel; do
         for load in null 64k; do
-            for r in $rows; do
+            # The row order rotates by one each pass.
+            set -- $rows
+            k=$(((p - 1) % $#))
+            order="${*:k+1} ${*:1:k}"
+            for r in $order; do
                 res=$(run "$r" "$n" "$load")
                 echo "$p $n $load $r $res" >>"$tmp/results"
                 echo "pass $p: $r $n clients $load: $res" >&2
@@ -153,7 +169,8 @@ function median(a, n,   i, j, t) {
     for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
-{ k = $2 " " $3 " " $4; n[k]++; rps[k, n[k]] = $5; mb[k, n[k]] = $6; if ($7 != 0) err[k] += $7 }
+{ k = $2 " " $3 " " $4; if ($7 != 0) { err[k] += $7; if ($5 == 0) { if (!(k in n)) n[k] = 0; next } }
+  n[k]++; rps[k, n[k]] = $5; mb[k, n[k]] = $6 }
 END {
     floor = (f0 > 0 && (f1 == 0 || f0 < f1)) ? f0 : f1
     split(rows, R, " "); split(clients, C, " ")

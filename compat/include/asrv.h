@@ -9,7 +9,8 @@
  *       come while there is no callback are dropped, unanswered)
  *
  *   svccb (one call; freed by its answer):
- *   sbp->proc(), xid(), prog(), vers(), getxprt(), getsa() (NULL: streams),
+ *   sbp->proc(), xid(), prog(), vers(), getsrv() (the asrv: it lives while
+ *   the svccb does, as in libasync), getxprt(), getsa() (NULL: streams),
  *   getcred(), getverf()
  *   sbp->getarg<T>(), getvoidarg()   the decoded argument
  *   sbp->getres<T>(), getvoidres()   a result object of the table's type,
@@ -33,8 +34,10 @@
  * connections in parallel. reply/reject/ignore may be called from any color,
  * at any time after dispatch: the answer is written under the transport's
  * lock, and dropped (the svccb still freed) if the transport ended.
- * Missing: svccb::getsrv() (the asrv may be gone while a call waits for
- * its answer here: getxprt() gives the transport), asrv_replay / asrv_unreliable (reply caches), asrv_resumable,
+ * An svccb holds a count on its asrv (getsrv()) from dispatch to its
+ * answer: dropping the last other ptr<asrv> meanwhile is safe from any
+ * color; the asrv goes, and stops dispatching, once its calls are answered.
+ * Missing: asrv_replay / asrv_unreliable (reply caches), asrv_resumable,
  * asrv_delayed_eof, datagram transports, authunix parsing (getaup).
  * Written for mely; no line comes from libasync.
  */
@@ -58,7 +61,10 @@ public:
     u_int32_t prog() const { return prog_; }
     u_int32_t vers() const { return vers_; }
     u_int32_t proc() const { return proc_; }
-    /* The transport the call came on (libasync had getsrv(), the asrv). */
+    /* The asrv that took the call (never NULL in dispatch); the svccb
+     * holds a count on it until it is answered. */
+    const ptr<asrv> &getsrv() const { return srv_; }
+    /* The transport the call came on (getsrv()->xprt()). */
     const ptr<axprt> &getxprt() const { return srv_x_; }
 
     void *getvoidarg() { return arg_; }
@@ -89,6 +95,7 @@ public:
 private:
     svccb() {}
     ~svccb();
+    ptr<asrv> srv_;
     ptr<axprt> srv_x_;
     u_int32_t xid_ = 0, prog_ = 0, vers_ = 0, proc_ = 0;
     const rpcgen_table *tbl_ = nullptr;

@@ -40,6 +40,7 @@
 
 class refcount {
     mutable std::atomic<int> refcount_cnt_{0};
+    static constexpr int tryinc_flag = 0x40000000;
 
 public:
     refcount() noexcept {}
@@ -54,10 +55,11 @@ public:
     void refcount_dec() const
     {
         /* The sole holder may skip the atomic read-modify-write: nobody else
-         * holds a handle that could copy it meanwhile. */
+         * holds a handle that could copy it meanwhile (an object open to
+         * refcount_tryinc never reads 1 here: its flag bit is set). */
         if (refcount_cnt_.load(std::memory_order_acquire) == 1) {
             refcount_cnt_.store(0, std::memory_order_relaxed);
-        } else if (refcount_cnt_.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+        } else if ((refcount_cnt_.fetch_sub(1, std::memory_order_acq_rel) & ~tryinc_flag) != 1) {
             return;
         }
         const_cast<refcount *>(this)->finalize();
@@ -67,9 +69,31 @@ public:
     bool refcount_dec_nofin() const noexcept
     {
         return refcount_cnt_.load(std::memory_order_acquire) == 1 ||
-               refcount_cnt_.fetch_sub(1, std::memory_order_acq_rel) == 1;
+               (refcount_cnt_.fetch_sub(1, std::memory_order_acq_rel) & ~tryinc_flag) == 1;
     }
-    int refcount_getcnt() const noexcept { return refcount_cnt_.load(std::memory_order_relaxed); }
+    int refcount_getcnt() const noexcept
+    {
+        return refcount_cnt_.load(std::memory_order_relaxed) & ~tryinc_flag;
+    }
+    /* For an object that is found through a raw pointer (in a table its
+     * destructor removes it from, under the table's lock): set once, before
+     * the object is shared, refcount_open_tryinc() makes every release an
+     * atomic read-modify-write, so that refcount_tryinc() can take a count
+     * on it safely as long as its memory is there: it fails once the count
+     * reached 0 (the object is being finalized) and never revives it. */
+    void refcount_open_tryinc() const noexcept
+    {
+        refcount_cnt_.fetch_or(tryinc_flag, std::memory_order_relaxed);
+    }
+    bool refcount_tryinc() const noexcept
+    {
+        int v = refcount_cnt_.load(std::memory_order_relaxed);
+        while (v & ~tryinc_flag)
+            if (refcount_cnt_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel,
+                                                    std::memory_order_relaxed))
+                return true;
+        return false;
+    }
     /* Takes a count on an object that may be fresh (count 0, held by no
      * handle, so by no other thread either: a plain store will do). */
     void refcount_inc_maybe_fresh() const noexcept
@@ -167,6 +191,16 @@ public:
     typedef T element_type;
 
     ptr() noexcept : p_(nullptr), c_(nullptr) {}
+    /* A handle that takes over a count already taken on c, p's count
+     * (refcount_tryinc): made without reading p's virtual table, which a
+     * constructor or destructor on another thread may be writing. */
+    static ptr adopt_count(T *p, const refcount *c) noexcept
+    {
+        ptr r;
+        r.p_ = p;
+        r.c_ = mely_compat_detail::count_of(c);
+        return r;
+    }
     ptr(std::nullptr_t) noexcept : p_(nullptr), c_(nullptr) {}
     template <class X, class = mely_compat_detail::counted_ptr_ok<X, T>>
     ptr(X *p) : p_(p), c_(p ? mely_compat_detail::count_of(p) : nullptr)

@@ -307,7 +307,11 @@ template <class T> inline bool rpc_traverse(T &t, int64_t &obj, const char *fiel
 /* bool is an enum { FALSE, TRUE } on the wire: other values do not decode. */
 template <class T> inline bool rpc_traverse(T &t, bool &obj, const char *field = NULL)
 {
-    u_int32_t v = obj;
+    /* Read as a byte: a bool being decoded into may never have been set
+     * (a struct's member), and loading it as a bool is undefined. */
+    unsigned char b;
+    memcpy(&b, &obj, 1);
+    u_int32_t v = b != 0;
     if (!rpc_traverse(t, v, field) || v > 1)
         return false;
     obj = v;

@@ -27,6 +27,7 @@
 
 #include "async.h"
 #include "arpc.h"
+#include "recmark.h"
 
 /* ---- clnt_stat's messages --------------------------------------------------------- */
 
@@ -70,7 +71,12 @@ const strbuf &strbuf_cat(const strbuf &sb, clnt_stat stat)
 class xhinfo {
 public:
     struct srv_entry {
-        asrv *owner; /* identity only: never dereferenced */
+        /* Not counted: the asrv's destructor removes the entry under mu_;
+         * under mu_, a count is taken on cnt (the asrv's count, found when
+         * it was registered) with refcount_tryinc only, and the asrv's
+         * virtual table is never read (its destructor may be running). */
+        asrv *owner;
+        const refcount *cnt;
         const rpc_program *rp;
         asrv::asrv_cb::ptr cb;
     };
@@ -82,7 +88,7 @@ public:
     explicit xhinfo(axprt *x) : x_(x) {}
 
     void attach();
-    void add_srv(asrv *s, const rpc_program *rp, asrv::asrv_cb::ptr cb);
+    void add_srv(asrv *s, const refcount *cnt, const rpc_program *rp, asrv::asrv_cb::ptr cb);
     void del_srv(asrv *s);
     void set_srv_cb(asrv *s, asrv::asrv_cb::ptr cb);
     bool srv_has_cb(asrv *s);
@@ -350,36 +356,21 @@ void axprt_pipe::fail(ssize_t how)
 /* Delivers the complete records held; false if the transport ended. */
 bool axprt_pipe::deliver_records()
 {
-    while (itail_ - ihead_ >= 4 && !dead_.load(std::memory_order_acquire) && rcb_) {
-        u_int32_t h;
-        memcpy(&h, ibuf_ + ihead_, 4);
-        h = ntohl(h);
-        size_t flen = h & ~LAST_FRAG;
-        bool last = (h & LAST_FRAG) != 0;
-        if (reclen_ + flen > ps_) {
-            warn("axprt: record of %zu bytes or more, over %zu: closing\n", reclen_ + flen, ps_);
+    while (!dead_.load(std::memory_order_acquire) && rcb_) {
+        size_t used = 0, len = 0, over = 0;
+        const char *rec = nullptr;
+        rm_result r = rm_next(rec_, reclen_, ps_, ibuf_ + ihead_, itail_ - ihead_, &used, &rec,
+                              &len, &over);
+        ihead_ += used;
+        if (r == RM_OVER) {
+            warn("axprt: record of %zu bytes or more, over %zu: closing\n", over, ps_);
             fail(-1);
             return false;
         }
-        if (itail_ - ihead_ - 4 < flen)
-            break; /* the fragment is not all here */
-        const char *frag = ibuf_ + ihead_ + 4;
-        ihead_ += 4 + flen;
+        if (r == RM_MORE)
+            break;
         recvcb_t cb = rcb_;
-        if (last && !reclen_) {
-            (*cb)(frag, (ssize_t)flen, NULL);
-        } else {
-            rec_ = static_cast<char *>(realloc(rec_, reclen_ + flen + 1));
-            if (!rec_)
-                fatal("out of memory\n");
-            memcpy(rec_ + reclen_, frag, flen);
-            reclen_ += flen;
-            if (last) {
-                size_t n = reclen_;
-                reclen_ = 0;
-                (*cb)(rec_, (ssize_t)n, NULL);
-            }
-        }
+        (*cb)(rec, (ssize_t)len, NULL);
     }
     return !dead_.load(std::memory_order_acquire);
 }
@@ -447,10 +438,10 @@ void xhinfo::attach()
         x_->setrcb(wrap(this, &xhinfo::recv));
 }
 
-void xhinfo::add_srv(asrv *s, const rpc_program *rp, asrv::asrv_cb::ptr cb)
+void xhinfo::add_srv(asrv *s, const refcount *cnt, const rpc_program *rp, asrv::asrv_cb::ptr cb)
 {
     std::lock_guard<std::mutex> g(mu_);
-    srvs_.push_back(srv_entry{s, rp, cb});
+    srvs_.push_back(srv_entry{s, cnt, rp, cb});
 }
 
 void xhinfo::del_srv(asrv *s)
@@ -664,18 +655,25 @@ void xhinfo::on_call(const char *, size_t, u_int32_t xid, XDR *x)
         for (auto &e : srvs_) {
             if (e.rp->progno != prog)
                 continue;
+            /* A count on the asrv, taken under the lock (its destructor
+             * removes the entry under it, so the memory is there) and only
+             * while the count is not 0: an asrv being finalized is skipped,
+             * as if already gone. */
+            if (e.rp->versno == vers && !rp) {
+                if (!e.cnt->refcount_tryinc())
+                    continue;
+                rp = e.rp;
+                cb = e.cb;
+                sbp->srv_ = ptr<asrv>::adopt_count(e.owner, e.cnt);
+                sbp->srv_x_ = mkref(x_); /* the asrv holds the transport */
+            } else if (e.cnt->refcount_getcnt() == 0) {
+                continue;
+            }
             prog_known = true;
             if (e.rp->versno < low)
                 low = e.rp->versno;
             if (e.rp->versno > high)
                 high = e.rp->versno;
-            if (e.rp->versno == vers && !rp) {
-                rp = e.rp;
-                cb = e.cb;
-                /* Counted under the lock: the asrv of this entry holds the
-                 * transport until its destructor removed the entry. */
-                sbp->srv_x_ = mkref(x_);
-            }
         }
     }
     if (!have_srvs) {
@@ -905,7 +903,8 @@ void callbase::cancel()
 
 asrv::asrv(const ::ref<axprt> &x, const rpc_program &p, asrv_cb::ptr cb) : rp(p), x_(x)
 {
-    x_->xh()->add_srv(this, &rp, cb);
+    (void)cb; /* registered with cb by alloc, once constructed and counted */
+    refcount_open_tryinc(); /* xhinfo::on_call counts it from its table */
 }
 
 asrv::~asrv()
@@ -918,6 +917,8 @@ ptr<asrv> asrv::alloc(::ref<axprt> x, const rpc_program &p, asrv_cb::ptr cb)
     if (x->ateof())
         return nullptr;
     ptr<asrv> s = New refcounted<asrv>(x, p, cb);
+    /* Published only now: whole (its virtual table written) and counted. */
+    x->xh()->add_srv(s.get(), s.get(), &s->rp, cb);
     x->xh()->attach();
     return s;
 }

@@ -11,6 +11,12 @@
  *   PROC_UNAVAIL -> RPC_PROCUNAVAIL; a result cut short -> RPC_CANTDECODERES;
  *   the peer closing with a call pending -> RPC_CANTRECV; a call after
  *   that -> RPC_CANTSEND.
+ *   getsrv(): the asrv that took the call; the svccb keeps it alive after
+ *   the server dropped it (a reply from color 4242 then), and it is gone
+ *   once answered (the next call gets PROG_UNAVAIL); then 3000 pipelined
+ *   calls while color 12 allocates and drops an asrv over and over: each
+ *   call is served by it (getsrv() the asrv that ran dispatch) or gets
+ *   PROG_UNAVAIL, never a crash or a freed asrv.
  */
 #include "arpc.h"
 #include "demo_prot.h"
@@ -113,10 +119,11 @@ static size_t check_accepted(const std::string &r, u_int32_t xid, u_int32_t stat
 static ptr<asrv> g_srv;
 static std::atomic<int> g_srv_eofs{0};
 static std::atomic<bool> g_server_done{false}, g_client_done{false};
+static std::atomic<int> g_getsrv_done{0};
 
 static void maybe_exit()
 {
-    if (g_server_done.load() && g_client_done.load())
+    if (g_server_done.load() && g_client_done.load() && g_getsrv_done.load())
         exit(0);
 }
 
@@ -226,6 +233,149 @@ static void server_peer(int fd)
     cpucb(wrap(maybe_exit));
 }
 
+/* ---- getsrv ---------------------------------------------------------------------------- */
+
+/* Another program on the same transport, with no procedure: it keeps the
+ * transport a server's, so a call of demo_prog_1 while no asrv serves it
+ * gets PROG_UNAVAIL. */
+static const rpc_program other_prog_1 = {0x20000999, 1, NULL, 0, "other_prog_1"};
+static ptr<asrv> g_s1, g_other;
+static std::atomic<bool> g_churn{false};
+
+static void later_s1(svccb *sbp, int32_t v)
+{
+    CHECK(get_current_color() == 4242);
+    /* The server dropped it: the svccb holds the only count. */
+    CHECK(sbp->getsrv() && sbp->getsrv()->refcount_getcnt() == 1);
+    CHECK(sbp->getsrv()->xprt().get() == sbp->getxprt().get());
+    sbp->replyref(v + 1);
+}
+
+static void dispatch_s1(asrv *self, svccb *sbp)
+{
+    if (!sbp)
+        return;
+    CHECK(get_current_color() == 11);
+    CHECK(sbp->getsrv().get() == self);
+    switch (sbp->proc()) {
+    case DEMO_ADD: {
+        demo_pair *p = sbp->getarg<demo_pair>();
+        sbp->replyref(p->a + p->b);
+        break;
+    }
+    case DEMO_LATER:
+        g_s1 = NULL; /* the svccb keeps it */
+        cpucb(cwrap(later_s1, sbp, *sbp->getarg<int32_t>(), 4242));
+        break;
+    default:
+        sbp->reject(PROC_UNAVAIL);
+    }
+}
+
+static void dispatch_other(svccb *sbp)
+{
+    if (!sbp) {
+        g_other = NULL;
+        g_getsrv_done++;
+    }
+}
+
+static void dispatch_churned(svccb *sbp)
+{
+    if (!sbp)
+        return;
+    CHECK(get_current_color() == 11);
+    CHECK(sbp->getsrv() && &sbp->getsrv()->rp == &demo_prog_1);
+    CHECK(sbp->getsrv()->refcount_getcnt() >= 1);
+    demo_pair *p = sbp->getarg<demo_pair>();
+    sbp->replyref(p->a + p->b);
+}
+
+/* Color 12: an asrv of demo_prog_1 allocated and dropped, again and again,
+ * while calls come. */
+static void churn(ref<axprt> x)
+{
+    if (!g_churn.load())
+        return;
+    asrv::alloc(x, demo_prog_1, wrap(dispatch_churned)); /* and dropped */
+    cpucb(cwrap(churn, x, 12));
+}
+
+static std::string add_call(u_int32_t xid, u_int32_t a, u_int32_t b)
+{
+    std::string m = call_msg(xid, 2, DEMO_PROG, DEMO_VERS, DEMO_ADD);
+    put32(m, a);
+    put32(m, b);
+    return m;
+}
+
+static void getsrv_peer(int fd, ref<axprt> x)
+{
+    send_record(fd, add_call(1, 1, 2));
+    std::string r = read_record(fd);
+    size_t off = check_accepted(r, 1, SUCCESS);
+    CHECK(get32(r, off) == 3);
+    std::string m = call_msg(2, 2, DEMO_PROG, DEMO_VERS, DEMO_LATER);
+    put32(m, 5);
+    send_record(fd, m);
+    r = read_record(fd);
+    off = check_accepted(r, 2, SUCCESS);
+    CHECK(get32(r, off) == 6);
+    /* Answered, the asrv goes (its svccb may still be on its way out). */
+    for (int i = 0;; i++) {
+        CHECK(i < 200);
+        send_record(fd, add_call(3, 1, 2));
+        r = read_record(fd);
+        if (get32(r, 12) == AUTH_NONE && get32(r, 20) == PROG_UNAVAIL)
+            break;
+        usleep(10000);
+    }
+    check_accepted(r, 3, PROG_UNAVAIL);
+    /* Calls while an asrv comes and goes. */
+    g_churn = true;
+    cpucb(cwrap(churn, x, 12));
+    std::thread sender([fd] {
+        for (u_int32_t i = 0; i < 3000; i++)
+            send_record(fd, add_call(100 + i, i, 1));
+    });
+    int served = 0, unavail = 0;
+    for (u_int32_t i = 0; i < 3000; i++) {
+        r = read_record(fd);
+        u_int32_t xid = get32(r, 0);
+        CHECK(xid >= 100 && xid < 3100);
+        if (get32(r, 20) == PROG_UNAVAIL) {
+            check_accepted(r, xid, PROG_UNAVAIL);
+            unavail++;
+        } else {
+            off = check_accepted(r, xid, SUCCESS);
+            CHECK(get32(r, off) == xid - 100 + 1);
+            served++;
+        }
+    }
+    sender.join();
+    g_churn = false;
+    printf("getsrv: 3000 calls while an asrv came and went: %d served, %d PROG_UNAVAIL\n",
+           served, unavail);
+    close(fd);
+    for (int i = 0; i < 300 && g_getsrv_done.load() == 0; i++)
+        usleep(10000);
+    CHECK(g_getsrv_done.load() == 1);
+}
+
+static void start_getsrv(int fd, int peer)
+{
+    ref<axprt_stream> x = axprt_stream::alloc(fd);
+    x->setcolor(11);
+    g_s1 = asrv::alloc(x, demo_prog_1);
+    g_s1->setcb(wrap(dispatch_s1, g_s1.get()));
+    g_other = asrv::alloc(x, other_prog_1, wrap(dispatch_other));
+    ref<axprt> xr = x;
+    std::thread([peer, xr] {
+        getsrv_peer(peer, xr);
+        cpucb(wrap(maybe_exit));
+    }).detach();
+}
+
 /* ---- client side ------------------------------------------------------------------------ */
 
 static ptr<aclnt> g_clnt;
@@ -330,5 +480,9 @@ int main()
 
     cpucb(cwrap(start_client, cp[0], 3));
     std::thread(client_peer, cp[1]).detach();
+
+    int gp[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, gp) == 0);
+    cpucb(cwrap(start_getsrv, gp[0], gp[1], 11));
     amain();
 }

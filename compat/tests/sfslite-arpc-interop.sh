@@ -33,7 +33,6 @@ set -u
 
 : "${SFSLITE:?set SFSLITE to an sfslite tree (async/ and arpc/ built)}"
 CXX=${CXX:-g++}
-PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 PORT=${PORT:-41313}
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -45,18 +44,7 @@ for f in rpcc/rpcc async/.libs/libasync.so arpc/.libs/libarpc.so tutorial/ex_pro
         exit 2
     fi
 done
-if [ -z "${MELY_BUILD:-}" ] && [ -f compat/mely-compat-uninstalled.pc ]; then
-    MELY_BUILD=$(pwd)
-fi
-if [ -n "${MELY_BUILD:-}" ]; then
-    PKG_CONFIG_PATH="$MELY_BUILD/compat${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-    export PKG_CONFIG_PATH
-    PC=mely-compat-uninstalled
-else
-    PC=mely-compat
-fi
-CFLAGS_COMPAT=$($PKG_CONFIG --cflags $PC) || exit 2
-LIBS_COMPAT=$($PKG_CONFIG --libs $PC) || exit 2
+. "$(dirname "$0")/sfslite-compat-flags.sh"
 RPCC_MELY=$top/tools/mely-rpcc
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sfslite-arpc-interop.XXXXXX") || exit 2

@@ -25,7 +25,9 @@ build=${MELY_BUILD:-$PWD}
 R=$SFSLITE
 [ -f "$R/async/.libs/libasync.so" ] || { echo "no $R/async/.libs/libasync.so: build sfslite's async/ first" >&2; exit 2; }
 [ -f "$build/compat/mely-compat-uninstalled.pc" ] || { echo "$build is not a mely build directory" >&2; exit 2; }
-COMPAT=$(PKG_CONFIG_PATH=$build/compat pkg-config --cflags --libs mely-compat-uninstalled) || exit 2
+MELY_BUILD=$build
+. "$(dirname "$0")/sfslite-compat-flags.sh"
+COMPAT="$CFLAGS_COMPAT $LIBS_COMPAT"
 REF="-std=gnu++11 -I$R/async -I$R -L$R/async/.libs -lasync -ltirpc -lpcre -Wl,-rpath,$R/async/.libs"
 
 t=$(mktemp -d)

@@ -40,7 +40,6 @@ set -u
 CXX=${CXX:-g++}
 YACC=${YACC:-bison -y}
 LEX=${LEX:-flex}
-PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 
 for t in rpcc/rpcc tame/tame; do
     if [ ! -x "$SFSLITE/$t" ]; then
@@ -49,18 +48,7 @@ for t in rpcc/rpcc tame/tame; do
     fi
 done
 
-if [ -z "${MELY_BUILD:-}" ] && [ -f compat/mely-compat-uninstalled.pc ]; then
-    MELY_BUILD=$(pwd)
-fi
-if [ -n "${MELY_BUILD:-}" ]; then
-    PKG_CONFIG_PATH="$MELY_BUILD/compat${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-    export PKG_CONFIG_PATH
-    PC=mely-compat-uninstalled
-else
-    PC=mely-compat
-fi
-CFLAGS_COMPAT=$($PKG_CONFIG --cflags $PC) || exit 2
-LIBS_COMPAT=$($PKG_CONFIG --libs $PC) || exit 2
+. "$(dirname "$0")/sfslite-compat-flags.sh"
 
 # What sfslite's config.h gives these two programs.
 cfg() {

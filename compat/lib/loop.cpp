@@ -194,8 +194,15 @@ std::size_t fd_limit()
 
 /* Refuses what libasync asserted against (a negative descriptor, one at or
  * past the descriptor limit, an unknown op): a message and exit. */
-[[noreturn]] void bad_fd(int fd, selop op, const char *why)
+/* Ends the program: fdcb refused fd. cb (NULL: none) is dropped first, so
+ * that a fresh wrap() passed here is freed: the exit is the program's
+ * normal end, and leak checkers must not count it as lost. */
+[[noreturn]] void bad_fd(int fd, selop op, const char *why, callback<void> *cb)
 {
+    if (cb) {
+        cb->refcount_inc_maybe_fresh();
+        cb->release();
+    }
     if (op == selread || op == selwrite)
         fprintf(stderr, "mely-compat: fdcb(%d, %s): %s\n", fd, op_name(op), why);
     else
@@ -208,9 +215,9 @@ std::size_t fd_limit()
 void fdcb(int fd, selop op, callback<void> *cb)
 {
     if (op != selread && op != selwrite)
-        bad_fd(fd, op, "bad operation (selread or selwrite)");
+        bad_fd(fd, op, "bad operation (selread or selwrite)", cb);
     if (fd < 0)
-        bad_fd(fd, op, "negative descriptor");
+        bad_fd(fd, op, "negative descriptor", cb);
     /* Only a descriptor the process has may take a slot, so the table grows
      * to the highest one registered, never to a number made up (fdcb(1e8)
      * on nothing cost 1.5 GB for good, fdcb(2^31 - 1) bad_alloc). */
@@ -222,7 +229,7 @@ void fdcb(int fd, selop op, callback<void> *cb)
                      "bad descriptor: not open, and past the process's limit "
                      "(RLIMIT_NOFILE: %zu)",
                      lim);
-            bad_fd(fd, op, why);
+            bad_fd(fd, op, why, cb);
         }
         /* Closed, within the limit: refused as epoll refuses it (the fd's
          * earlier registration ends, as a failed one always did). */

@@ -28,12 +28,7 @@
 #include "sysconf.h"
 #endif
 
-#ifndef New
-#define New new
-#endif
-#ifndef vNew
-#define vNew (void) new
-#endif
+#include "opnew.h" /* New, vNew: refcnt.h brought them in libasync too */
 
 /* Called when a ref<T> would become NULL: prints a message and aborts. */
 [[noreturn]] void mely_compat_ref_null(void);

@@ -23,7 +23,7 @@ bool mely__colorq_busy(const struct mely__worker *owner, mely_color_t color)
  * (drained before the check); posts that race with the move follow it through
  * the move protocol (deliver.c), their color-queue with them. Legacy engine:
  * the color has no event anywhere, so only the map moves. */
-static int color_move(struct mely__rt *rt, mely_color_t color, unsigned worker)
+int mely__color_move(struct mely__rt *rt, mely_color_t color, unsigned worker)
 {
     if (color >= MELY_COLORS)
         return MELY_ECOLOR;
@@ -62,5 +62,5 @@ int mely_color_move(mely_t *m, mely_color_t color, unsigned worker)
 {
     struct mely__worker *self;
     struct mely__rt *rt = mely__handle_enter(m, &self);
-    return rt ? mely__handle_done(self, color_move(rt, color, worker)) : MELY_ESHUTDOWN;
+    return rt ? mely__handle_done(self, mely__color_move(rt, color, worker)) : MELY_ESHUTDOWN;
 }

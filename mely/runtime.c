@@ -25,6 +25,7 @@
 #include "mely/io/streams.h"
 #include "mely/io/watch.h"
 #include "mely/park.h"
+#include "mely/placement.h"
 #include "mely/runtime.h"
 #include "mely/stats.h"
 #include "mely/steal.h"
@@ -73,6 +74,7 @@ static void rt_free(struct mely__rt *rt)
         free(rt->workers[i].steal_order);
         free(rt->workers[i].head_seen);
     }
+    mely__pools_free(rt);
     mely__depot_destroy(&rt->depot);
     free(rt->inboxes);
     if (rt->topo)

@@ -115,6 +115,8 @@ static int worker_stats(const struct mely__rt *rt, unsigned worker, mely_stats_t
         .stream_sends = mely__counter_read(&c->stream_sends),
         .stream_bytes = mely__counter_read(&c->stream_bytes),
         .stalls = atomic_load_explicit(&rt->workers[worker].stalls, memory_order_relaxed),
+        .places = atomic_load_explicit(&rt->workers[worker].places, memory_order_relaxed),
+        .placed_now = atomic_load_explicit(&rt->workers[worker].placed_now, memory_order_relaxed),
     };
     out->steal_cycles_median = steal_median(&rt->workers[worker], out->steals);
     return 0;
@@ -141,7 +143,7 @@ static const struct {
     STAT(steal_cycles_median), STAT(stolen_events), STAT(stolen_cycles),
     STAT(polls),          STAT(io_ready),      STAT(timers_fired),
     STAT(watch_moves),    STAT(stalls),        STAT(stream_sends),
-    STAT(stream_bytes),
+    STAT(stream_bytes),   STAT(places),        STAT(placed_now),
 };
 #undef STAT
 _Static_assert(sizeof(stat_columns) / sizeof(stat_columns[0]) * sizeof(uint64_t) ==

@@ -443,9 +443,11 @@ mely_color_t mely_color_hash(const mely_color_range_t *r, const void *key, size_
  * when the connection ends (mely_color_release), and the pool hands out a
  * free color owned by the least loaded of two workers drawn at random (all
  * workers when there are at most 4). A worker's load, read without a lock:
- * the colors of pools placed on it now, plus the events queued on it. So
- * new connections go where there are fewer connections and less backlog,
- * and a worker that falls behind gets fewer of them until it catches up.
+ * the colors of pools placed on it now, plus its backlog (the events its
+ * polls leave queued, averaged over its last polls, and the posts waiting
+ * in its inbox). So new connections go where there are fewer connections
+ * and less backlog, and a worker that falls behind gets fewer of them
+ * until it catches up.
  * doc/runtime.md ("Placement by load") has the reasons and the figures.
  *
  *     static mely_color_pool_t *pool;           // mely_color_pool(&m, 4096, &pool)
@@ -486,7 +488,8 @@ int mely_color_pool(mely_t *m, uint32_t n, mely_color_pool_t **out);
  * random (with up to 4 workers, it looks at each), and takes a free color
  * that the less loaded one owns (ties: the first drawn). A worker's load is
  * the colors of every pool of *m placed on it and not released, plus the
- * events queued on it (not those still on their way in its inbox). When
+ * events it has queued after its polls (an average: the backlog it keeps),
+ * plus the posts waiting in its inbox (with the Mely engine). When
  * that worker owns no free color of p, a free color of another worker is
  * moved to it (mely_color_move); if the move is refused (the color is
  * still finishing its last handler), the color is handed out where it is.

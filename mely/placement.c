@@ -16,10 +16,10 @@
  * on one list to be fooled.
  *
  * A worker's load is read without a lock from words others write:
- * placed_now (its own line, added to by placers and releasers), nevents
- * (the pending count on its lock line, written under its lock) and its
- * inbox's tail and head. All are hints: the answer may be stale by the
- * time the color is used, which costs balance, never correctness.
+ * placed_now and wave_avg (its placement line: added to by placers and
+ * releasers, and by the worker after each poll) and its inbox's tail and
+ * head. All are hints: the answer may be stale by the time the color is
+ * used, which costs balance, never correctness.
  *
  * Who may call: any thread (not a signal handler: a move takes locks).
  */
@@ -88,16 +88,21 @@ static int64_t list_pop(struct mely_color_pool *p, struct pool_list *l)
     }
 }
 
-/* A worker's load: colors placed on it (by every pool), events queued, and
- * posts waiting in its inbox (a worker inside a long handler drains none:
- * they are its backlog too). */
-static uint32_t load_of(const struct mely__worker *w)
+/* A worker's load, in sixteenths of an event: colors placed on it (by every
+ * pool), the backlog its polls find (averaged, placement.h), and posts
+ * waiting in its inbox (a worker inside a long handler drains none, nor
+ * polls: they are its backlog then). The events queued at this moment are
+ * left out: read at accept time they made the accepting worker, which has
+ * just polled, look the busier, and it got a third of the connections
+ * (doc/runtime.md, "Placement by load"). */
+static uint64_t load_of(const struct mely__worker *w)
 {
-    uint32_t l = atomic_load_explicit((_Atomic uint32_t *)&w->placed_now, memory_order_relaxed) +
-                 atomic_load_explicit((_Atomic uint32_t *)&w->nevents, memory_order_relaxed);
+    uint64_t l = (uint64_t)atomic_load_explicit((_Atomic uint32_t *)&w->placed_now,
+                                                memory_order_relaxed) << 4;
+    l += atomic_load_explicit((_Atomic uint32_t *)&w->wave_avg, memory_order_relaxed);
     if (w->inbox) { /* the Mely engine. head first: tail only grows past it */
         uint32_t head = atomic_load_explicit(&w->inbox->head, memory_order_acquire);
-        l += atomic_load_explicit(&w->inbox->tail, memory_order_acquire) - head;
+        l += (uint64_t)(atomic_load_explicit(&w->inbox->tail, memory_order_acquire) - head) << 4;
     }
     return l;
 }
@@ -126,10 +131,10 @@ static unsigned choose(const struct mely__rt *rt)
     unsigned a = (unsigned)(r % n);
     if (n <= PLACE_SCAN_MAX) {
         unsigned best = a;
-        uint32_t least = load_of(&rt->workers[a]);
+        uint64_t least = load_of(&rt->workers[a]);
         for (unsigned i = 1; i < n; i++) {
             unsigned w = (a + i) % n;
-            uint32_t l = load_of(&rt->workers[w]);
+            uint64_t l = load_of(&rt->workers[w]);
             if (l < least) {
                 least = l;
                 best = w;

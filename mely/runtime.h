@@ -152,10 +152,12 @@ struct mely__worker {
     /* the monitor's own: only the monitor writes them */
     alignas(MELY__CACHELINE) _Atomic uint64_t stalls; /* stalls seen (stats) */
 
-    /* placement (placement.c): colors of pools placed on this worker, added
+    /* placement (placement.h): colors of pools placed on this worker, added
      * to by whichever thread places or releases (once per connection, never
-     * per event), read by placers as part of the worker's load */
+     * per event), and the average of what its polls queued, written by the
+     * worker once per poll; read by placers as the worker's load */
     alignas(MELY__CACHELINE) _Atomic uint32_t placed_now;
+    _Atomic uint32_t wave_avg;    /* events queued after a poll, x16, averaged */
     _Atomic uint64_t places;
 };
 

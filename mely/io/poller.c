@@ -65,6 +65,7 @@
 #include "mely/turnend.h"
 #include "mely/log.h"
 #include "mely/outbox.h"
+#include "mely/placement.h"
 #include "mely/runtime.h"
 #include "mely/trace.h"
 
@@ -191,9 +192,10 @@ static void trace_poll(struct mely__worker *w, int flags)
  * busy rule above; wave_done). */
 static void new_wave(struct mely__worker *w)
 {
-    w->io.poll_target = mely__counter_read(&w->ctr.events_run) +
-                        atomic_load_explicit(&w->nevents, memory_order_relaxed);
+    uint32_t queued = atomic_load_explicit(&w->nevents, memory_order_relaxed);
+    w->io.poll_target = mely__counter_read(&w->ctr.events_run) + queued;
     w->poll_generation = 0;
+    mely__placement_sample(w, queued);
 }
 
 /* Runs the base once (readiness callbacks stage their posts to other workers

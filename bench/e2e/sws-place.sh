@@ -16,6 +16,7 @@
 #
 #   bench/e2e/sws-place.sh [--seconds S] [--passes N] [--workers N]
 #                          [--inj-workers N] [--clients N] [--steal POLICY]
+#                          [--hog CPU]
 #
 #   --seconds S       each load run (default 5)
 #   --passes N        interleaved fd/load pairs (default 3, 1..20)
@@ -24,6 +25,9 @@
 #                     as issue 29 measured; run-web.sh gives it 2)
 #   --clients N       keep-alive clients (default 50)
 #   --steal P         SWS's --steal (default off)
+#   --hog CPU         during each run, a busy loop pinned to CPU (0 or 1: SWS's
+#                     worker 0 or 1 then gets about half of its CPU): a worker
+#                     slowed by another program
 #
 # Run from the top of the source tree after `make bench` (binaries under
 # build/, or $SWS_BIN, $INJECTOR_BIN). Writes bench/results/sws-place.csv.
@@ -37,7 +41,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/sws-lib.sh
 . "$top/tests/sws-lib.sh"
 
-seconds=5 passes=3 workers=2 inj_workers=1 clients=50 steal=off
+seconds=5 passes=3 workers=2 inj_workers=1 clients=50 steal=off hog=
 while [ $# -gt 0 ]; do
     case "$1" in
     --seconds) seconds="${2:-}"; shift ;;
@@ -46,6 +50,7 @@ while [ $# -gt 0 ]; do
     --inj-workers) inj_workers="${2:-}"; shift ;;
     --clients) clients="${2:-}"; shift ;;
     --steal) steal="${2:-}"; shift ;;
+    --hog) hog="${2:-}"; shift ;;
     -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "$ME: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -56,6 +61,7 @@ whole --passes "$passes" 1 20
 whole --workers "$workers" 1 64
 whole --inj-workers "$inj_workers" 1 64
 whole --clients "$clients" 1 10000
+[ -z "$hog" ] || whole --hog "$hog" 0 1023
 
 sws=$(find_bin "${SWS_BIN:-}" "$top/build/apps/sws/sws" "$top/apps/sws/sws")
 inj=$(find_bin "${INJECTOR_BIN:-}" "$top/build/bench/e2e/injector" "$top/bench/e2e/injector")
@@ -68,6 +74,20 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/sws-place.XXXXXX") || exit 2
 cleanup_on_exit
 
 loadavg() { cut -d' ' -f1 /proc/loadavg; }
+
+hog_pid=
+hog_start() {
+    [ -n "$hog" ] || return 0
+    taskset -c "$hog" bash -c 'while :; do :; done' </dev/null >/dev/null 2>&1 &
+    hog_pid=$!
+}
+hog_stop() {
+    [ -n "$hog_pid" ] || return 0
+    kill "$hog_pid" 2>/dev/null
+    wait "$hog_pid" 2>/dev/null
+    hog_pid=
+}
+trap 'hog_stop; cleanup' EXIT
 
 # run PLACEMENT: one load run against a fresh SWS; prints "req/s us/req
 # runs0,runs1,... places0,places1,... busier% load", or nothing on failure.
@@ -83,17 +103,23 @@ run() {
         stop_server
         return
     fi
+    hog_start
     t0=$(server_ticks)
     timeout $((seconds + 60)) "$inj" --port "$port" --clients "$clients" --workers "$inj_workers" \
         --duration "$seconds" --quiet --url / --url /about.html --url /style.css --url /hello.txt \
         >"$tmp/inj.out" 2>&1
     t1=$(server_ticks)
+    hog_stop
+    local alive=yes
+    kill -0 "$server_pid" 2>/dev/null || alive=no
     stop_server # SIGTERM: SWS drains, mely_shutdown prints MELY_STATS's table
     rps=$(awk '$1 == "req/s" { print $2 }' "$tmp/inj.out")
     req=$(awk '$1 == "requests" { print $2; exit }' "$tmp/inj.out")
     if ! grep -q '^errors *0 ' "$tmp/inj.out" || [ -z "$rps" ] || [ -z "$req" ]; then
-        echo "$ME: the injector failed or saw errors:" >&2
+        echo "$ME: the injector failed or saw errors (sws on port $port still running" \
+            "after it: $alive; its stderr follows the injector's report):" >&2
         cat "$tmp/inj.out" >&2
+        tail -n 20 "$tmp/sws.err" >&2
         return
     fi
     # MELY_STATS: a header naming the columns, then a row per worker
@@ -115,10 +141,11 @@ run() {
 machine_line
 echo "SWS: $workers workers, steal $steal; injector: $clients keep-alive clients (150 requests a" \
     "connection), $inj_workers worker(s); ${seconds} s a run; load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
+[ -z "$hog" ] || echo "a busy loop pinned to CPU $hog during each run"
 printf '%-5s %-9s %9s %8s %-17s %-13s %8s %6s\n' pass placement "req/s" "us/req" "handler runs" \
     "placed" "busier%" "load"
 csv=$results/sws-place.csv
-echo "date,pass,placement,req_per_s,server_us_per_req,events_run,places,busier_pct,loadavg1,workers,inj_workers,clients,seconds" >"$csv"
+echo "date,pass,placement,req_per_s,server_us_per_req,events_run,places,busier_pct,loadavg1,workers,inj_workers,clients,seconds,hog_cpu" >"$csv"
 all="$tmp/all"
 : >"$all"
 failed=0
@@ -126,6 +153,11 @@ for p in $(seq "$passes"); do
     if [ $((p % 2)) -eq 1 ]; then order="fd load"; else order="load fd"; fi
     for pl in $order; do
         out=$(run "$pl")
+        if [ -z "$out" ]; then # once more (on this machine whole runs failed at connect, both ways)
+            echo "pass $p, $pl: the run failed; once more" >&2
+            sleep 1
+            out=$(run "$pl")
+        fi
         if [ -z "$out" ]; then
             failed=1
             echo "pass $p, $pl: the run failed" >&2
@@ -134,7 +166,7 @@ for p in $(seq "$passes"); do
         read -r rps us runs places busier la <<<"$out"
         printf '%-5s %-9s %9s %8s %-17s %-13s %8s %6s\n' "$p" "$pl" "$rps" "$us" "$runs" "$places" \
             "$busier" "$la"
-        echo "$(date -u +%FT%TZ),$p,$pl,$rps,$us,\"$runs\",\"$places\",$busier,$la,$workers,$inj_workers,$clients,$seconds" >>"$csv"
+        echo "$(date -u +%FT%TZ),$p,$pl,$rps,$us,\"$runs\",\"$places\",$busier,$la,$workers,$inj_workers,$clients,$seconds,$hog" >>"$csv"
         echo "$pl $rps $us $busier $la" >>"$all"
     done
 done

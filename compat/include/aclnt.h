@@ -44,8 +44,8 @@
  * buffer must stay valid until cb ran (or the call was cancelled).
  * Retransmissions and the final RPC_TIMEDOUT run on it too.
  * Missing: scall (a blocking call), rawcall, aclnt_resumable, the
- * portmapper helpers (acallrpc), authunix credentials other than given
- * raw in an AUTH.
+ * portmapper helpers (acallrpc). AUTH_UNIX credentials: authunix_create
+ * (xdrmisc.h).
  * Written for mely; no line comes from libasync.
  */
 #ifndef MELY_COMPAT_ACLNT_H

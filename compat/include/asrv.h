@@ -13,7 +13,7 @@
  *   the svccb does, as in libasync), getxprt(), getsa() (the sender's
  *   address on an unconnected axprt_dgram, where the answer goes; NULL
  *   on streams and connected datagram sockets),
- *   getcred(), getverf()
+ *   getcred(), getverf(), getaup() (an AUTH_UNIX credential, parsed)
  *   sbp->getarg<T>(), getvoidarg()   the decoded argument
  *   sbp->getres<T>(), getvoidres()   a result object of the table's type,
  *                                    freed with the svccb
@@ -49,7 +49,7 @@
  * color; the asrv goes, and stops dispatching, once its calls are answered.
  * Missing: asrv_replay / asrv_unreliable as classes of their own (the
  * datagram reply cache above is built in), asrv_resumable,
- * asrv_delayed_eof, authunix parsing (getaup).
+ * asrv_delayed_eof, getaui (AUTH_UINT), fromresvport.
  * Written for mely; no line comes from libasync.
  */
 #ifndef MELY_COMPAT_ASRV_H
@@ -88,6 +88,10 @@ public:
     template <class T> T *getres() { return static_cast<T *>(getvoidres()); }
 
     const opaque_auth *getcred() const { return &cred_; }
+    /* The call's AUTH_UNIX credential, parsed; NULL if the credential is
+     * of another flavor or does not parse (the call is dispatched all the
+     * same: the server decides). Valid while the svccb is. */
+    const authunix_parms *getaup() const { return has_aup_ ? &aup_ : NULL; }
     const opaque_auth *getverf() const { return &verf_; }
     const sockaddr *getsa() const
     {
@@ -121,6 +125,10 @@ private:
     char authbuf_[2 * MAX_AUTH_BYTES];
     sockaddr_storage sa_;
     bool has_sa_ = false;
+    authunix_parms aup_;
+    bool has_aup_ = false;
+    char aupname_[MAX_MACHINE_NAME + 1];
+    gid_t aupgids_[NGRPS];
     bool cached_ = false; /* in the datagram reply cache, pending */
     bool answer(xdrsuio &out, bool nocache);
 };

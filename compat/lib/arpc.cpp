@@ -1160,6 +1160,9 @@ void xhinfo::on_call(const char *, size_t, u_int32_t xid, XDR *x, const sockaddr
         sa_copy(&sbp->sa_, sa, x_->socksize);
         sbp->has_sa_ = true;
     }
+    if (sbp->cred_.oa_flavor == AUTH_UNIX)
+        sbp->has_aup_ = authunix_parse(sbp->cred_.oa_base, sbp->cred_.oa_length, &sbp->aup_,
+                                       sbp->aupname_, sbp->aupgids_);
     sbp->xid_ = xid;
     sbp->prog_ = prog;
     sbp->vers_ = vers;
@@ -1302,6 +1305,115 @@ void xhinfo::on_reply(const char *, size_t, u_int32_t xid, XDR *x, const sockadd
                                                                          : RPC_FAILED;
     }
     finish_call(cb, stat);
+}
+
+/* ---- AUTH_UNIX ---------------------------------------------------------------------------------- */
+
+bool authunix_parse(const char *p, size_t n, authunix_parms *aup, char *name, gid_t *gids)
+{
+    xdrmem x(p, n);
+    XDR *xp = x.xdrp();
+    u_int32_t stamp, len, uid, gid, ngids;
+    if (!xdr_getint(xp, stamp) || !xdr_getint(xp, len) || len > MAX_MACHINE_NAME ||
+        !xdr_getpadbytes(xp, name, len))
+        return false;
+    name[len] = '\0';
+    if (!xdr_getint(xp, uid) || !xdr_getint(xp, gid) || !xdr_getint(xp, ngids) || ngids > NGRPS)
+        return false;
+    for (u_int32_t i = 0; i < ngids; i++) {
+        u_int32_t g;
+        if (!xdr_getint(xp, g))
+            return false;
+        gids[i] = (gid_t)g;
+    }
+    if (XDR_GETPOS(xp) != n)
+        return false; /* bytes left over: not one credential */
+    aup->aup_time = stamp;
+    aup->aup_machname = name;
+    aup->aup_uid = (uid_t)uid;
+    aup->aup_gid = (gid_t)gid;
+    aup->aup_len = ngids;
+    aup->aup_gids = gids;
+    return true;
+}
+
+AUTH *authunixint_create(const char *host, u_int32_t uid, u_int32_t gid, u_int32_t ngroups,
+                         const u_int32_t *groups)
+{
+    size_t hl = host ? strlen(host) : 0;
+    if (hl > MAX_MACHINE_NAME || ngroups > NGRPS) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    /* One block: the AUTH, then its credential's bytes. */
+    AUTH *a = static_cast<AUTH *>(malloc(sizeof(AUTH) + MAX_AUTH_BYTES));
+    if (!a)
+        return nullptr;
+    char *body = reinterpret_cast<char *>(a + 1);
+    xdrmem x(body, MAX_AUTH_BYTES, XDR_ENCODE);
+    XDR *xp = x.xdrp();
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    bool ok = xdr_putint(xp, (u_int32_t)ts.tv_sec) && xdr_putint(xp, (u_int32_t)hl) &&
+              xdr_putpadbytes(xp, host ? host : "", hl) && xdr_putint(xp, uid) &&
+              xdr_putint(xp, gid) && xdr_putint(xp, ngroups);
+    for (u_int32_t i = 0; ok && i < ngroups; i++)
+        ok = xdr_putint(xp, groups[i]);
+    if (!ok) { /* cannot happen: at most 340 of the 400 bytes */
+        free(a);
+        errno = EINVAL;
+        return nullptr;
+    }
+    a->ah_cred.oa_flavor = AUTH_UNIX;
+    a->ah_cred.oa_base = body;
+    a->ah_cred.oa_length = XDR_GETPOS(xp);
+    a->ah_verf.oa_flavor = AUTH_NONE;
+    a->ah_verf.oa_base = nullptr;
+    a->ah_verf.oa_length = 0;
+    return a;
+}
+
+AUTH *authunix_create(const char *machname, uid_t uid, gid_t gid, int len, const gid_t *gids)
+{
+    if (len < 0 || len > NGRPS) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    u_int32_t g[NGRPS];
+    for (int i = 0; i < len; i++)
+        g[i] = (u_int32_t)gids[i];
+    return authunixint_create(machname, (u_int32_t)uid, (u_int32_t)gid, (u_int32_t)len, g);
+}
+
+namespace {
+AUTH *authunix_ids(uid_t uid, gid_t gid)
+{
+    char host[MAX_MACHINE_NAME + 1];
+    if (gethostname(host, sizeof host) < 0)
+        host[0] = '\0';
+    host[MAX_MACHINE_NAME] = '\0';
+    int n = getgroups(0, nullptr);
+    std::vector<gid_t> all(n > 0 ? (size_t)n : 1);
+    n = getgroups((int)all.size(), all.data());
+    if (n < 0)
+        n = 0;
+    return authunix_create(host, uid, gid, n < NGRPS ? n : NGRPS, all.data());
+}
+} // namespace
+
+AUTH *authunix_create_default()
+{
+    return authunix_ids(geteuid(), getegid());
+}
+
+AUTH *authunix_create_realids()
+{
+    return authunix_ids(getuid(), getgid());
+}
+
+void auth_destroy(AUTH *auth)
+{
+    free(auth);
 }
 
 /* ---- aclnt ----------------------------------------------------------------------------------- */

@@ -12,6 +12,10 @@
  *   On the wire, against a raw peer: sendfd is a 4-byte empty fragment with
  *   the descriptor, before the call's record; the peer sends one the same
  *   way to compat's server, which takes it.
+ *   AUTH_UNIX: a credential from authunix_create parsed by getaup (uid,
+ *   gid, groups, name); one built by hand as RFC 5531 lays it out, too; one
+ *   whose machine name is over 255 bytes gives getaup() NULL, the call
+ *   still served; authunix_create of 17 groups is NULL.
  *   allow_recvfd false: recvfd() is -1 and the descriptor is gone (its
  *   pipe's read end sees end of file). axprt_unix::alloc of a pipe: a
  *   transport at its end. The number of open descriptors
@@ -84,6 +88,19 @@ static void dispatch(ptr<asrv> *keep, svccb *sbp)
         CHECK(write(fd, b->base(), b->size()) == (ssize_t)b->size());
         close(fd);
         sbp->replyref(*b);
+        break;
+    }
+    case DEMO_STATS: {
+        /* calls: the AUTH_UNIX uid (all ones if none), color: its 2nd group. */
+        const authunix_parms *a = sbp->getaup();
+        demo_stats *st = sbp->getres<demo_stats>();
+        st->calls = a ? (unsigned)a->aup_uid : 0xffffffffu;
+        st->color = a && a->aup_len >= 2 ? (unsigned)a->aup_gids[1] : 0;
+        if (a && !strcmp(a->aup_machname, "host1"))
+            CHECK(a->aup_gid == 100 && a->aup_len == 2 && a->aup_gids[0] == 10);
+        if (a && !strcmp(a->aup_machname, "raw"))
+            CHECK(a->aup_time == 7 && a->aup_gid == 6 && a->aup_len == 3);
+        sbp->reply(st);
         break;
     }
     case DEMO_LOOKUP: {
@@ -202,9 +219,14 @@ static void step2(clnt_stat err)
     g_c->call(DEMO_LOOKUP, &n, &g_look, wrap(step3));
 }
 
-static void step1(clnt_stat err)
+static demo_stats g_stats;
+
+static void step1b(AUTH *auth, clnt_stat err)
 {
-    CHECK(err == RPC_SUCCESS && g_res == 42 && get_current_color() == 22);
+    CHECK(err == RPC_SUCCESS && get_current_color() == 22);
+    CHECK(g_stats.calls == 1000 && g_stats.color == 20);
+    AUTH_DESTROY(auth);
+    printf("unix: AUTH_UNIX credential sent (authunix_create) and parsed (getaup)\n");
     CHECK(pipe(g_p) == 0);
     g_cx->sendfd(g_p[1]);
     demo_blob b;
@@ -212,6 +234,8 @@ static void step1(clnt_stat err)
     memcpy(b.base(), "through the pipe", 16);
     g_c->call(DEMO_ECHO, &b, &g_blob, wrap(step2));
 }
+
+static void step1(clnt_stat err);
 
 static void start_client()
 {
@@ -223,6 +247,17 @@ static void start_client()
     p.a = 40;
     p.b = 2;
     g_c->call(DEMO_ADD, &p, &g_res, wrap(step1));
+}
+
+static void step1(clnt_stat err)
+{
+    CHECK(err == RPC_SUCCESS && g_res == 42 && get_current_color() == 22);
+    gid_t many[17] = {0};
+    CHECK(!authunix_create("host1", 1000, 100, 17, many));
+    gid_t gids[2] = {10, 20};
+    AUTH *auth = authunix_create("host1", 1000, 100, 2, gids);
+    CHECK(auth && auth->ah_cred.oa_flavor == AUTH_UNIX);
+    g_c->call(DEMO_STATS, NULL, &g_stats, wrap(step1b, auth), auth);
 }
 
 /* ---- on the wire -------------------------------------------------------------------------- */
@@ -290,6 +325,53 @@ static void wire_peer(int fd)
     CHECK(read_some(pp[0]) == "ok");
     CHECK(read_some(pp[0]) == "");
     close(pp[0]);
+    /* AUTH_UNIX credentials as RFC 5531 lays them out: parsed; one with a
+     * 300-byte machine name (over 255): not (getaup NULL, still served). */
+    for (int bad = 0; bad < 2; bad++) {
+        std::string cred;
+        rr_put32(cred, 7);
+        std::string name = bad ? std::string(300, 'm') : std::string("raw");
+        rr_put32(cred, (u_int32_t)name.size());
+        cred += name;
+        cred.append((4 - name.size() % 4) % 4, '\0');
+        rr_put32(cred, 5);
+        rr_put32(cred, 6);
+        rr_put32(cred, 3);
+        rr_put32(cred, 1);
+        rr_put32(cred, 2);
+        rr_put32(cred, 3);
+        std::string c;
+        rr_put32(c, 80 + bad);
+        rr_put32(c, 0);
+        rr_put32(c, 2);
+        rr_put32(c, DEMO_PROG);
+        rr_put32(c, DEMO_VERS);
+        rr_put32(c, DEMO_STATS);
+        rr_put32(c, 1); /* AUTH_UNIX */
+        rr_put32(c, (u_int32_t)cred.size());
+        c += cred;
+        rr_put32(c, 0);
+        rr_put32(c, 0);
+        out.clear();
+        rr_put32(out, 0x80000000u | (u_int32_t)c.size());
+        out += c;
+        CHECK(write(fd, out.data(), out.size()) == (ssize_t)out.size());
+        CHECK(read(fd, h, 4) == 4);
+        memcpy(&hv, h, 4);
+        hv = ntohl(hv) & 0x7fffffff;
+        r.assign(hv, '\0');
+        off = 0;
+        while (off < hv) {
+            ssize_t k = read(fd, &r[off], hv - off);
+            CHECK(k > 0);
+            off += (size_t)k;
+        }
+        off = rr_check_accepted(r, 80 + bad, SUCCESS);
+        if (bad)
+            CHECK(rr_get32(r, off) == 0xffffffffu && rr_get32(r, off + 4) == 0);
+        else
+            CHECK(rr_get32(r, off) == 5 && rr_get32(r, off + 4) == 2);
+    }
     close(fd);
 }
 

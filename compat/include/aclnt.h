@@ -43,9 +43,9 @@
  * be made from any color; a reply is matched to its call by xid. A result
  * buffer must stay valid until cb ran (or the call was cancelled).
  * Retransmissions and the final RPC_TIMEDOUT run on it too.
- * Missing: scall (a blocking call), rawcall, aclnt_resumable, the
- * portmapper helpers (acallrpc). AUTH_UNIX credentials: authunix_create
- * (xdrmisc.h).
+ * Missing: scall (a blocking call), rawcall, aclnt_resumable, acallrpc,
+ * pmap_map (registering with the portmapper). AUTH_UNIX credentials:
+ * authunix_create (xdrmisc.h).
  * Written for mely; no line comes from libasync.
  */
 #ifndef MELY_COMPAT_ACLNT_H
@@ -95,6 +95,41 @@ public:
 
 /* The datagram retransmission schedule (see above; new). */
 void mely_aclnt_backoff(u_int minto_ms, u_int maxsend);
+
+/* ---- Finding a server through the portmapper (libasync's acallrpc.C) ----
+ *   aclntudp_create(host, port, prog_1, cb)   cb(c, RPC_SUCCESS) with an
+ *       aclnt of prog_1 over the process's shared UDP transport (udpxprt()),
+ *       calls going to host:port; port 0: asked of host's portmapper first
+ *       (PMAPPROC_GETPORT, protocol UDP, over udpclnt()).
+ *   aclnttcp_create(host, port, prog_1, cb, xa = axprt_stream_alloc_default)
+ *       the same over a new TCP connection (xa(fd) makes its transport).
+ *   Both also take an in_addr. Errors: cb(NULL, RPC_UNKNOWNHOST) (the
+ *   name does not resolve), RPC_PMAPFAILURE (the portmapper did not
+ *   answer: after the datagram schedule above, or answered an error),
+ *   RPC_PROGNOTREGISTERED (it answered port 0), RPC_FAILED (no socket, or
+ *   the connection failed).
+ *   udpxprt(), udpclnt(): the shared unconnected UDP transport (made on
+ *   first use, with the color then current: its calls' callbacks run
+ *   there) and an aclnt over it for calls that name their program
+ *   (progno, versno) and destination.
+ *   mely_pmap_port(port) (new): the portmapper's UDP port (111; 0 puts it
+ *   back), for tests.
+ * Differences: names are resolved with getaddrinfo (blocking the calling
+ * color: libasync had its own asynchronous resolver), IPv4 only as in
+ * libasync; cb always runs as an event of the calling color, never inside
+ * the call; the TCP socket is not bound to a reserved port when root. */
+typedef callback<ptr<axprt_stream>, int>::ref axprtalloc_fn;
+extern const axprtalloc_fn axprt_stream_alloc_default;
+struct in_addr;
+void aclntudp_create(const char *host, int port, const rpc_program &rp, aclntalloc_cb cb);
+void aclntudp_create(const in_addr &addr, int port, const rpc_program &rp, aclntalloc_cb cb);
+void aclnttcp_create(const char *host, int port, const rpc_program &rp, aclntalloc_cb cb,
+                     axprtalloc_fn xa = axprt_stream_alloc_default);
+void aclnttcp_create(const in_addr &addr, int port, const rpc_program &rp, aclntalloc_cb cb,
+                     axprtalloc_fn xa = axprt_stream_alloc_default);
+ptr<axprt_dgram> udpxprt();
+ptr<aclnt> udpclnt();
+void mely_pmap_port(u_int16_t port);
 
 class aclnt : public virtual refcount {
     friend class xhinfo;

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <unordered_map>
 #include <vector>
@@ -98,7 +99,10 @@ public:
     void set_eofcb(aclnt *c, callback<void>::ptr cb);
     void del_clnt(aclnt *c);
     /* false: the transport ended (the call was not registered). */
-    bool add_call(callbase *cb);
+    /* arm(), if given, runs under the lock once cb is in: whatever it sets
+     * in cb (its timers) is then seen by whoever takes cb out, on any
+     * worker. */
+    bool add_call(callbase *cb, const std::function<void()> &arm = nullptr);
     callbase *take_call(u_int32_t xid);
     /* The call, left registered (its retransmission timer, on the
      * transport's color, is the only other user then). */
@@ -939,12 +943,14 @@ void xhinfo::del_clnt(aclnt *c)
     }
 }
 
-bool xhinfo::add_call(callbase *cb)
+bool xhinfo::add_call(callbase *cb, const std::function<void()> &arm)
 {
     std::lock_guard<std::mutex> g(mu_);
     if (eof_)
         return false;
     calls_[cb->xid_] = cb;
+    if (arm)
+        arm();
     return true;
 }
 
@@ -1620,16 +1626,19 @@ callbase *aclnt::timedcall(time_t sec, long nsec, u_int32_t procno, const void *
         c->nsent_ = 1;
     }
     xhinfo *xh = x_->xh();
-    if (!xh->add_call(c)) {
+    /* Timers are set before sending (the reply may come at once on another
+     * worker and free c), under the dispatcher's lock (so that worker sees
+     * them); one that fires first finds the call registered. */
+    auto arm = [&] {
+        if (sec || nsec)
+            c->tmo_ = delaycb(sec, (u_int32_t)nsec, cwrap(&call_timeout, x_, xid, color));
+        if (dgram)
+            c->rtmo_ = arm_retransmit(x_, c, color);
+    };
+    if (!xh->add_call(c, arm)) {
         delete c;
         return fail_later(RPC_CANTSEND);
     }
-    /* Timers are set before sending: the reply may come at once on another
-     * worker (and free c). */
-    if (sec || nsec)
-        c->tmo_ = delaycb(sec, (u_int32_t)nsec, cwrap(&call_timeout, x_, xid, color));
-    if (dgram)
-        c->rtmo_ = arm_retransmit(x_, c, color);
     bool sent = dgram ? x_->send(c->msg_, c->msglen_, c->has_dest_ ? to : nullptr)
                       : x_->sendv(u->iov(), (int)u->iovcnt(), NULL);
     if (!sent) {

@@ -19,7 +19,8 @@
  *   call's destination (a reply with the right xid from another port is
  *   dropped), and a call's own dest overrides aclnt::alloc's.
  *   compat to compat, libasync's default schedule: the server ignores the
- *   first datagram, the client's retransmission (2 s later) is answered.
+ *   first datagram, the client's retransmission (2 s later) is answered;
+ *   the call is made from color 10, its callback runs on the transport's, 11.
  */
 #include "arpc.h"
 #include "demo_prot.h"
@@ -409,7 +410,7 @@ static void cc_dispatch(svccb *sbp)
 
 static void cc_done(clnt_stat err)
 {
-    CHECK(get_current_color() == 10);
+    CHECK(get_current_color() == 11);
     CHECK(err == RPC_SUCCESS && g_ccres == 42);
     CHECK(g_cc_adds.load() == 2);
     g_cc = nullptr;
@@ -432,7 +433,7 @@ static void start_cc()
     int c = socket(AF_INET, SOCK_DGRAM, 0);
     CHECK(connect(c, (sockaddr *)&sa, sizeof sa) == 0);
     ref<axprt_dgram> cx = axprt_dgram::alloc(c);
-    cx->setcolor(10);
+    cx->setcolor(11); /* the call is made from color 10 */
     g_cc = aclnt::alloc(cx, demo_prog_1);
     demo_pair p;
     p.a = 20;

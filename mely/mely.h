@@ -851,6 +851,12 @@ typedef struct mely_stats {
                                 most (mely/stream.h) */
     uint64_t stream_bytes;   /* bytes they sent (stream_bytes / stream_sends:
                                 what a send carries) */
+    uint64_t spins;          /* idle spins before parking (the spin policy,
+                                doc/runtime.md, decides their length) */
+    uint64_t spins_found;    /* spins that ended with work to run */
+    uint64_t spin_ns;        /* time spent in them, in ns */
+    uint64_t park_ns;        /* time spent parked, in ns (spin_ns / (spin_ns +
+                                park_ns): the spinning share of idle time) */
 } mely_stats_t;
 
 /*

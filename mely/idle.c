@@ -1,6 +1,7 @@
 /*
  * idle.c: what a worker with nothing to run does, in order: it reads its
- * poller, tries to steal, spins a little watching for posts, reads its
+ * poller, tries to steal, spins as long as the spin policy allows
+ * (spinpol.h) watching for posts, reads its
  * poller and tries to steal again (work may have piled up elsewhere while it
  * spun), runs the idle hook (mely_on_idle), begins giving free event
  * memory back when a burst has left much of it unused (trim.c: a step of a
@@ -52,7 +53,8 @@ static bool has_work(struct mely__worker *w)
  * and 100 connections: 0.74x and 0.87x libevent spinning with pause, 1.05x
  * and 1.01x with sched_yield). How long it may last is the spin policy's
  * (spinpol.h), which also learns from each step's length whether another
- * thread wanted the CPU.
+ * thread wanted the CPU. *away: the length of a step in which a busy thread
+ * had the CPU (it ends the spin), which the spin did not use.
  *
  * The spin overshoots `len` by SPIN_CLOCK_EVERY pauses (about a
  * microsecond) or by one yield at most, and a due timer ends it: has_work()
@@ -65,7 +67,8 @@ static bool has_work(struct mely__worker *w)
  * read_high_watermark_pauses, whose 64 drains each wait for such a timer,
  * outlasted its client's 10 s (check_stream's
  * timer_on_time_while_yields_are_slow makes every yield slow). */
-static enum mely__spin_end spin(struct mely__worker *w, uint64_t start, uint64_t len)
+static enum mely__spin_end spin(struct mely__worker *w, uint64_t start, uint64_t len,
+                                uint64_t *away)
 {
     uint64_t deadline = start + len, before = start;
     bool yield = w->rt->oversubscribed || mely__poller_watched(&w->io);
@@ -80,11 +83,8 @@ static enum mely__spin_end spin(struct mely__worker *w, uint64_t start, uint64_t
                 mely__cpu_relax();
         }
         uint64_t now = mely__now_ns();
-        if (now - before > SPINPOL_TAKEN_NS) {
-            /* Another thread had the CPU. If it was a peer that sent us work
-             * (a client on this CPU, which a yield hands the CPU to and back:
-             * cheaper than a wake-up), the spin paid; if not, it was
-             * somebody else's, and spinning takes the CPU from them. */
+        if (now - before > SPINPOL_TAKEN_NS) { /* a busy thread had the CPU */
+            *away = now - before;
             if (!has_work(w) && mely__poller_watched(&w->io))
                 mely__poller_poll(w);
             return has_work(w) ? MELY__SPIN_HANDED : MELY__SPIN_TAKEN;
@@ -104,16 +104,15 @@ static enum mely__spin_end spin(struct mely__worker *w, uint64_t start, uint64_t
 
 /* Steps 2 and 4 (park.c). The sleep ends at wake_by at the latest (a trim
  * window's end; UINT64_MAX: none). Its length teaches the spin policy
- * whether a longer spin would have caught the work (spun: an empty spin
- * came before it). */
-static void park(struct mely__worker *w, uint64_t wake_by, bool spun)
+ * whether a longer spin would have caught the work. */
+static void park(struct mely__worker *w, uint64_t wake_by)
 {
     mely__spin_lock(&w->lock, &w->ctr);
     unsigned wake = mely__deliver(w, w);
     if (atomic_load_explicit(&w->nevents, memory_order_relaxed) != 0 || mely__stopping(w->rt)) {
         mely__spin_unlock(&w->lock);
         mely__enqueue_wake(w, w, wake);
-        mely__spinpol_parked(&w->spinpol, spun, 0);
+        mely__spinpol_parked(&w->spinpol, 0);
         return;
     }
     uint32_t seen = atomic_load_explicit(&w->wake_seq, memory_order_relaxed);
@@ -121,7 +120,7 @@ static void park(struct mely__worker *w, uint64_t wake_by, bool spun)
     mely__spin_unlock(&w->lock);
     mely__enqueue_wake(w, w, wake);
     if (!sleep) {
-        mely__spinpol_parked(&w->spinpol, spun, 0);
+        mely__spinpol_parked(&w->spinpol, 0);
         return;
     }
 
@@ -131,7 +130,7 @@ static void park(struct mely__worker *w, uint64_t wake_by, bool spun)
     mely__poller_block(w, wake_by);
     uint64_t slept = mely__now_ns() - t0;
     mely__count(&w->ctr.park_ns, slept);
-    mely__spinpol_parked(&w->spinpol, spun, slept);
+    mely__spinpol_parked(&w->spinpol, slept);
     mely__park_clear(w);
     bool woken = atomic_load_explicit(&w->wake_seq, memory_order_relaxed) != seen;
     if (woken)
@@ -142,18 +141,16 @@ static void park(struct mely__worker *w, uint64_t wake_by, bool spun)
 
 /* The spin the policy allows (spinpol.h), counted, and recorded when
  * tracing: the time a worker waits for work without sleeping, which a trace
- * would otherwise not tell from loop overhead. Returns true if work came;
- * *empty: the spin ran and ended without work. */
-static bool policy_spin(struct mely__worker *w, bool *empty)
+ * would otherwise not tell from loop overhead. Returns true if work came. */
+static bool policy_spin(struct mely__worker *w)
 {
     uint64_t len = mely__spinpol_length(&w->spinpol);
-    *empty = false;
     if (len == 0)
         return has_work(w);
     uint64_t c0 = w->trace ? mely__cycles() : 0;
-    uint64_t t0 = mely__now_ns();
-    enum mely__spin_end end = spin(w, t0, len);
-    uint64_t spun = mely__now_ns() - t0;
+    uint64_t t0 = mely__now_ns(), away = 0;
+    enum mely__spin_end end = spin(w, t0, len, &away);
+    uint64_t spun = mely__now_ns() - t0 - away; /* the time it had the CPU */
     mely__spinpol_spun(&w->spinpol, end, spun);
     mely__count(&w->ctr.spins, 1);
     mely__count(&w->ctr.spin_ns, spun);
@@ -162,7 +159,6 @@ static bool policy_spin(struct mely__worker *w, bool *empty)
         mely__count(&w->ctr.spins_found, 1);
     if (w->trace)
         mely__trace_note(w->trace, MELY__TR_SPIN, c0, mely__cycles() - c0, 0, found);
-    *empty = !found;
     return found;
 }
 
@@ -225,8 +221,7 @@ void mely__idle(struct mely__worker *w)
         idle_trimming(w);
         return;
     }
-    bool spun;
-    if (policy_spin(w, &spun) || poll_now(w) || mely__steal(w) || idle_hook(w))
+    if (policy_spin(w) || poll_now(w) || mely__steal(w) || idle_hook(w))
         return;
     uint64_t wake_by = trim_idle(w);
     if (__builtin_expect(wake_by == 0, 0)) { /* a pass began */
@@ -240,5 +235,5 @@ void mely__idle(struct mely__worker *w)
     }
     if (mely__quiet_poll(w))
         return;
-    park(w, wake_by, spun);
+    park(w, wake_by);
 }

@@ -35,6 +35,10 @@ struct mely__counters {
     mely__counter_t watch_moves;
     mely__counter_t stream_sends;  /* io/stream.c's flush */
     mely__counter_t stream_bytes;
+    mely__counter_t spins;         /* idle.c */
+    mely__counter_t spins_found;
+    mely__counter_t spin_ns;
+    mely__counter_t park_ns;
 };
 
 /* Single-writer increment: only the counter's one writer may call it. */

@@ -1,6 +1,7 @@
 /*
  * idle.c: what a worker with nothing to run does, in order: it reads its
- * poller, tries to steal, spins a little watching for posts, reads its
+ * poller, tries to steal, spins as long as the spin policy allows
+ * (spinpol.h) watching for posts, reads its
  * poller and tries to steal again (work may have piled up elsewhere while it
  * spun), runs the idle hook (mely_on_idle), begins giving free event
  * memory back when a burst has left much of it unused (trim.c: a step of a
@@ -44,14 +45,18 @@ static bool has_work(struct mely__worker *w)
            mely__deliver_ready(w) || mely__stopping(w->rt);
 }
 
-/* Step 1. Returns true if work arrived. With more workers than CPUs the spinner
- * yields at every turn, so that a worker with work gets the CPU; so does a
- * worker with watches: a server shares its cores with other processes (its
- * clients, on a small machine), and a spin that keeps the CPU from them
- * costs more than it saves (bench/e2e/echo, 10 and 100 connections: 0.74x and
- * 0.87x libevent spinning with pause, 1.05x and 1.01x with sched_yield).
+/* Step 1: spins for `len` ns at most, and says how it ended. With more
+ * workers than CPUs the spinner yields at every turn, so that a worker with
+ * work gets the CPU; so does a worker with watches: a server shares its
+ * cores with other processes (its clients, on a small machine), and a spin
+ * that keeps the CPU from them costs more than it saves (bench/e2e/echo, 10
+ * and 100 connections: 0.74x and 0.87x libevent spinning with pause, 1.05x
+ * and 1.01x with sched_yield). How long it may last is the spin policy's
+ * (spinpol.h), which also learns from each step's length whether another
+ * thread wanted the CPU. *away: the length of a step in which a busy thread
+ * had the CPU (it ends the spin), which the spin did not use.
  *
- * The spin lasts spin_us, overshot by SPIN_CLOCK_EVERY pauses (about a
+ * The spin overshoots `len` by SPIN_CLOCK_EVERY pauses (about a
  * microsecond) or by one yield at most, and a due timer ends it: has_work()
  * does not see timers, whose events only the poll after the spin posts. A
  * yield on a loaded CPU gives the CPU away for the rest of a time slice,
@@ -62,37 +67,44 @@ static bool has_work(struct mely__worker *w)
  * read_high_watermark_pauses, whose 64 drains each wait for such a timer,
  * outlasted its client's 10 s (check_stream's
  * timer_on_time_while_yields_are_slow makes every yield slow). */
-static bool spin(struct mely__worker *w)
+static enum mely__spin_end spin(struct mely__worker *w, uint64_t start, uint64_t len,
+                                uint64_t *away)
 {
-    struct mely__rt *rt = w->rt;
-    uint64_t deadline = mely__now_ns() + (uint64_t)rt->spin_us * 1000u;
-
-    if (rt->spin_us == 0)
-        return has_work(w);
-    bool yield = rt->oversubscribed || mely__poller_watched(&w->io);
+    uint64_t deadline = start + len, before = start;
+    bool yield = w->rt->oversubscribed || mely__poller_watched(&w->io);
     int clock_every = yield ? 1 : SPIN_CLOCK_EVERY;
     for (;;) {
         for (int i = 0; i < clock_every; i++) {
             if (has_work(w))
-                return true;
+                return MELY__SPIN_FOUND;
             if (yield)
                 sched_yield();
             else
                 mely__cpu_relax();
         }
         uint64_t now = mely__now_ns();
+        if (now - before > SPINPOL_TAKEN_NS) { /* a busy thread had the CPU */
+            *away = now - before;
+            if (!has_work(w) && mely__poller_watched(&w->io))
+                mely__poller_poll(w);
+            return has_work(w) ? MELY__SPIN_HANDED : MELY__SPIN_TAKEN;
+        }
         if (now >= deadline || mely__timers_next(&w->timers) <= now)
-            return has_work(w); /* a due timer: the poll that follows posts it */
+            /* a due timer: the poll that follows posts it */
+            return has_work(w) ? MELY__SPIN_FOUND : MELY__SPIN_EMPTY;
         if (now - w->io.last_poll_ns >= SPIN_POLL_NS && mely__poller_watched(&w->io)) {
             mely__poller_poll(w);
             if (has_work(w))
-                return true;
+                return MELY__SPIN_FOUND;
+            now = mely__now_ns();
         }
+        before = now;
     }
 }
 
 /* Steps 2 and 4 (park.c). The sleep ends at wake_by at the latest (a trim
- * window's end; UINT64_MAX: none). */
+ * window's end; UINT64_MAX: none). Its length teaches the spin policy
+ * whether a longer spin would have caught the work. */
 static void park(struct mely__worker *w, uint64_t wake_by)
 {
     mely__spin_lock(&w->lock, &w->ctr);
@@ -100,18 +112,25 @@ static void park(struct mely__worker *w, uint64_t wake_by)
     if (atomic_load_explicit(&w->nevents, memory_order_relaxed) != 0 || mely__stopping(w->rt)) {
         mely__spin_unlock(&w->lock);
         mely__enqueue_wake(w, w, wake);
+        mely__spinpol_parked(&w->spinpol, 0);
         return;
     }
     uint32_t seen = atomic_load_explicit(&w->wake_seq, memory_order_relaxed);
     bool sleep = mely__park_set(w);
     mely__spin_unlock(&w->lock);
     mely__enqueue_wake(w, w, wake);
-    if (!sleep)
+    if (!sleep) {
+        mely__spinpol_parked(&w->spinpol, 0);
         return;
+    }
 
     mely__count(&w->ctr.parks, 1);
     uint64_t start = w->trace ? mely__cycles() : 0;
+    uint64_t t0 = mely__now_ns();
     mely__poller_block(w, wake_by);
+    uint64_t slept = mely__now_ns() - t0;
+    mely__count(&w->ctr.park_ns, slept);
+    mely__spinpol_parked(&w->spinpol, slept);
     mely__park_clear(w);
     bool woken = atomic_load_explicit(&w->wake_seq, memory_order_relaxed) != seen;
     if (woken)
@@ -120,15 +139,26 @@ static void park(struct mely__worker *w, uint64_t wake_by)
         mely__trace_note(w->trace, MELY__TR_PARK, start, mely__cycles() - start, 0, woken);
 }
 
-/* spin(), recorded when tracing: the time a worker waits for work without
- * sleeping, which a trace would otherwise not tell from loop overhead. */
-static bool traced_spin(struct mely__worker *w)
+/* The spin the policy allows (spinpol.h), counted, and recorded when
+ * tracing: the time a worker waits for work without sleeping, which a trace
+ * would otherwise not tell from loop overhead. Returns true if work came. */
+static bool policy_spin(struct mely__worker *w)
 {
-    if (!w->trace)
-        return spin(w);
-    uint64_t start = mely__cycles();
-    bool found = spin(w);
-    mely__trace_note(w->trace, MELY__TR_SPIN, start, mely__cycles() - start, 0, found);
+    uint64_t len = mely__spinpol_length(&w->spinpol);
+    if (len == 0)
+        return has_work(w);
+    uint64_t c0 = w->trace ? mely__cycles() : 0;
+    uint64_t t0 = mely__now_ns(), away = 0;
+    enum mely__spin_end end = spin(w, t0, len, &away);
+    uint64_t spun = mely__now_ns() - t0 - away; /* the time it had the CPU */
+    mely__spinpol_spun(&w->spinpol, end, spun);
+    mely__count(&w->ctr.spins, 1);
+    mely__count(&w->ctr.spin_ns, spun);
+    bool found = end == MELY__SPIN_FOUND || end == MELY__SPIN_HANDED;
+    if (found)
+        mely__count(&w->ctr.spins_found, 1);
+    if (w->trace)
+        mely__trace_note(w->trace, MELY__TR_SPIN, c0, mely__cycles() - c0, 0, found);
     return found;
 }
 
@@ -191,7 +221,7 @@ void mely__idle(struct mely__worker *w)
         idle_trimming(w);
         return;
     }
-    if (traced_spin(w) || poll_now(w) || mely__steal(w) || idle_hook(w))
+    if (policy_spin(w) || poll_now(w) || mely__steal(w) || idle_hook(w))
         return;
     uint64_t wake_by = trim_idle(w);
     if (__builtin_expect(wake_by == 0, 0)) { /* a pass began */

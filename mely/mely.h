@@ -62,7 +62,11 @@ extern "C" {
  * the worker's other colors, timers and I/O in within about a millisecond. */
 #define MELY_BATCH_MAX 1024u
 
-/* How long an idle worker spins before it parks, in microseconds. */
+/* The longest an idle worker spins before it parks, in microseconds. Each
+ * worker learns how much of it to use (doc/runtime.md, "The spin policy"):
+ * it spins while work comes within the spin, stops when the CPU goes to a
+ * busy thread, and keeps spinning that finds nothing within a tenth of the
+ * time it sleeps. */
 #define MELY_SPIN_US_DEFAULT 50u
 
 /* ---- Colors ------------------------------------------------------------ */
@@ -99,7 +103,8 @@ typedef struct mely_config {
     unsigned workers; /* worker threads; 0 = the CPUs this process may run on */
     int pin;          /* 1: pin worker i to the i-th allowed CPU; 0: do not */
     unsigned batch;   /* same-color batch threshold, 1..MELY_BATCH_MAX */
-    unsigned spin_us; /* idle spin before parking, in us (0: park at once) */
+    unsigned spin_us; /* longest idle spin before parking, in us (0: park at
+                         once); the spin policy uses what pays of it */
     const char *steal; /* work-stealing policy (below); NULL = "off" */
     const char *engine; /* queueing engine: NULL or "mely" (color-queues chained
                            in core-queues), "legacy" (libasync-smp's one FIFO
@@ -851,6 +856,12 @@ typedef struct mely_stats {
                                 most (mely/stream.h) */
     uint64_t stream_bytes;   /* bytes they sent (stream_bytes / stream_sends:
                                 what a send carries) */
+    uint64_t spins;          /* idle spins before parking (the spin policy,
+                                doc/runtime.md, decides their length) */
+    uint64_t spins_found;    /* spins that ended with work to run */
+    uint64_t spin_ns;        /* time spent in them, in ns */
+    uint64_t park_ns;        /* time spent parked, in ns (spin_ns / (spin_ns +
+                                park_ns): the spinning share of idle time) */
 } mely_stats_t;
 
 /*

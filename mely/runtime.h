@@ -44,6 +44,7 @@
 #include "mely/io/timer.h"
 #include "mely/outbox.h"
 #include "mely/spinlock.h"
+#include "mely/spinpol.h"
 #include "mely/stall.h"
 #include "mely/stealops.h"
 #include "mely/stealq.h"
@@ -114,6 +115,7 @@ struct mely__worker {
     int cpu;                      /* CPU to pin to, or -1 */
     pthread_t thread;
     uint64_t sample_rng;          /* which runs measured costs time (cost.h) */
+    struct mely__spinpol spinpol; /* how long its next idle spin lasts (spinpol.h) */
     struct mely__counters ctr;    /* single writer (see counters.h) */
     struct mely__trace *trace;    /* this worker's ring, NULL when not tracing;
                                      changed only by mely__trace_follow (trace.h) */

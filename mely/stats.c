@@ -114,6 +114,10 @@ static int worker_stats(const struct mely__rt *rt, unsigned worker, mely_stats_t
         .watch_moves = mely__counter_read(&c->watch_moves),
         .stream_sends = mely__counter_read(&c->stream_sends),
         .stream_bytes = mely__counter_read(&c->stream_bytes),
+        .spins = mely__counter_read(&c->spins),
+        .spins_found = mely__counter_read(&c->spins_found),
+        .spin_ns = mely__counter_read(&c->spin_ns),
+        .park_ns = mely__counter_read(&c->park_ns),
         .stalls = atomic_load_explicit(&rt->workers[worker].stalls, memory_order_relaxed),
     };
     out->steal_cycles_median = steal_median(&rt->workers[worker], out->steals);
@@ -141,7 +145,8 @@ static const struct {
     STAT(steal_cycles_median), STAT(stolen_events), STAT(stolen_cycles),
     STAT(polls),          STAT(io_ready),      STAT(timers_fired),
     STAT(watch_moves),    STAT(stalls),        STAT(stream_sends),
-    STAT(stream_bytes),
+    STAT(stream_bytes),   STAT(spins),         STAT(spins_found),
+    STAT(spin_ns),        STAT(park_ns),
 };
 #undef STAT
 _Static_assert(sizeof(stat_columns) / sizeof(stat_columns[0]) * sizeof(uint64_t) ==

@@ -13,7 +13,9 @@
 #define _GNU_SOURCE
 #endif
 #include <check.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -222,6 +224,63 @@ START_TEST(idle_hook_runs_before_sleeping)
 }
 END_TEST
 
+/* ---- the spin policy (mely/spinpol.h) ---------------------------------------------- */
+
+/* Posts that come 200 us apart: a spin of spin_us (50 us) before each park
+ * would find nothing, and would be a third of the idle time. The policy must
+ * keep spinning within a tenth of the time parked (plus its starting credit
+ * and one step's overshoot), whatever the machine's load: the bound is
+ * structural, not a timing. */
+enum { SP_POSTS = 1000, SP_GAP_US = 200, SP_SPIN_US = 50 };
+
+static struct {
+    mely_t m;
+    atomic_uint ran;
+} sp;
+
+static void sp_event(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&sp.ran, 1);
+}
+
+static void *sp_poster(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < SP_POSTS; i++) {
+        sleep_us(SP_GAP_US);
+        int err = mely_post(&sp.m, 1, sp_event, NULL);
+        if (err)
+            note("post %u: %s", i, mely_strerror(err));
+    }
+    uint64_t deadline = now_ns() + 20000000000ull;
+    while (atomic_load(&sp.ran) < SP_POSTS && now_ns() < deadline)
+        sleep_us(100);
+    mely_stop(&sp.m);
+    return NULL;
+}
+
+START_TEST(idle_spin_within_a_tenth_of_idle_time)
+{
+    memset(&sp, 0, sizeof(sp));
+    init_runtime(&sp.m, 1, 1, MELY_BATCH_DEFAULT, SP_SPIN_US);
+    run_with_helper(&sp.m, sp_poster, NULL, 60, "sparse posts");
+    ck_assert_uint_eq(atomic_load(&sp.ran), SP_POSTS);
+    mely_stats_t st;
+    ck_assert_int_eq(mely_worker_stats(&sp.m, 0, &st), 0);
+    /* starting credit 2 spins, one overshoot of up to 10 ms (a preemption) */
+    uint64_t bound = st.park_ns / 10 + 2 * SP_SPIN_US * 1000u + 10000000u;
+    printf("sparse posts: %" PRIu64 " spins (%" PRIu64 " found), %.2f ms spinning, %.2f ms "
+           "parked (%.1f%%), bound %.2f ms\n",
+           st.spins, st.spins_found, st.spin_ns / 1e6, st.park_ns / 1e6,
+           100.0 * (double)st.spin_ns / (double)(st.spin_ns + st.park_ns + 1), bound / 1e6);
+    ck_assert_uint_gt(st.park_ns, 0);
+    ck_assert_msg(st.spin_ns <= bound, "spun %" PRIu64 " ns, parked %" PRIu64 " ns", st.spin_ns,
+                  st.park_ns);
+    ck_assert_int_eq(mely_shutdown(&sp.m), 0);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------ */
 
 /* new_tcase()'s fixture clears MELY_* overrides from the caller's environment
@@ -233,5 +292,6 @@ int main(void)
     TCase *tc = new_tcase(s, "wakeup", 120);
     tcase_add_loop_test(tc, posts_wake_parked_workers, 0, NSHAPES);
     tcase_add_test(tc, idle_hook_runs_before_sleeping);
+    tcase_add_test(tc, idle_spin_within_a_tenth_of_idle_time);
     return mely_test_main(s);
 }

@@ -49,6 +49,7 @@ static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned in
     w->index = index;
     w->cpu = cpu;
     mely__spinpol_init(&w->spinpol, rt->spin_us);
+    w->observed = rt->cost.measure;
 }
 
 /* Frees whatever part of rt exists: every init step below may fail. */

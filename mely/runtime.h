@@ -119,6 +119,8 @@ struct mely__worker {
     struct mely__counters ctr;    /* single writer (see counters.h) */
     struct mely__trace *trace;    /* this worker's ring, NULL when not tracing;
                                      changed only by mely__trace_follow (trace.h) */
+    bool observed;                /* trace || rt->cost.measure: its runs are
+                                     timed (one test per batch when off) */
     _Atomic(struct mely__trace *) trace_want; /* the ring to follow: written
                                      by tracing's start and stop, read per loop turn */
     _Atomic(struct mely__trace *) trace_ack; /* the ring followed last (trace.h) */

@@ -114,6 +114,7 @@ void mely__trace_follow_slow(struct mely__worker *w)
 
     for (;;) { /* again only if a start or stop came meanwhile */
         w->trace = want;
+        w->observed = want || w->rt->cost.measure;
         atomic_store(&w->trace_ack, want);
         struct mely__trace *now = atomic_load(&w->trace_want);
         if (now == want)

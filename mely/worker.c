@@ -103,8 +103,7 @@ static void run_observed(struct mely__worker *w, struct mely__trace *trace,
 static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
 {
     struct mely__rt *rt = w->rt;
-    struct mely__trace *trace = w->trace;
-    const bool observed = trace || rt->cost.measure;
+    const bool observed = w->observed;
     unsigned ran = 0;
 
     mely__current_color = (int)cq->color;
@@ -118,7 +117,7 @@ static void run_detached(struct mely__worker *w, struct mely__colorq *cq)
             __builtin_prefetch(w->run.head->arg);
         mely__stall_begin(&w->stall, ev, &run);
         if (observed)
-            run_observed(w, trace, ev, cq->color);
+            run_observed(w, w->trace, ev, cq->color);
         else
             ev->fn(ev->arg);
         if (mely__outbox_pending(&w->outbox))

@@ -1,10 +1,10 @@
-/* echo.c: an echo server on streams (mely/stream.h): `echo [PORT]` (default 7007, 0: a free
+/* echo.c: an echo server on streams (include/mely/stream.h): `echo [PORT]` (default 7007, 0: a free
  * port). Each connection has a color of a range; SIGINT or SIGTERM flush, close them and stop. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "mely/stream.h"
+#include <mely/stream.h>
 
 static mely_t rt;
 static mely_color_range_t conns; /* the connections' colors */

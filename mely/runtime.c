@@ -14,23 +14,23 @@
 #include <malloc.h>
 #endif
 
-#include "mely/colormap.h"
+#include "mely/remote/colormap.h"
 #include "mely/config.h"
-#include "mely/cost.h"
-#include "mely/deliver.h"
-#include "mely/handle.h"
+#include "mely/steal/cost.h"
+#include "mely/remote/deliver.h"
+#include "mely/core/handle.h"
 #include "mely/io/listen.h"
 #include "mely/io/poller.h"
 #include "mely/io/timer.h"
 #include "mely/io/streams.h"
 #include "mely/io/watch.h"
-#include "mely/park.h"
+#include "mely/core/park.h"
 #include "mely/runtime.h"
-#include "mely/stats.h"
-#include "mely/steal.h"
-#include "mely/topology.h"
-#include "mely/trace.h"
-#include "mely/log.h"
+#include "mely/observe/stats.h"
+#include "mely/steal/steal.h"
+#include "mely/topology/topology.h"
+#include "mely/observe/trace.h"
+#include "mely/core/log.h"
 
 static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned index, int cpu)
 {

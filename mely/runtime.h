@@ -33,22 +33,22 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "mely/colorq.h"
-#include "mely/coreq.h"
-#include "mely/counters.h"
-#include "mely/engine.h"
-#include "mely/freelist.h"
-#include "mely/mely.h"
-#include "mely/inbox.h"
+#include "mely/queue/colorq.h"
+#include "mely/queue/coreq.h"
+#include "mely/queue/counters.h"
+#include "mely/sched/engine.h"
+#include "mely/queue/freelist.h"
+#include <mely/mely.h>
+#include "mely/remote/inbox.h"
 #include "mely/io/poller.h"
 #include "mely/io/timer.h"
-#include "mely/outbox.h"
-#include "mely/spinlock.h"
-#include "mely/spinpol.h"
-#include "mely/stall.h"
-#include "mely/stealops.h"
-#include "mely/stealq.h"
-#include "mely/turnend.h"
+#include "mely/remote/outbox.h"
+#include "mely/queue/spinlock.h"
+#include "mely/sched/spinpol.h"
+#include "mely/observe/stall.h"
+#include "mely/steal/stealops.h"
+#include "mely/queue/stealq.h"
+#include "mely/sched/turnend.h"
 
 #define MELY__CACHELINE 64
 

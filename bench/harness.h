@@ -24,7 +24,7 @@
 #include <sys/types.h>
 
 #include "common/measure.h"
-#include "mely/mely.h"
+#include <mely/mely.h>
 
 #ifdef __cplusplus
 extern "C" {

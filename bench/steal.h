@@ -27,7 +27,7 @@
 #include <stdio.h>
 
 #include "bench/harness.h"
-#include "mely/mely.h"
+#include <mely/mely.h>
 
 #define STEAL_CACHELINE 64
 
@@ -123,7 +123,7 @@ bool steal_cost_run(struct steal_ctx *ctx, const struct bench_machine *mc);
  * A round: the workload's driver handler runs on worker 0's pinned color,
  * calls steal_round_begin(), posts the round's events (all on worker 0's
  * colors). Idle workers need no prompting: the runtime wakes a parked worker
- * when work becomes stealable (mely/steal.c). Every event of the round calls
+ * when work becomes stealable (mely/steal/steal.c). Every event of the round calls
  * steal_round_event_done() once when it is finished; the last one posts the
  * driver again. The driver stops the runtime once the measured time reached
  * the limit, so a run ends on a round boundary.

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "mely/mely.h"
+#include <mely/mely.h>
 
 #ifdef __cplusplus
 extern "C" {

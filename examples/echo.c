@@ -1,11 +1,11 @@
-/* echo.c: an echo server on streams (mely/stream.h): `echo [PORT]` (default 7007, 0: a free
- * port). Each connection gets a color of a pool, placed on the less loaded worker, and gives
- * it back when it closes. SIGINT or SIGTERM flush, close them and stop. */
+/* echo.c: an echo server on streams (include/mely/stream.h): `echo [PORT]` (default 7007, 0: a
+ * free port). Each connection gets a color of a pool, placed on the less loaded worker, and
+ * gives it back when it closes. SIGINT or SIGTERM flush, close them and stop. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "mely/stream.h"
+#include <mely/stream.h>
 
 static mely_t rt;
 static mely_color_pool_t *pool;  /* the connections' colors, placed by load */

@@ -2,7 +2,7 @@
  * events run in order. Built by `make check`, run under valgrind by CI. */
 #include <stdio.h>
 
-#include "mely/mely.h"
+#include <mely/mely.h>
 
 static mely_t rt;
 static _Atomic int left = 8 * 4;

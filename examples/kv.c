@@ -4,7 +4,7 @@
  * a reply line each, in order (the commands: kvstore.h). A line over 8 KB
  * gets "ERROR line too long" and the connection closes. SIGINT, SIGTERM: a
  * graceful stop (mely_drain: every command read is answered). At exit,
- * stderr says "kv: N commands executed" (tests/kv-drain.sh compares N with
+ * stderr says "kv: N commands executed" (examples/tests/kv-drain.sh compares N with
  * the replies its clients got).
  *
  * Each connection has a color of one range, each key one of another: a
@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "examples/kvstore.h"
-#include "mely/stream.h"
+#include <mely/stream.h>
 
 enum { KEY_COLORS = 256, BUCKETS = 256, WINDOW = 64 };
 

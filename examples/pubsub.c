@@ -41,7 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mely/stream.h"
+#include <mely/stream.h>
 
 enum {
     ROOM_COLORS = 256,

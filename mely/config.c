@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "mely/config.h"
-#include "mely/log.h"
-#include "mely/stall.h"
-#include "mely/steal.h"
-#include "mely/topology.h"
+#include "mely/core/log.h"
+#include "mely/observe/stall.h"
+#include "mely/steal/steal.h"
+#include "mely/topology/topology.h"
 
 void mely_config_init(mely_config_t *cfg)
 {

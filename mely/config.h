@@ -5,9 +5,9 @@
 #include <sched.h>
 #include <stdbool.h>
 
-#include "mely/mely.h"
+#include <mely/mely.h>
 
-#include "mely/stealops.h"
+#include "mely/steal/stealops.h"
 
 struct mely__settings {
     unsigned workers;

@@ -14,24 +14,24 @@
 #include <malloc.h>
 #endif
 
-#include "mely/colormap.h"
+#include "mely/remote/colormap.h"
 #include "mely/config.h"
-#include "mely/cost.h"
-#include "mely/deliver.h"
-#include "mely/handle.h"
+#include "mely/steal/cost.h"
+#include "mely/remote/deliver.h"
+#include "mely/core/handle.h"
 #include "mely/io/listen.h"
 #include "mely/io/poller.h"
 #include "mely/io/timer.h"
 #include "mely/io/streams.h"
 #include "mely/io/watch.h"
-#include "mely/park.h"
-#include "mely/placement.h"
+#include "mely/core/park.h"
+#include "mely/sched/placement.h"
 #include "mely/runtime.h"
-#include "mely/stats.h"
-#include "mely/steal.h"
-#include "mely/topology.h"
-#include "mely/trace.h"
-#include "mely/log.h"
+#include "mely/observe/stats.h"
+#include "mely/steal/steal.h"
+#include "mely/topology/topology.h"
+#include "mely/observe/trace.h"
+#include "mely/core/log.h"
 
 static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned index, int cpu)
 {
@@ -49,6 +49,8 @@ static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned in
     w->rt = rt;
     w->index = index;
     w->cpu = cpu;
+    mely__spinpol_init(&w->spinpol, rt->spin_us);
+    w->observed = rt->cost.measure;
 }
 
 /* Frees whatever part of rt exists: every init step below may fail. */

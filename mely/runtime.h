@@ -33,21 +33,22 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "mely/colorq.h"
-#include "mely/coreq.h"
-#include "mely/counters.h"
-#include "mely/engine.h"
-#include "mely/freelist.h"
-#include "mely/mely.h"
-#include "mely/inbox.h"
+#include "mely/queue/colorq.h"
+#include "mely/queue/coreq.h"
+#include "mely/queue/counters.h"
+#include "mely/sched/engine.h"
+#include "mely/queue/freelist.h"
+#include <mely/mely.h>
+#include "mely/remote/inbox.h"
 #include "mely/io/poller.h"
 #include "mely/io/timer.h"
-#include "mely/outbox.h"
-#include "mely/spinlock.h"
-#include "mely/stall.h"
-#include "mely/stealops.h"
-#include "mely/stealq.h"
-#include "mely/turnend.h"
+#include "mely/remote/outbox.h"
+#include "mely/queue/spinlock.h"
+#include "mely/sched/spinpol.h"
+#include "mely/observe/stall.h"
+#include "mely/steal/stealops.h"
+#include "mely/queue/stealq.h"
+#include "mely/sched/turnend.h"
 
 #define MELY__CACHELINE 64
 
@@ -114,9 +115,12 @@ struct mely__worker {
     int cpu;                      /* CPU to pin to, or -1 */
     pthread_t thread;
     uint64_t sample_rng;          /* which runs measured costs time (cost.h) */
+    struct mely__spinpol spinpol; /* how long its next idle spin lasts (spinpol.h) */
     struct mely__counters ctr;    /* single writer (see counters.h) */
     struct mely__trace *trace;    /* this worker's ring, NULL when not tracing;
                                      changed only by mely__trace_follow (trace.h) */
+    bool observed;                /* trace || rt->cost.measure: its runs are
+                                     timed (one test per batch when off) */
     _Atomic(struct mely__trace *) trace_want; /* the ring to follow: written
                                      by tracing's start and stop, read per loop turn */
     _Atomic(struct mely__trace *) trace_ack; /* the ring followed last (trace.h) */

@@ -18,7 +18,7 @@ cd "$top"
 # hwloc's headers, Check), PCRE2 (compat's rxx), OpenSSL's libcrypto (SFS's crypto;
 # libsodium beside it for bench/aead's comparison), Boost (headers only, for the benchmark's peer) and
 # clang with its libFuzzer runtime (make check fuzzes SWS's request parser),
-# curl (make check drives SWS with it: tests/sws-curl.sh), spin (make check
+# curl (make check drives SWS with it: apps/sws/tests/sws-curl.sh), spin (make check
 # model-checks the move protocol: tests/model/check-move.sh), python3 and
 # gnuplot-nox (tools/mely-trace reads traces and draws their pictures; make
 # check runs it).
@@ -63,7 +63,7 @@ build() {
 
 # Sums the Check summaries of the test logs into one closing line.
 summarize() {
-    cat "$1"/tests/*.log 2>/dev/null | awk '
+    find "$1" -path "*/tests/*.log" ! -path "*/_build/*" -exec cat {} + 2>/dev/null | awk '
         /^[0-9]+%: Checks: / {
             gsub(",", ""); n += $3; f += $5 + $7 }
         END { printf "%d passed, %d failed\n", n - f, f }'
@@ -80,7 +80,7 @@ demo)
 test)
     status=0
     make -C build -j"$(nproc)" check || status=$?
-    for f in build/tests/*.log; do
+    for f in $(find build -path "*/tests/*.log" ! -path "*/_build/*" | sort); do
         # Check's own lines, and any failure detail (scripts say "FAIL: why"),
         # for the reader of the CI log.
         grep -E '^[0-9]+%: Checks:|:[FE]:|^FAIL: ' "$f" | sed "s|^|$(basename "$f" .log): |"

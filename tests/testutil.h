@@ -25,7 +25,7 @@
  * from any thread, and shapes[] (constant) read from any.
  *
  * Unit tests link the core library and may use all of this too: it uses the
- * public API (mely/mely.h) only.
+ * public API (include/mely/mely.h) only.
  */
 #ifndef MELY_TESTS_TESTUTIL_H
 #define MELY_TESTS_TESTUTIL_H
@@ -38,7 +38,7 @@
 #include <time.h>
 
 #include "common/measure.h" /* now_ns, sleep_us, cpu_s, the watchdog, ... */
-#include "mely/mely.h"
+#include <mely/mely.h>
 
 #define NELEM(a) (int)(sizeof(a) / sizeof((a)[0]))
 

@@ -31,7 +31,7 @@
 #include <stdio.h>
 
 #include "apps/sws/cache.h"
-#include "mely/mely.h"
+#include <mely/mely.h>
 
 struct sws_config {
     const char *root;      /* document root; NULL: the built-in sample site */

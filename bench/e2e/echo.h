@@ -56,7 +56,7 @@ enum echo_step echo_once(int fd, char *buf, size_t *off, size_t *len);
 /* Servers: run until SIGTERM; return the exit status. `steal` is mely's
  * policy ("off", "all", ...), `timeleft` the annotation of the echo handler in
  * TSC cycles (0: none), spin_us the workers' spin (-1: the default); stream:
- * the echo on streams (mely/stream.h, each connection a color of a range)
+ * the echo on streams (include/mely/stream.h, each connection a color of a range)
  * instead of watches colored with their fd. bufferevents: a bufferevent per
  * connection instead of a read and a write event. */
 int echo_server_mely(const char *steal, uint64_t timeleft, int spin_us, bool stream);

@@ -15,7 +15,7 @@
  * TSC cycles): the "all" policy only steals colors whose expected work exceeds
  * a steal's cost, so without one it would never steal.
  *
- * With `stream`, the echo on streams instead (mely/stream.h): each accepted
+ * With `stream`, the echo on streams instead (include/mely/stream.h): each accepted
  * connection a stream whose color is picked from a range of STREAM_COLORS
  * (mely_color_pick: fd % n, spread over the workers as the fds are), with the
  * same descriptor; its read callback moves the input to the output
@@ -40,8 +40,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "mely/mely.h"
-#include "mely/stream.h"
+#include <mely/mely.h>
+#include <mely/stream.h>
 
 /* The stream server's colors: a few hundred per worker, as doc/colors.md advises. */
 #define STREAM_COLORS 1024u

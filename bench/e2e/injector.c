@@ -42,7 +42,7 @@
 #include <unistd.h>
 
 #include "bench/harness.h"
-#include "mely/mely.h"
+#include <mely/mely.h>
 
 #define MAX_URLS 64
 #define MAX_CLIENTS 60000u /* colors 1..MAX_CLIENTS, below MELY_COLORS */

@@ -6,8 +6,8 @@
  * backpressure (reading stops while more than 1 MiB of replies wait), and
  * the same graceful stop: SIGINT or SIGTERM stop accepting, flush and close
  * every connection (at most 5 s), free all, and say on stderr "kv: N
- * commands executed" (tests/kv-drain.sh counts replies against it).
- * tests/kv-self-test.sh runs tests/kvclient against both.
+ * commands executed" (examples/tests/kv-drain.sh counts replies against it).
+ * examples/tests/kv-self-test.sh runs examples/tests/kvclient against both.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -5,7 +5,7 @@
  * two fixed lines. Brokers: bench/e2e/pubsub_bufferevent.c (libevent
  * bufferevents, one thread) and examples/pubsub.c (mely streams); client:
  * bench/e2e/pubsub_client.c; driver: bench/e2e/run-pubsub.sh; test:
- * tests/pubsub-self-test.sh. bench/README.md describes the benchmark.
+ * examples/tests/pubsub-self-test.sh. bench/README.md describes the benchmark.
  *
  * Protocol: text lines, LF or CRLF, at most 4096 bytes (end of line excluded).
  * - `SUB <room>`: subscribe this connection to room. Reply `OK SUB <room>` (also when already subscribed).

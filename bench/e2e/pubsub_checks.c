@@ -1,9 +1,9 @@
 /*
  * pubsub_checks.c: pubsub_client's checks of a broker against the protocol of
  * bench/e2e/pubsub.h, beyond the load: --check-protocol, --check-slow,
- * --check-idle MS (tests/pubsub-self-test.sh runs them on every broker).
+ * --check-idle MS (examples/tests/pubsub-self-test.sh runs them on every broker).
  *
- * Connections are tests/lineclient.h's: blocking, every read and write
+ * Connections are examples/tests/lineclient.h's: blocking, every read and write
  * bounded by LC_TIMEOUT_MS, so a broker that stops answering fails a check
  * instead of hanging it. A broker may deliver MSG lines from another thread
  * than the one that replies (examples/pubsub), so MSG lines may come between
@@ -53,7 +53,7 @@
 #include "bench/e2e/pubsub.h"
 #include "bench/e2e/pubsub_client.h"
 #include "common/measure.h"
-#include "tests/lineclient.h"
+#include "examples/tests/lineclient.h"
 
 enum {
     LINE = PUBSUB_MAX_LINE + 64, /* a line read back, with room to see one too long */

@@ -44,7 +44,7 @@
  * holds for one connection: the subscribers' receive buffers are set to
  * DRAIN_RCVBUF (autotuned, they would grow to tcp_rmem's maximum, 32 MB on
  * the guests), and the broker's send buffer grows to tcp_wmem's (4 MB), so
- * tests/pubsub-self-test.sh puts ~5 MB in flight per subscriber. Every
+ * examples/tests/pubsub-self-test.sh puts ~5 MB in flight per subscriber. Every
  * subscriber then reads to its end of stream (a reset is an error: the
  * broker must send everything), and a publisher's end is no error any more.
  * pc_drain_counts() then compares, per (publisher, room), the counts of the

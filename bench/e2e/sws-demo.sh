@@ -13,8 +13,8 @@
 # so that you can browse the site; --no-wait stops SWS at once.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
-# shellcheck source=tests/sws-lib.sh
-. "$top/tests/sws-lib.sh"
+# shellcheck source=apps/sws/tests/sws-lib.sh
+. "$top/apps/sws/tests/sws-lib.sh"
 build=${BUILD:-$top/build}
 sws=$build/apps/sws/sws
 inj=$build/bench/e2e/injector

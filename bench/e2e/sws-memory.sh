@@ -12,8 +12,8 @@
 # RSS). Run from the top of the source tree after `make bench` in build/.
 # Exit status 0, 1 if a step failed, 2 if a binary is missing.
 set -u
-# shellcheck source=tests/sws-lib.sh
-. "$(dirname "$0")/../../tests/sws-lib.sh"
+# shellcheck source=apps/sws/tests/sws-lib.sh
+. "$(dirname "$0")/../../apps/sws/tests/sws-lib.sh"
 n=${1:-5000}
 case "$n" in '' | *[!0-9]*) echo "usage: bench/e2e/sws-memory.sh [N]" >&2; exit 2 ;; esac
 SWS=${SWS_BIN:-build/apps/sws/sws}

@@ -38,8 +38,8 @@ ME=sws-place.sh
 top=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=bench/e2e/lib.sh
 . "$top/bench/e2e/lib.sh"
-# shellcheck source=tests/sws-lib.sh
-. "$top/tests/sws-lib.sh"
+# shellcheck source=apps/sws/tests/sws-lib.sh
+. "$top/apps/sws/tests/sws-lib.sh"
 
 seconds=5 passes=3 workers=2 inj_workers=1 clients=50 steal=off hog=
 while [ $# -gt 0 ]; do

@@ -10,8 +10,10 @@
  *
  *   svccb (one call; freed by its answer):
  *   sbp->proc(), xid(), prog(), vers(), getsrv() (the asrv: it lives while
- *   the svccb does, as in libasync), getxprt(), getsa() (NULL: streams),
- *   getcred(), getverf()
+ *   the svccb does, as in libasync), getxprt(), getsa() (the sender's
+ *   address on an unconnected axprt_dgram, where the answer goes; NULL
+ *   on streams and connected datagram sockets),
+ *   getcred(), getverf(), getaup() (an AUTH_UNIX credential, parsed)
  *   sbp->getarg<T>(), getvoidarg()   the decoded argument
  *   sbp->getres<T>(), getvoidres()   a result object of the table's type,
  *                                    freed with the svccb
@@ -29,6 +31,14 @@
  * SYSTEM_ERR. A record that is not an RPC call at all (too short) is
  * dropped; a reply record on a transport with no aclnt too.
  *
+ * Datagrams (axprt_dgram): the answer goes to the address the call came
+ * from. As libasync's asrv_unreliable, each asrv keeps its last 16 answers:
+ * a call that comes again (same xid, sender, program, version and
+ * procedure: a client's retransmission) while its first copy is being
+ * served is dropped, and after it was answered gets the same answer again,
+ * without dispatch; reply(..., nocache = true) keeps an answer out of it,
+ * and an ignored call leaves it (the next copy is dispatched).
+ *
  * Colors: dispatch runs as an event of the transport's color (axprt.h): a
  * server that allocates each connection's transport on its own color serves
  * connections in parallel. reply/reject/ignore may be called from any color,
@@ -37,12 +47,15 @@
  * An svccb holds a count on its asrv (getsrv()) from dispatch to its
  * answer: dropping the last other ptr<asrv> meanwhile is safe from any
  * color; the asrv goes, and stops dispatching, once its calls are answered.
- * Missing: asrv_replay / asrv_unreliable (reply caches), asrv_resumable,
- * asrv_delayed_eof, datagram transports, authunix parsing (getaup).
+ * Missing: asrv_replay / asrv_unreliable as classes of their own (the
+ * datagram reply cache above is built in), asrv_resumable,
+ * asrv_delayed_eof, getaui (AUTH_UINT), fromresvport.
  * Written for mely; no line comes from libasync.
  */
 #ifndef MELY_COMPAT_ASRV_H
 #define MELY_COMPAT_ASRV_H
+
+#include <sys/socket.h>
 
 #include "axprt.h"
 #include "xdrmisc.h"
@@ -75,8 +88,15 @@ public:
     template <class T> T *getres() { return static_cast<T *>(getvoidres()); }
 
     const opaque_auth *getcred() const { return &cred_; }
+    /* The call's AUTH_UNIX credential, parsed; NULL if the credential is
+     * of another flavor or does not parse (the call is dispatched all the
+     * same: the server decides). Valid while the svccb is. */
+    const authunix_parms *getaup() const { return has_aup_ ? &aup_ : NULL; }
     const opaque_auth *getverf() const { return &verf_; }
-    const sockaddr *getsa() const { return NULL; }
+    const sockaddr *getsa() const
+    {
+        return has_sa_ ? reinterpret_cast<const sockaddr *>(&sa_) : NULL;
+    }
 
     void reply(const void *res, xdrproc_t xdr = NULL, bool nocache = false);
     template <class T> void replyref(const T &res, bool nocache = false)
@@ -103,6 +123,14 @@ private:
     void *res_ = nullptr;
     opaque_auth cred_ = {0, nullptr, 0}, verf_ = {0, nullptr, 0};
     char authbuf_[2 * MAX_AUTH_BYTES];
+    sockaddr_storage sa_;
+    bool has_sa_ = false;
+    authunix_parms aup_;
+    bool has_aup_ = false;
+    char aupname_[MAX_MACHINE_NAME + 1];
+    gid_t aupgids_[NGRPS];
+    bool cached_ = false; /* in the datagram reply cache, pending */
+    bool answer(xdrsuio &out, bool nocache);
 };
 
 class asrv : public virtual refcount {

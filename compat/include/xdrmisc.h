@@ -95,6 +95,40 @@ struct AUTH {
     opaque_auth ah_cred;
     opaque_auth ah_verf;
 };
+/* AUTH_UNIX (AUTH_SYS) credentials, RFC 5531 appendix A, in Sun's struct:
+ * a stamp, the machine's name (255 bytes at most), uid, gid and up to 16
+ * more groups. */
+enum { MAX_MACHINE_NAME = 255, NGRPS = 16 };
+struct authunix_parms {
+    u_long aup_time;
+    char *aup_machname;
+    uid_t aup_uid;
+    gid_t aup_gid;
+    u_int aup_len;
+    gid_t *aup_gids;
+};
+#define authsys_parms authunix_parms
+/* Parses the n bytes of an AUTH_UNIX credential's body into *aup, whose
+ * pointers then point into name (MAX_MACHINE_NAME + 1 bytes, the name
+ * NUL-terminated) and gids (NGRPS); false if the bytes are not exactly one
+ * such credential (a name or group list over its bound, bytes short or
+ * left over). */
+bool authunix_parse(const char *p, size_t n, authunix_parms *aup, char *name, gid_t *gids);
+/* An AUTH whose credential is AUTH_UNIX (verifier AUTH_NONE), for
+ * aclnt::call; NULL (errno EINVAL) if machname is over 255 bytes or len
+ * not 0..16. Free it with AUTH_DESTROY (auth_destroy). _default: this
+ * host's name, effective uid, gid and groups (the first 16). */
+AUTH *authunix_create(const char *machname, uid_t uid, gid_t gid, int len, const gid_t *gids);
+AUTH *authunix_create_default();
+extern "C" {
+/* libasync's: the same with u_int32_t ids; _realids: real uid and gid. */
+AUTH *authunixint_create(const char *host, u_int32_t uid, u_int32_t gid, u_int32_t ngroups,
+                         const u_int32_t *groups);
+AUTH *authunix_create_realids();
+}
+/* Frees an AUTH made by the functions above. */
+void auth_destroy(AUTH *auth);
+#define AUTH_DESTROY(auth) auth_destroy(auth)
 #endif
 /* The message of a clnt_stat ("RPC: Timed out"...). */
 const char *clnt_sperrno(clnt_stat stat);

@@ -17,12 +17,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <unordered_map>
 #include <vector>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "async.h"
@@ -95,8 +99,19 @@ public:
     void set_eofcb(aclnt *c, callback<void>::ptr cb);
     void del_clnt(aclnt *c);
     /* false: the transport ended (the call was not registered). */
-    bool add_call(callbase *cb);
+    /* arm(), if given, runs under the lock once cb is in: whatever it sets
+     * in cb (its timers) is then seen by whoever takes cb out, on any
+     * worker. */
+    bool add_call(callbase *cb, const std::function<void()> &arm = nullptr);
     callbase *take_call(u_int32_t xid);
+    /* The call, left registered (its retransmission timer, on the
+     * transport's color, is the only other user then). */
+    callbase *find_call(u_int32_t xid);
+    /* The datagram reply cache (asrv.h): what to do with a call. */
+    enum cache_verdict { CACHE_NEW, CACHE_DROP, CACHE_RESEND };
+    cache_verdict cache_begin(svccb *sbp, std::string *resend);
+    /* sbp answered (bytes) or dropped (NULL, or nocache). */
+    void cache_end(svccb *sbp, const std::string *bytes);
     bool has_calls(aclnt *c);
     bool eof()
     {
@@ -114,13 +129,82 @@ private:
     std::vector<srv_entry> srvs_;
     std::vector<eof_entry> eofcbs_;
     std::unordered_map<u_int32_t, callbase *> calls_;
+    struct cache_entry {
+        const asrv *owner; /* compared, never followed */
+        u_int32_t xid, prog, vers, proc;
+        sockaddr_storage sa;
+        bool has_sa;
+        const svccb *pending; /* being served; NULL once answered */
+        std::string reply;
+        u_int64_t seq;
+    };
+    std::vector<cache_entry> cache_;
+    u_int64_t cache_seq_ = 0;
 
     void on_eof();
-    void on_call(const char *pkt, size_t len, u_int32_t xid, XDR *x);
-    void on_reply(const char *pkt, size_t len, u_int32_t xid, XDR *x);
+    void on_call(const char *pkt, size_t len, u_int32_t xid, XDR *x, const sockaddr *sa);
+    void on_reply(const char *pkt, size_t len, u_int32_t xid, XDR *x, const sockaddr *sa);
 };
 
+/* ---- addresses ------------------------------------------------------------------------ */
+
+namespace {
+
+/* The length of an address of sa's family (socksize when it is not one
+ * this knows), at most a sockaddr_storage. */
+socklen_t sa_len(const sockaddr *sa, size_t socksize)
+{
+    switch (sa->sa_family) {
+    case AF_INET: return sizeof(sockaddr_in);
+    case AF_INET6: return sizeof(sockaddr_in6);
+    case AF_UNIX: return sizeof(sockaddr_un);
+    }
+    return (socklen_t)(socksize && socksize < sizeof(sockaddr_storage) ? socksize
+                                                                        : sizeof(sockaddr_storage));
+}
+
+void sa_copy(sockaddr_storage *to, const sockaddr *sa, size_t socksize)
+{
+    memset(to, 0, sizeof *to);
+    memcpy(to, sa, sa_len(sa, socksize));
+}
+
+/* The same endpoint: family, port and address (IP), or path (Unix). */
+bool sa_same(const sockaddr *a, const sockaddr *b, size_t socksize)
+{
+    if (a->sa_family != b->sa_family)
+        return false;
+    switch (a->sa_family) {
+    case AF_INET: {
+        const sockaddr_in *x = reinterpret_cast<const sockaddr_in *>(a);
+        const sockaddr_in *y = reinterpret_cast<const sockaddr_in *>(b);
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    case AF_INET6: {
+        const sockaddr_in6 *x = reinterpret_cast<const sockaddr_in6 *>(a);
+        const sockaddr_in6 *y = reinterpret_cast<const sockaddr_in6 *>(b);
+        return x->sin6_port == y->sin6_port &&
+               !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr);
+    }
+    case AF_UNIX: {
+        const sockaddr_un *x = reinterpret_cast<const sockaddr_un *>(a);
+        const sockaddr_un *y = reinterpret_cast<const sockaddr_un *>(b);
+        return !strncmp(x->sun_path, y->sun_path, sizeof x->sun_path);
+    }
+    }
+    return !memcmp(a, b, sa_len(a, socksize));
+}
+
+} // namespace
+
 /* ---- axprt -------------------------------------------------------------------------- */
+
+void axprt::note_bad(const char *what)
+{
+    u_int64_t n = nbad_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (!(n & (n - 1)))
+        warn("arpc: %s dropped (%llu so far on this transport)\n", what, (unsigned long long)n);
+}
 
 void axprt::setwcb(callback<void> *cb)
 {
@@ -168,8 +252,29 @@ axprt_pipe::axprt_pipe(int rfd, int wfd, size_t ps)
 
 axprt_pipe::~axprt_pipe()
 {
+    drop_fdsendq_locked(); /* no other user: the object goes */
     free(ibuf_);
     free(rec_);
+}
+
+ssize_t axprt_pipe::doread(void *buf, size_t n)
+{
+    return ::read(fdread_, buf, n);
+}
+
+void axprt_pipe::drop_fdsendq_locked()
+{
+    for (const fdsend &f : fdsendq_)
+        if (f.closeit)
+            close(f.fd);
+    fdsendq_.clear();
+}
+
+void axprt_pipe::clear_out_locked()
+{
+    out_.clear();
+    drop_fdsendq_locked();
+    qpos_ = wpos_;
 }
 
 void axprt_pipe::input_cb(axprt_pipe *x)
@@ -254,22 +359,78 @@ void axprt_pipe::reclaim(int *rfd, int *wfd)
     fdread_ = fdwrite_ = -1;
 }
 
-/* Writes what the buffer holds (mu_ held); false on a write error. */
+/* Writes what the buffer holds (mu_ held); false on a write error. A
+ * descriptor to send goes, alone, with the write that starts at its
+ * position (writes before it stop short of it). */
 bool axprt_pipe::flush_locked()
 {
     while (out_.resid()) {
         const iovec *v = out_.iov();
-        ssize_t n = ::send(fdwrite_, v->iov_base, v->iov_len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0 && errno == ENOTSOCK)
-            n = ::write(fdwrite_, v->iov_base, v->iov_len);
+        size_t len = v->iov_len;
+        int sfd = -1;
+        if (!fdsendq_.empty()) {
+            u_int64_t at = fdsendq_.front().pos;
+            if (at <= wpos_)
+                sfd = fdsendq_.front().fd;
+            else if (at - wpos_ < len)
+                len = (size_t)(at - wpos_);
+        }
+        ssize_t n;
+        if (sfd >= 0) {
+            iovec one = {v->iov_base, len};
+            n = writevfd(fdwrite_, &one, 1, sfd);
+        } else {
+            n = ::send(fdwrite_, v->iov_base, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n < 0 && errno == ENOTSOCK)
+                n = ::write(fdwrite_, v->iov_base, len);
+        }
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             return errno == EAGAIN || errno == EWOULDBLOCK;
         }
+        if (sfd >= 0) {
+            if (fdsendq_.front().closeit)
+                close(sfd);
+            fdsendq_.erase(fdsendq_.begin());
+        }
+        wpos_ += (u_int64_t)n;
         out_.rembytes((size_t)n);
     }
     return true;
+}
+
+void axprt_pipe::queue_fd(int fd, bool closeit)
+{
+    callback<void>::ptr wcb;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        if (dead_.load(std::memory_order_acquire) || fdwrite_ < 0) {
+            if (closeit)
+                close(fd);
+            return;
+        }
+        fdsendq_.push_back(fdsend{qpos_, fd, closeit});
+        /* libasync's break: an empty fragment, not the last of a record. */
+        u_int32_t zero = 0;
+        out_.copy(&zero, 4);
+        qpos_ += 4;
+        if (!wwatch_) {
+            if (!flush_locked()) {
+                clear_out_locked();
+                return;
+            }
+            if (out_.resid()) {
+                wwatch_ = true;
+                fdcb(fdwrite_, selwrite, cwrap(&axprt_pipe::output_cb, this, color_));
+            } else if (wcb_) {
+                wcb = wcb_;
+                wcb_ = nullptr;
+            }
+        }
+    }
+    if (wcb)
+        (*wcb)();
 }
 
 bool axprt_pipe::sendv(const iovec *iov, int cnt, const sockaddr *)
@@ -288,11 +449,12 @@ bool axprt_pipe::sendv(const iovec *iov, int cnt, const sockaddr *)
         out_.copy(&h, 4);
         for (int i = 0; i < cnt; i++)
             out_.copy(iov[i].iov_base, iov[i].iov_len);
+        qpos_ += 4 + len;
         if (!wwatch_) {
             if (!flush_locked()) {
                 /* The peer is gone: the read side sees it and ends the
                  * transport; drop what cannot be written. */
-                out_.clear();
+                clear_out_locked();
                 return true;
             }
             if (out_.resid()) {
@@ -318,7 +480,7 @@ void axprt_pipe::output()
             return;
         bool ok = flush_locked();
         if (!ok)
-            out_.clear();
+            clear_out_locked();
         if (!out_.resid()) {
             wwatch_ = false;
             fdcb(fdwrite_, selwrite, NULL);
@@ -346,8 +508,9 @@ void axprt_pipe::fail(ssize_t how)
         }
         reading_ = false;
         wwatch_ = false;
-        out_.clear();
+        clear_out_locked();
     }
+    ended();
     recvcb_t cb = rcb_;
     if (cb)
         (*cb)(NULL, how, NULL);
@@ -402,7 +565,7 @@ void axprt_pipe::input()
             icap_ = ncap;
         }
     }
-    ssize_t n = ::read(fdread_, ibuf_ + itail_, icap_ - itail_);
+    ssize_t n = doread(ibuf_ + itail_, icap_ - itail_);
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
             return;
@@ -422,6 +585,283 @@ void axprt_pipe::input()
         ibuf_ = nullptr;
         icap_ = ihead_ = itail_ = 0;
     }
+}
+
+/* ---- axprt_dgram ------------------------------------------------------------------------- */
+
+bool axprt_dgram::isconnected(int fd)
+{
+    sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    return getpeername(fd, reinterpret_cast<sockaddr *>(&ss), &len) == 0;
+}
+
+axprt_dgram::axprt_dgram(int fd, bool c, size_t ss, size_t ps)
+    : axprt(false, c, c ? 0 : ss), ps_(ps), fd_(fd)
+{
+    color_ = get_current_color();
+    make_async(fd);
+    close_on_exec(fd);
+    /* Room in the kernel for at least one message of the largest size. */
+    int n = 0;
+    socklen_t sn = sizeof n;
+    if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &n, &sn) == 0 && n >= 0 && (size_t)n < ps &&
+        ps <= 0x7fffffff) {
+        n = (int)ps;
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &n, sizeof n) < 0)
+            warn("axprt_dgram: SO_RCVBUF -> %d bytes: %m\n", n);
+    }
+    pkt_ = static_cast<char *>(malloc(ps_ ? ps_ : 1));
+    if (!pkt_)
+        fatal("out of memory\n");
+}
+
+axprt_dgram::~axprt_dgram()
+{
+    free(pkt_);
+}
+
+void axprt_dgram::input_cb(axprt_dgram *x)
+{
+    x->input();
+}
+
+void axprt_dgram::destroy(axprt_dgram *x)
+{
+    /* On the transport's color: its read watch is not running. */
+    if (x->reading_)
+        fdcb(x->fd_, selread, NULL);
+    close(x->fd_);
+    x->xh_destroy();
+    delete x;
+}
+
+void axprt_dgram::finalize()
+{
+    cpucb(cwrap(&axprt_dgram::destroy, this, color_));
+}
+
+void axprt_dgram::setrcb(recvcb_t cb)
+{
+    rcb_ = cb;
+    if (dead_.load(std::memory_order_acquire)) {
+        if (cb)
+            cpucb(cwrap(+[](recvcb_t c) { (*c)(NULL, -1, NULL); }, cb, color_));
+        return;
+    }
+    if (cb && !reading_) {
+        reading_ = true;
+        fdcb(fd_, selread, cwrap(&axprt_dgram::input_cb, this, color_));
+    } else if (!cb && reading_) {
+        reading_ = false;
+        fdcb(fd_, selread, NULL);
+    }
+}
+
+bool axprt_dgram::sendv(const iovec *iov, int cnt, const sockaddr *dest)
+{
+    size_t len = 0;
+    for (int i = 0; i < cnt; i++)
+        len += iov[i].iov_len;
+    if (len > ps_ || dead_.load(std::memory_order_acquire))
+        return false;
+    msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    if (!connected) {
+        if (!dest) {
+            warn("axprt_dgram: a send with no address on an unconnected socket\n");
+            return false;
+        }
+        mh.msg_name = const_cast<sockaddr *>(dest);
+        mh.msg_namelen = sa_len(dest, socksize);
+    }
+    mh.msg_iov = const_cast<iovec *>(iov);
+    mh.msg_iovlen = (size_t)cnt;
+    for (;;) {
+        if (sendmsg(fd_, &mh, MSG_NOSIGNAL) >= 0)
+            return true;
+        if (errno == EINTR)
+            continue;
+        /* Too big for the socket: the message can never go. Anything else
+         * (a full buffer, an ICMP error kept from an earlier datagram) is
+         * a datagram lost, which the client's retransmission covers. */
+        return errno != EMSGSIZE;
+    }
+}
+
+void axprt_dgram::input()
+{
+    /* As axprt_pipe::input: no count is taken, the destruction waits for
+     * this event. A few datagrams per wakeup, so other events get their turn. */
+    for (int k = 0; k < 64 && reading_ && rcb_ && !dead_.load(std::memory_order_acquire); k++) {
+        sockaddr_storage sa;
+        memset(&sa, 0, sizeof sa);
+        iovec iov = {pkt_, ps_};
+        msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_name = &sa;
+        mh.msg_namelen = sizeof sa;
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        ssize_t n = recvmsg(fd_, &mh, 0);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || !connected)
+                return;
+            /* A connected socket's peer is not there (ECONNREFUSED...):
+             * the transport ends, as libasync's. */
+            dead_.store(true, std::memory_order_release);
+            reading_ = false;
+            fdcb(fd_, selread, NULL);
+            recvcb_t cb = rcb_;
+            (*cb)(NULL, -1, NULL);
+            return;
+        }
+        if (mh.msg_flags & MSG_TRUNC) {
+            note_bad("datagram over the transport's size");
+            continue;
+        }
+        recvcb_t cb = rcb_;
+        (*cb)(pkt_, n, connected ? NULL : reinterpret_cast<const sockaddr *>(&sa));
+    }
+}
+
+/* ---- axprt_unix -------------------------------------------------------------------------- */
+
+ref<axprt_unix> axprt_unix::alloc(int fd, size_t ps)
+{
+    ref<axprt_unix> x = New refcounted<axprt_unix>(fd, ps);
+    sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    memset(&ss, 0, sizeof ss);
+    if (getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &len) < 0 || ss.ss_family != AF_UNIX) {
+        warn("axprt_unix::alloc(%d): not a Unix-domain socket\n", fd);
+        x->fail(-1);
+    }
+    return x;
+}
+
+axprt_unix::~axprt_unix()
+{
+    close_received();
+}
+
+void axprt_unix::close_received()
+{
+    std::vector<int> fds;
+    {
+        std::lock_guard<std::mutex> g(rmu_);
+        fds.swap(fdrecvq_);
+    }
+    for (int fd : fds)
+        close(fd);
+}
+
+void axprt_unix::ended()
+{
+    close_received();
+}
+
+void axprt_unix::sendfd(int fd, bool closeit)
+{
+    queue_fd(fd, closeit);
+}
+
+int axprt_unix::recvfd()
+{
+    std::lock_guard<std::mutex> g(rmu_);
+    if (fdrecvq_.empty())
+        return -1;
+    int fd = fdrecvq_.front();
+    fdrecvq_.erase(fdrecvq_.begin());
+    return fd;
+}
+
+ssize_t axprt_unix::doread(void *buf, size_t n)
+{
+    if (!allow_recvfd)
+        return axprt_pipe::doread(buf, n); /* the kernel drops descriptors */
+    iovec iov = {buf, n};
+    union {
+        cmsghdr align;
+        char space[CMSG_SPACE(8 * sizeof(int))];
+    } cbuf;
+    msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf.space;
+    mh.msg_controllen = sizeof cbuf.space;
+    ssize_t r = recvmsg(fdread_, &mh, MSG_CMSG_CLOEXEC);
+    if (r < 0)
+        return r;
+    for (cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t k = 0; k < nfd; k++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof fd);
+            bool kept = false;
+            {
+                std::lock_guard<std::mutex> g(rmu_);
+                if (fdrecvq_.size() < 4) {
+                    fdrecvq_.push_back(fd);
+                    kept = true;
+                }
+            }
+            if (!kept) {
+                close(fd);
+                warn("axprt_unix: too many unclaimed file descriptors\n");
+            }
+        }
+    }
+    if (mh.msg_flags & MSG_CTRUNC)
+        warn("axprt_unix: more than 8 descriptors in one message: the rest were dropped\n");
+    return r;
+}
+
+ptr<axprt_unix> axprt_unix_connect(const char *path, size_t ps)
+{
+    int fd = unixsocket_connect(path);
+    if (fd < 0)
+        return nullptr;
+    return axprt_unix::alloc(fd, ps);
+}
+
+ptr<axprt_unix> axprt_unix_stdin(size_t ps)
+{
+    ptr<axprt_unix> x = axprt_unix::alloc(0, ps);
+    if (x->ateof()) {
+        warn("axprt_unix_stdin: standard input is not a Unix-domain socket\n");
+        return nullptr;
+    }
+    return x;
+}
+
+ptr<axprt_unix> axprt_unix_accept(const char *path, size_t ps)
+{
+    mode_t m = umask(0);
+    int fd = unixsocket(path);
+    umask(m);
+    if (fd < 0) {
+        warn("unixsocket: %s: %m\n", path);
+        return nullptr;
+    }
+    int afd = -1;
+    if (listen(fd, 1) == 0) {
+        do
+            afd = accept(fd, NULL, NULL);
+        while (afd < 0 && errno == EINTR);
+    }
+    int e = errno;
+    unlink(path);
+    close(fd);
+    if (afd < 0) {
+        errno = e;
+        warn("%s: %m\n", path);
+        return nullptr;
+    }
+    return axprt_unix::alloc(afd, ps);
 }
 
 /* ---- xhinfo ------------------------------------------------------------------------------- */
@@ -448,6 +888,12 @@ void xhinfo::del_srv(asrv *s)
 {
     asrv::asrv_cb::ptr drop; /* released outside the lock */
     std::lock_guard<std::mutex> g(mu_);
+    for (size_t i = 0; i < cache_.size();) {
+        if (cache_[i].owner == s)
+            cache_.erase(cache_.begin() + (ptrdiff_t)i);
+        else
+            i++;
+    }
     for (size_t i = 0; i < srvs_.size(); i++) {
         if (srvs_[i].owner == s) {
             drop = srvs_[i].cb;
@@ -497,13 +943,87 @@ void xhinfo::del_clnt(aclnt *c)
     }
 }
 
-bool xhinfo::add_call(callbase *cb)
+bool xhinfo::add_call(callbase *cb, const std::function<void()> &arm)
 {
     std::lock_guard<std::mutex> g(mu_);
     if (eof_)
         return false;
     calls_[cb->xid_] = cb;
+    if (arm)
+        arm();
     return true;
+}
+
+callbase *xhinfo::find_call(u_int32_t xid)
+{
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = calls_.find(xid);
+    return it == calls_.end() ? nullptr : it->second;
+}
+
+xhinfo::cache_verdict xhinfo::cache_begin(svccb *sbp, std::string *resend)
+{
+    std::lock_guard<std::mutex> g(mu_);
+    const asrv *owner = sbp->srv_.get();
+    const sockaddr *sa = sbp->getsa();
+    for (cache_entry &e : cache_) {
+        if (e.owner != owner || e.xid != sbp->xid_ || e.prog != sbp->prog_ ||
+            e.vers != sbp->vers_ || e.proc != sbp->proc_ || e.has_sa != (sa != nullptr))
+            continue;
+        if (sa && !sa_same(reinterpret_cast<const sockaddr *>(&e.sa), sa, x_->socksize))
+            continue;
+        if (e.pending)
+            return CACHE_DROP;
+        *resend = e.reply;
+        return CACHE_RESEND;
+    }
+    cache_entry e;
+    e.owner = owner;
+    e.xid = sbp->xid_;
+    e.prog = sbp->prog_;
+    e.vers = sbp->vers_;
+    e.proc = sbp->proc_;
+    e.has_sa = sa != nullptr;
+    if (sa)
+        memcpy(&e.sa, sa, sizeof e.sa);
+    else
+        memset(&e.sa, 0, sizeof e.sa);
+    e.pending = sbp;
+    e.seq = 0;
+    cache_.push_back(std::move(e));
+    sbp->cached_ = true;
+    return CACHE_NEW;
+}
+
+void xhinfo::cache_end(svccb *sbp, const std::string *bytes)
+{
+    std::lock_guard<std::mutex> g(mu_);
+    sbp->cached_ = false;
+    size_t i = 0;
+    while (i < cache_.size() && cache_[i].pending != sbp)
+        i++;
+    if (i == cache_.size())
+        return; /* its asrv went meanwhile */
+    if (!bytes) {
+        cache_.erase(cache_.begin() + (ptrdiff_t)i);
+        return;
+    }
+    cache_[i].pending = nullptr;
+    cache_[i].reply = *bytes;
+    cache_[i].seq = ++cache_seq_;
+    /* libasync's asrv_unreliable keeps 16 answers per server: the oldest
+     * answered one of this asrv goes. */
+    const asrv *owner = cache_[i].owner;
+    size_t answered = 0, oldest = cache_.size();
+    for (size_t k = 0; k < cache_.size(); k++) {
+        if (cache_[k].owner != owner || cache_[k].pending)
+            continue;
+        answered++;
+        if (oldest == cache_.size() || cache_[k].seq < cache_[oldest].seq)
+            oldest = k;
+    }
+    if (answered > 16)
+        cache_.erase(cache_.begin() + (ptrdiff_t)oldest);
 }
 
 callbase *xhinfo::take_call(u_int32_t xid)
@@ -528,11 +1048,10 @@ bool xhinfo::has_calls(aclnt *c)
 
 namespace {
 
-/* Ends a call: its callback with stat, and the call freed. */
+/* Ends a call: its callback with stat, and the call freed (its timers
+ * with it). */
 void finish_call(callbase *cb, clnt_stat stat)
 {
-    if (cb->tmo_)
-        timecb_remove(cb->tmo_);
     aclnt_cb::ptr f = cb->cb_;
     delete cb;
     if (f)
@@ -551,10 +1070,20 @@ void put_accepted(xdrsuio &x, u_int32_t xid, accept_stat stat)
     xdr_putint(xp, (u_int32_t)stat);
 }
 
-void send_uio(axprt *x, xdrsuio &xs)
+void send_uio(axprt *x, xdrsuio &xs, const sockaddr *to)
 {
     suio *u = xs.uio();
-    x->sendv(u->iov(), (int)u->iovcnt(), NULL);
+    x->sendv(u->iov(), (int)u->iovcnt(), to);
+}
+
+std::string uio_bytes(suio *u)
+{
+    std::string b;
+    b.reserve(u->resid());
+    const iovec *v = u->iov();
+    for (size_t i = 0; i < u->iovcnt(); i++)
+        b.append(static_cast<const char *>(v[i].iov_base), v[i].iov_len);
+    return b;
 }
 
 /* An opaque_auth from the stream, copied into buf (MAX_AUTH_BYTES). */
@@ -573,7 +1102,7 @@ bool get_auth(XDR *x, opaque_auth *oa, char *buf)
 
 } // namespace
 
-void xhinfo::recv(const char *pkt, ssize_t len, const sockaddr *)
+void xhinfo::recv(const char *pkt, ssize_t len, const sockaddr *sa)
 {
     if (!pkt) {
         on_eof();
@@ -581,12 +1110,16 @@ void xhinfo::recv(const char *pkt, ssize_t len, const sockaddr *)
     }
     xdrmem x(pkt, (size_t)len);
     u_int32_t xid, type;
-    if (!xdr_getint(x.xdrp(), xid) || !xdr_getint(x.xdrp(), type))
-        return; /* not an RPC message: dropped */
+    if (!xdr_getint(x.xdrp(), xid) || !xdr_getint(x.xdrp(), type)) {
+        x_->note_bad("message too short for an RPC header");
+        return;
+    }
     if (type == CALL)
-        on_call(pkt, (size_t)len, xid, x.xdrp());
+        on_call(pkt, (size_t)len, xid, x.xdrp(), sa);
     else if (type == REPLY)
-        on_reply(pkt, (size_t)len, xid, x.xdrp());
+        on_reply(pkt, (size_t)len, xid, x.xdrp(), sa);
+    else
+        x_->note_bad("message neither a call nor a reply");
 }
 
 void xhinfo::on_eof()
@@ -617,7 +1150,7 @@ void xhinfo::on_eof()
         (*cb)(NULL);
 }
 
-void xhinfo::on_call(const char *, size_t, u_int32_t xid, XDR *x)
+void xhinfo::on_call(const char *, size_t, u_int32_t xid, XDR *x, const sockaddr *sa)
 {
     u_int32_t rpcvers, prog, vers, proc;
     svccb *sbp = new svccb;
@@ -625,8 +1158,17 @@ void xhinfo::on_call(const char *, size_t, u_int32_t xid, XDR *x)
         !xdr_getint(x, proc) || !get_auth(x, &sbp->cred_, sbp->authbuf_) ||
         !get_auth(x, &sbp->verf_, sbp->authbuf_ + MAX_AUTH_BYTES)) {
         delete sbp;
-        return; /* a broken call header: no answer can be trusted to reach */
+        /* A broken call header: no answer can be trusted to reach. */
+        x_->note_bad("call with a broken header");
+        return;
     }
+    if (sa && !x_->connected) {
+        sa_copy(&sbp->sa_, sa, x_->socksize);
+        sbp->has_sa_ = true;
+    }
+    if (sbp->cred_.oa_flavor == AUTH_UNIX)
+        sbp->has_aup_ = authunix_parse(sbp->cred_.oa_base, sbp->cred_.oa_length, &sbp->aup_,
+                                       sbp->aupname_, sbp->aupgids_);
     sbp->xid_ = xid;
     sbp->prog_ = prog;
     sbp->vers_ = vers;
@@ -641,7 +1183,7 @@ void xhinfo::on_call(const char *, size_t, u_int32_t xid, XDR *x)
         xdr_putint(xp, RPC_MISMATCH);
         xdr_putint(xp, RPC_MSG_VERSION);
         xdr_putint(xp, RPC_MSG_VERSION);
-        send_uio(x_, out);
+        send_uio(x_, out, sa);
         return;
     }
     const rpc_program *rp = nullptr;
@@ -688,8 +1230,23 @@ void xhinfo::on_call(const char *, size_t, u_int32_t xid, XDR *x)
             xdr_putint(out.xdrp(), low);
             xdr_putint(out.xdrp(), high);
         }
-        send_uio(x_, out);
+        send_uio(x_, out, sa);
         return;
+    }
+    if (!x_->reliable) {
+        std::string again;
+        switch (cache_begin(sbp, &again)) {
+        case CACHE_NEW: break;
+        case CACHE_DROP: /* a retransmission of a call being served */
+            delete sbp;
+            return;
+        case CACHE_RESEND: { /* ... of one answered: the same answer */
+            delete sbp;
+            iovec iov = {&again[0], again.size()};
+            x_->sendv(&iov, 1, sa);
+            return;
+        }
+        }
     }
     if (proc >= rp->nproc || !rp->tbl[proc].name) {
         sbp->reject(PROC_UNAVAIL);
@@ -708,11 +1265,23 @@ void xhinfo::on_call(const char *, size_t, u_int32_t xid, XDR *x)
     (*cb)(sbp);
 }
 
-void xhinfo::on_reply(const char *, size_t, u_int32_t xid, XDR *x)
+void xhinfo::on_reply(const char *, size_t, u_int32_t xid, XDR *x, const sockaddr *sa)
 {
-    callbase *cb = take_call(xid);
-    if (!cb)
-        return; /* no such call (answered, timed out, cancelled, or not ours) */
+    callbase *cb;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        auto it = calls_.find(xid);
+        if (it == calls_.end())
+            return; /* no such call (answered, timed out, cancelled, or not
+                       ours; on datagrams, a duplicate answer) */
+        cb = it->second;
+        /* An unconnected datagram socket: the answer must come from where
+         * the call went, else it is a stray (dropped). */
+        if (!x_->connected && cb->has_dest_ &&
+            (!sa || !sa_same(sa, reinterpret_cast<const sockaddr *>(&cb->dest_), x_->socksize)))
+            return;
+        calls_.erase(it);
+    }
     u_int32_t rstat, v;
     clnt_stat stat = RPC_CANTDECODERES;
     if (!xdr_getint(x, rstat)) {
@@ -742,6 +1311,115 @@ void xhinfo::on_reply(const char *, size_t, u_int32_t xid, XDR *x)
                                                                          : RPC_FAILED;
     }
     finish_call(cb, stat);
+}
+
+/* ---- AUTH_UNIX ---------------------------------------------------------------------------------- */
+
+bool authunix_parse(const char *p, size_t n, authunix_parms *aup, char *name, gid_t *gids)
+{
+    xdrmem x(p, n);
+    XDR *xp = x.xdrp();
+    u_int32_t stamp, len, uid, gid, ngids;
+    if (!xdr_getint(xp, stamp) || !xdr_getint(xp, len) || len > MAX_MACHINE_NAME ||
+        !xdr_getpadbytes(xp, name, len))
+        return false;
+    name[len] = '\0';
+    if (!xdr_getint(xp, uid) || !xdr_getint(xp, gid) || !xdr_getint(xp, ngids) || ngids > NGRPS)
+        return false;
+    for (u_int32_t i = 0; i < ngids; i++) {
+        u_int32_t g;
+        if (!xdr_getint(xp, g))
+            return false;
+        gids[i] = (gid_t)g;
+    }
+    if (XDR_GETPOS(xp) != n)
+        return false; /* bytes left over: not one credential */
+    aup->aup_time = stamp;
+    aup->aup_machname = name;
+    aup->aup_uid = (uid_t)uid;
+    aup->aup_gid = (gid_t)gid;
+    aup->aup_len = ngids;
+    aup->aup_gids = gids;
+    return true;
+}
+
+AUTH *authunixint_create(const char *host, u_int32_t uid, u_int32_t gid, u_int32_t ngroups,
+                         const u_int32_t *groups)
+{
+    size_t hl = host ? strlen(host) : 0;
+    if (hl > MAX_MACHINE_NAME || ngroups > NGRPS) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    /* One block: the AUTH, then its credential's bytes. */
+    AUTH *a = static_cast<AUTH *>(malloc(sizeof(AUTH) + MAX_AUTH_BYTES));
+    if (!a)
+        return nullptr;
+    char *body = reinterpret_cast<char *>(a + 1);
+    xdrmem x(body, MAX_AUTH_BYTES, XDR_ENCODE);
+    XDR *xp = x.xdrp();
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    bool ok = xdr_putint(xp, (u_int32_t)ts.tv_sec) && xdr_putint(xp, (u_int32_t)hl) &&
+              xdr_putpadbytes(xp, host ? host : "", hl) && xdr_putint(xp, uid) &&
+              xdr_putint(xp, gid) && xdr_putint(xp, ngroups);
+    for (u_int32_t i = 0; ok && i < ngroups; i++)
+        ok = xdr_putint(xp, groups[i]);
+    if (!ok) { /* cannot happen: at most 340 of the 400 bytes */
+        free(a);
+        errno = EINVAL;
+        return nullptr;
+    }
+    a->ah_cred.oa_flavor = AUTH_UNIX;
+    a->ah_cred.oa_base = body;
+    a->ah_cred.oa_length = XDR_GETPOS(xp);
+    a->ah_verf.oa_flavor = AUTH_NONE;
+    a->ah_verf.oa_base = nullptr;
+    a->ah_verf.oa_length = 0;
+    return a;
+}
+
+AUTH *authunix_create(const char *machname, uid_t uid, gid_t gid, int len, const gid_t *gids)
+{
+    if (len < 0 || len > NGRPS) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    u_int32_t g[NGRPS];
+    for (int i = 0; i < len; i++)
+        g[i] = (u_int32_t)gids[i];
+    return authunixint_create(machname, (u_int32_t)uid, (u_int32_t)gid, (u_int32_t)len, g);
+}
+
+namespace {
+AUTH *authunix_ids(uid_t uid, gid_t gid)
+{
+    char host[MAX_MACHINE_NAME + 1];
+    if (gethostname(host, sizeof host) < 0)
+        host[0] = '\0';
+    host[MAX_MACHINE_NAME] = '\0';
+    int n = getgroups(0, nullptr);
+    std::vector<gid_t> all(n > 0 ? (size_t)n : 1);
+    n = getgroups((int)all.size(), all.data());
+    if (n < 0)
+        n = 0;
+    return authunix_create(host, uid, gid, n < NGRPS ? n : NGRPS, all.data());
+}
+} // namespace
+
+AUTH *authunix_create_default()
+{
+    return authunix_ids(geteuid(), getegid());
+}
+
+AUTH *authunix_create_realids()
+{
+    return authunix_ids(getuid(), getgid());
+}
+
+void auth_destroy(AUTH *auth)
+{
+    free(auth);
 }
 
 /* ---- aclnt ----------------------------------------------------------------------------------- */
@@ -791,7 +1469,63 @@ void call_timeout(::ref<axprt> x, u_int32_t xid)
     }
 }
 
+/* The datagram schedule: libasync's tmoq<..., 2, 5> unless changed. */
+std::atomic<u_int> g_minto_ms{2000}, g_maxsend{5};
+
+timecb_t *arm_retransmit(const ::ref<axprt> &x, callbase *c, int color);
+
+/* On the transport's color: the call is sent again, or ends with
+ * RPC_TIMEDOUT once the wait after its last send ran out. */
+void call_retransmit(::ref<axprt> x, u_int32_t xid)
+{
+    xhinfo *xh = x->xh();
+    callbase *c = xh->find_call(xid);
+    if (!c)
+        return;
+    c->rtmo_ = nullptr; /* this timer: fired */
+    if (c->nsent_ >= c->maxsend_) {
+        c = xh->take_call(xid);
+        if (c)
+            finish_call(c, RPC_TIMEDOUT);
+        return;
+    }
+    c->nsent_++;
+    c->rtmo_ = arm_retransmit(x, c, x->getcolor());
+    x->send(c->msg_, c->msglen_,
+            c->has_dest_ ? reinterpret_cast<const sockaddr *>(&c->dest_) : nullptr);
+}
+
+/* The timer for after send c->nsent_: minto << (nsent_ - 1) ms. */
+timecb_t *arm_retransmit(const ::ref<axprt> &x, callbase *c, int color)
+{
+    u_int shift = c->nsent_ ? c->nsent_ - 1 : 0;
+    u_int64_t ms = (u_int64_t)c->minto_ms_ << (shift < 32 ? shift : 32);
+    if (ms > 86400000ull * 365)
+        ms = 86400000ull * 365;
+    return delaycb((time_t)(ms / 1000), (u_int32_t)(ms % 1000) * 1000000u,
+                   cwrap(&call_retransmit, x, c->xid_, color));
+}
+
 } // namespace
+
+void mely_aclnt_backoff(u_int minto_ms, u_int maxsend)
+{
+    if (!minto_ms && !maxsend) {
+        minto_ms = 2000;
+        maxsend = 5;
+    }
+    g_minto_ms.store(minto_ms ? minto_ms : 1, std::memory_order_relaxed);
+    g_maxsend.store(maxsend ? maxsend : 1, std::memory_order_relaxed);
+}
+
+callbase::~callbase()
+{
+    if (tmo_)
+        timecb_remove(tmo_);
+    if (rtmo_)
+        timecb_remove(rtmo_);
+    free(msg_);
+}
 
 aclnt::aclnt(const ::ref<axprt> &x, const rpc_program &p) : rp(p), x_(x) {}
 
@@ -800,11 +1534,15 @@ aclnt::~aclnt()
     x_->xh()->del_clnt(this);
 }
 
-ptr<aclnt> aclnt::alloc(::ref<axprt> x, const rpc_program &p)
+ptr<aclnt> aclnt::alloc(::ref<axprt> x, const rpc_program &p, const sockaddr *d)
 {
     if (x->ateof())
         return nullptr;
     ptr<aclnt> c = New refcounted<aclnt>(x, p);
+    if (d) {
+        sa_copy(&c->dest_, d, x->socksize);
+        c->has_dest_ = true;
+    }
     x->xh()->attach();
     return c;
 }
@@ -828,7 +1566,7 @@ callbase *aclnt::call(u_int32_t procno, const void *in, void *out, aclnt_cb cb, 
 
 callbase *aclnt::timedcall(time_t sec, long nsec, u_int32_t procno, const void *in, void *out,
                            aclnt_cb cb, AUTH *auth, xdrproc_t inproc, xdrproc_t outproc,
-                           u_int32_t progno, u_int32_t versno, sockaddr *)
+                           u_int32_t progno, u_int32_t versno, sockaddr *dest)
 {
     int color = x_->getcolor();
     auto fail_later = [&](clnt_stat st) -> callbase * {
@@ -864,22 +1602,48 @@ callbase *aclnt::timedcall(time_t sec, long nsec, u_int32_t procno, const void *
     c->cb_ = cb;
     c->out_ = out ? out : static_cast<void *>(&dummy);
     c->outproc_ = outproc;
+    const sockaddr *to = dest ? dest : has_dest_ ? reinterpret_cast<const sockaddr *>(&dest_)
+                                                 : nullptr;
+    if (to && !x_->connected) {
+        sa_copy(&c->dest_, to, x_->socksize);
+        c->has_dest_ = true;
+    }
+    suio *u = xs.uio();
+    bool dgram = !x_->reliable;
+    if (dgram) {
+        /* Kept, to be sent again. */
+        c->msglen_ = u->resid();
+        c->msg_ = static_cast<char *>(malloc(c->msglen_ ? c->msglen_ : 1));
+        if (!c->msg_)
+            fatal("out of memory\n");
+        size_t off = 0;
+        for (size_t i = 0; i < u->iovcnt(); i++) {
+            memcpy(c->msg_ + off, u->iov()[i].iov_base, u->iov()[i].iov_len);
+            off += u->iov()[i].iov_len;
+        }
+        c->minto_ms_ = g_minto_ms.load(std::memory_order_relaxed);
+        c->maxsend_ = g_maxsend.load(std::memory_order_relaxed);
+        c->nsent_ = 1;
+    }
     xhinfo *xh = x_->xh();
-    if (!xh->add_call(c)) {
+    /* Timers are set before sending (the reply may come at once on another
+     * worker and free c), under the dispatcher's lock (so that worker sees
+     * them); one that fires first finds the call registered. */
+    auto arm = [&] {
+        if (sec || nsec)
+            c->tmo_ = delaycb(sec, (u_int32_t)nsec, cwrap(&call_timeout, x_, xid, color));
+        if (dgram)
+            c->rtmo_ = arm_retransmit(x_, c, color);
+    };
+    if (!xh->add_call(c, arm)) {
         delete c;
         return fail_later(RPC_CANTSEND);
     }
-    if (sec || nsec) {
-        /* Set before sending: the reply may come at once on another worker. */
-        c->tmo_ = delaycb(sec, (u_int32_t)nsec, cwrap(&call_timeout, x_, xid, color));
-    }
-    suio *u = xs.uio();
-    if (!x_->sendv(u->iov(), (int)u->iovcnt(), NULL)) {
+    bool sent = dgram ? x_->send(c->msg_, c->msglen_, c->has_dest_ ? to : nullptr)
+                      : x_->sendv(u->iov(), (int)u->iovcnt(), NULL);
+    if (!sent) {
         callbase *mine = xh->take_call(xid);
         if (mine) {
-            if (mine->tmo_)
-                timecb_remove(mine->tmo_);
-            mine->tmo_ = nullptr;
             aclnt_cb f = mine->cb_;
             delete mine;
             cpucb(cwrap(&call_failed, f, RPC_CANTSEND, color));
@@ -892,11 +1656,7 @@ callbase *aclnt::timedcall(time_t sec, long nsec, u_int32_t procno, const void *
 void callbase::cancel()
 {
     callbase *mine = c_->x_->xh()->take_call(xid_);
-    if (mine) {
-        if (mine->tmo_)
-            timecb_remove(mine->tmo_);
-        delete mine;
-    }
+    delete mine;
 }
 
 /* ---- asrv, svccb ------------------------------------------------------------------------------- */
@@ -940,6 +1700,8 @@ bool asrv::hascb()
 
 svccb::~svccb()
 {
+    if (cached_ && srv_x_)
+        srv_x_->xh()->cache_end(this, nullptr); /* never answered */
     if (tbl_) {
         if (arg_)
             xdr_delete(tbl_->xdr_arg, arg_);
@@ -955,7 +1717,26 @@ void *svccb::getvoidres()
     return res_;
 }
 
-void svccb::reply(const void *res, xdrproc_t xdr, bool)
+/* Sends an answer (to the caller's address on a datagram socket) and keeps
+ * it in the datagram reply cache; false if it is over the transport's size. */
+bool svccb::answer(xdrsuio &out, bool nocache)
+{
+    if (!srv_x_)
+        return true;
+    suio *u = out.uio();
+    bool ok = srv_x_->sendv(u->iov(), (int)u->iovcnt(), getsa()) || srv_x_->ateof();
+    if (ok && cached_) {
+        if (nocache) {
+            srv_x_->xh()->cache_end(this, nullptr);
+        } else {
+            std::string b = uio_bytes(u);
+            srv_x_->xh()->cache_end(this, &b);
+        }
+    }
+    return ok;
+}
+
+void svccb::reply(const void *res, xdrproc_t xdr, bool nocache)
 {
     if (!xdr)
         xdr = tbl_ ? tbl_->xdr_res : xdr_void;
@@ -963,10 +1744,8 @@ void svccb::reply(const void *res, xdrproc_t xdr, bool)
     xdrsuio out;
     put_accepted(out, xid_, SUCCESS);
     bool ok = xdr(out.xdrp(), const_cast<void *>(res ? res : static_cast<const void *>(&dummy)));
-    if (ok && srv_x_) {
-        suio *u = out.uio();
-        ok = srv_x_->sendv(u->iov(), (int)u->iovcnt(), NULL) || srv_x_->ateof();
-    }
+    if (ok)
+        ok = answer(out, nocache);
     if (!ok) {
         /* The result does not encode or is over the record size. */
         warn("asrv: %s: reply to procedure %u does not %s\n", tbl_ ? tbl_->name : "?", proc_,
@@ -979,11 +1758,9 @@ void svccb::reply(const void *res, xdrproc_t xdr, bool)
 
 void svccb::reject(accept_stat stat)
 {
-    if (srv_x_) {
-        xdrsuio out;
-        put_accepted(out, xid_, stat);
-        send_uio(srv_x_, out);
-    }
+    xdrsuio out;
+    put_accepted(out, xid_, stat);
+    answer(out, false);
     delete this;
 }
 
@@ -997,7 +1774,7 @@ void svccb::reject(auth_stat stat)
         xdr_putint(xp, MSG_DENIED);
         xdr_putint(xp, AUTH_ERROR);
         xdr_putint(xp, (u_int32_t)stat);
-        send_uio(srv_x_, out);
+        answer(out, false);
     }
     delete this;
 }

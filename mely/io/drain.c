@@ -1,9 +1,9 @@
 /*
- * io/drain.c: mely_drain, the graceful stop (its steps: mely/stream.h).
+ * io/drain.c: mely_drain, the graceful stop (its steps: include/mely/stream.h).
  *
  * A drain pauses every listener, asks every stream to hear of it (each
  * runs its drain callback or stops reading: io/stream.c), and arms a wait
- * for the runtime's next quiet moment (mely/quiet.h): no event queued or
+ * for the runtime's next quiet moment (mely/sched/quiet.h): no event queued or
  * running on any worker, so the work that was in flight between colors
  * when the drain began has run and written its replies. Then it asks every
  * stream that does not drain itself to close after flushing. It counts
@@ -21,13 +21,13 @@
  * Who may call: mely_drain from any thread; check (rt->drain_watch) from
  * io/stream.c, on any thread.
  */
-#include "mely/handle.h"
+#include "mely/core/handle.h"
 #include "mely/io/listen.h"
 #include "mely/io/streams.h"
-#include "mely/park.h"
-#include "mely/quiet.h"
+#include "mely/core/park.h"
+#include "mely/sched/quiet.h"
 #include "mely/runtime.h"
-#include "mely/stream.h"
+#include <mely/stream.h>
 
 /* Ends the drain: its timer goes, and the runtime stops. */
 static void finish(struct mely__rt *rt)

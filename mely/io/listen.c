@@ -35,11 +35,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "mely/colormap.h"
-#include "mely/handle.h"
+#include "mely/remote/colormap.h"
+#include "mely/core/handle.h"
 #include "mely/io/listen.h"
 #include "mely/io/watch.h"
-#include "mely/runname.h"
+#include "mely/observe/runname.h"
 #include "mely/runtime.h"
 
 enum { ACCEPT_MAX = 64 };

@@ -59,15 +59,15 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
-#include "mely/cycles.h"
+#include "mely/queue/cycles.h"
 #include "mely/io/poller.h"
 #include "mely/io/timer.h"
-#include "mely/turnend.h"
-#include "mely/log.h"
-#include "mely/outbox.h"
-#include "mely/placement.h"
+#include "mely/sched/turnend.h"
+#include "mely/core/log.h"
+#include "mely/remote/outbox.h"
+#include "mely/sched/placement.h"
 #include "mely/runtime.h"
-#include "mely/trace.h"
+#include "mely/observe/trace.h"
 
 /* The longest a busy worker with watches goes without polling. */
 #define POLL_MAX_US 1000u

@@ -1,6 +1,6 @@
 /*
  * io/stream.c: streams, buffered colored connections on libevent's evbuffers
- * (the API and its rules: mely/stream.h; draining: io/drain.c).
+ * (the API and its rules: include/mely/stream.h; draining: io/drain.c).
  *
  * A stream is a read watch and, while output waits, a write watch on its fd,
  * both of the stream's color, plus two evbuffers. Everything that touches
@@ -21,7 +21,7 @@
  *
  * When bytes leave. None of these sends anything itself, and neither does a
  * write made from the stream's color: they mark the stream (touch) for the
- * end of the worker's turn (mely/turnend.h: the batches between two polls,
+ * end of the worker's turn (mely/sched/turnend.h: the batches between two polls,
  * 50 µs to 1 ms of them when busy, or until the worker goes idle), run on
  * the stream's color, where settle() runs once per stream: it sends the
  * output (one writev through evbuffer_write), arms or pauses the write
@@ -78,15 +78,15 @@
 
 #include <event2/buffer.h>
 
-#include "mely/colormap.h"
-#include "mely/handle.h"
+#include "mely/remote/colormap.h"
+#include "mely/core/handle.h"
 #include "mely/io/listen.h"
 #include "mely/io/streams.h"
 #include "mely/io/watch.h"
-#include "mely/park.h"
-#include "mely/runname.h"
+#include "mely/core/park.h"
+#include "mely/observe/runname.h"
 #include "mely/runtime.h"
-#include "mely/stream.h"
+#include <mely/stream.h>
 
 enum {
     READ_CHUNK = 16384,           /* the most one read takes */
@@ -202,7 +202,7 @@ struct mely_stream {
     _Atomic size_t out_seen;       /* the output's length at the last turn's end */
     _Atomic int fd_seen;           /* fd, for mely_stream_fd from any thread */
     _Atomic uint64_t held_tag;     /* the worker and turn holding the color
-                                      for a claim (mely/turnend.h) */
+                                      for a claim (mely/sched/turnend.h) */
     struct mely_stream *prev, *next; /* rt->streams, under rt->stream_mu */
 };
 
@@ -227,7 +227,7 @@ static uint64_t deadline(uint64_t since, uint64_t timeout)
 }
 
 /* Stall warnings and traces name the run by the program's callback about to
- * run, not by this file's dispatchers (mely/runname.h). Every call site runs
+ * run, not by this file's dispatchers (mely/observe/runname.h). Every call site runs
  * in one of the stream's own handlers, or at the turn's end (where no run is
  * named: it does nothing). */
 static void name_run(const struct mely_stream *s, const void *fn)
@@ -1344,7 +1344,7 @@ static int cap_refuse(struct mely_stream *s, bool here)
 }
 
 /* Whether the calling worker owns the stream's color: then it holds the
- * color to the end of its turn (mely/turnend.h) and writes without a hop,
+ * color to the end of its turn (mely/sched/turnend.h) and writes without a hop,
  * as if it ran on it. */
 static bool claim_here(struct mely_stream *s)
 {
@@ -1777,7 +1777,7 @@ size_t mely_stream_queued(const mely_stream_t *s)
  * A worker that writes to a stream whose color another worker owns (a room
  * writing to its subscribers) appends to a buffer of its own for that
  * stream, found in a small table of the worker's: a copy, no allocation and
- * no atomic per write. At the end of the writer's batch (mely/turnend.h:
+ * no atomic per write. At the end of the writer's batch (mely/sched/turnend.h:
  * before its color may be stolen) each buffer goes to its stream as one send
  * on the stack: one compare-and-swap and at most one bell per stream per
  * batch, however many messages the batch's events wrote to it (a room's ten

@@ -37,13 +37,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mely/colormap.h"
-#include "mely/cycles.h"
-#include "mely/handle.h"
+#include "mely/remote/colormap.h"
+#include "mely/queue/cycles.h"
+#include "mely/core/handle.h"
 #include "mely/io/timer.h"
-#include "mely/park.h"
-#include "mely/post.h"
-#include "mely/runname.h"
+#include "mely/core/park.h"
+#include "mely/sched/post.h"
+#include "mely/observe/runname.h"
 #include "mely/runtime.h"
 
 enum { PENDING = 1, POSTED, CANCELLED };

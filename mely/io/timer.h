@@ -8,8 +8,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "mely/mely.h"
-#include "mely/spinlock.h"
+#include <mely/mely.h>
+#include "mely/queue/spinlock.h"
 
 struct mely__rt;
 struct mely__worker;

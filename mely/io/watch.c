@@ -54,16 +54,16 @@
 
 #include <event2/event.h>
 
-#include "mely/colormap.h"
-#include "mely/cycles.h"
-#include "mely/handle.h"
+#include "mely/remote/colormap.h"
+#include "mely/queue/cycles.h"
+#include "mely/core/handle.h"
 #include "mely/io/poller.h"
 #include "mely/io/watch.h"
-#include "mely/post.h"
-#include "mely/runname.h"
+#include "mely/sched/post.h"
+#include "mely/observe/runname.h"
 #include "mely/runtime.h"
-#include "mely/steal.h"
-#include "mely/trace.h"
+#include "mely/steal/steal.h"
+#include "mely/observe/trace.h"
 
 enum {
     W_QUEUED = 1u << 0,

@@ -5,7 +5,7 @@
 #ifndef MELY_IO_WATCH_H
 #define MELY_IO_WATCH_H
 
-#include "mely/mely.h"
+#include <mely/mely.h>
 
 struct mely__rt;
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# check-move.sh: model-checks the move protocol of mely/deliver.c with SPIN
+# check-move.sh: model-checks the move protocol of mely/remote/deliver.c with SPIN
 # (tests/model/move.pml; its opening comment has the details).
 #
 # What is modeled: workers W0 and W1, each with a bounded MPSC inbox (2

@@ -1,5 +1,5 @@
 /*
- * move.pml: the move protocol of mely/deliver.c (a color changes owner while
+ * move.pml: the move protocol of mely/remote/deliver.c (a color changes owner while
  * posts to it are in flight), checked exhaustively by SPIN. check-move.sh
  * runs it and requires SPIN to catch each broken variant below.
  *

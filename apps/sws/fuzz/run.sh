@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/sws-fuzz.XXXXXX")
 CC=${CC:-clang}
-"$CC" -g -O1 -std=gnu11 -D_GNU_SOURCE -I"$top" -fsanitize=fuzzer,address,undefined \
+"$CC" -g -O1 -std=gnu11 -D_GNU_SOURCE -I"$top/include" -I"$top" -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined -o "$work/fuzz_http" "$here/fuzz_http.c" "$top/apps/sws/http.c"
 mkdir -p "$work/corpus"
 cp "$here"/corpus/* "$work/corpus/"

@@ -8,7 +8,9 @@
  *   rpc_server PORT    (0: any; prints "serving 127.0.0.1:PORT")
  * Written for mely; no line comes from libasync.
  */
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -61,6 +63,13 @@ static void accept_cb(int lfd)
     }
 }
 
+/* SIGTERM ends the server with exit(), so that MELY_STATS=1 prints the
+ * runtime's counters (the run scripts stop the server so). */
+static void stop_cb()
+{
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
     setprogname(argv[0]);
@@ -74,6 +83,7 @@ int main(int argc, char **argv)
     getsockname(lfd, reinterpret_cast<sockaddr *>(&sin), &len);
     make_async(lfd);
     fdcb(lfd, selread, wrap(accept_cb, lfd));
+    sigcb(SIGTERM, wrap(stop_cb));
     printf("rpc_server: serving 127.0.0.1:%d\n", ntohs(sin.sin_port));
     fflush(stdout);
     amain();

@@ -1,7 +1,0 @@
-#!/bin/sh
-# tests/kvclient against examples/kv (streams, a color per key) and against
-# bench/e2e/kv_bufferevent (the same server on libevent bufferevents): the
-# same protocol, so the same checks (tests/kvclient.c lists them).
-. "${srcdir:-.}/tests/serve-lib.sh"
-serve_and_check examples/kv tests/kvclient &&
-    serve_and_check bench/e2e/kv_bufferevent tests/kvclient

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <stdbool.h>
 
+#include "mely/engine.h"
 #include "mely/mely.h"
 
 #include "mely/stealops.h"
@@ -16,7 +17,7 @@ struct mely__settings {
     bool stealing;                       /* false: steal policy "off" */
     struct mely__steal_ops steal;        /* the composed policy, when stealing */
     char steal_name[MELY__STEAL_NAME_MAX]; /* steal.name points here */
-    bool legacy;                         /* engine "legacy" */
+    const struct mely__engine *engine;   /* engine.h */
     int topo_source;                     /* enum mely__topo_source */
     bool pin;
     bool keep_sigpipe;

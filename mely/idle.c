@@ -19,7 +19,6 @@
 #include <sched.h>
 
 #include "mely/cycles.h"
-#include "mely/deliver.h"
 #include "mely/enqueue.h"
 #include "mely/idle.h"
 #include "mely/io/poller.h"
@@ -41,7 +40,7 @@ enum { SPIN_CLOCK_EVERY = 32 };
 static bool has_work(struct mely__worker *w)
 {
     return atomic_load_explicit(&w->nevents, memory_order_relaxed) != 0 ||
-           mely__deliver_ready(w) || mely__stopping(w->rt);
+           w->rt->engine->ready(w) || mely__stopping(w->rt);
 }
 
 /* Step 1. Returns true if work arrived. With more workers than CPUs the spinner
@@ -96,7 +95,7 @@ static bool spin(struct mely__worker *w)
 static void park(struct mely__worker *w, uint64_t wake_by)
 {
     mely__spin_lock(&w->lock, &w->ctr);
-    unsigned wake = mely__deliver(w, w);
+    unsigned wake = w->rt->engine->take(w, w);
     if (atomic_load_explicit(&w->nevents, memory_order_relaxed) != 0 || mely__stopping(w->rt)) {
         mely__spin_unlock(&w->lock);
         mely__enqueue_wake(w, w, wake);

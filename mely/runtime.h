@@ -61,14 +61,6 @@ struct mely__stage;
 /* The successful steals whose cycles a worker keeps for the median. */
 #define MELY__STEAL_LOG 1024u
 
-/* The legacy engine's queue (legacy.c): libasync-smp's one FIFO of events per
- * worker, whatever their colors. Under the worker's lock. */
-struct mely__legacyq {
-    struct mely__event *head, *tail;
-    uint32_t ncolors; /* distinct colors with pending events here */
-    uint32_t running; /* the color being run, or UINT32_MAX */
-};
-
 struct mely__worker {
     /* shared: under `lock`. The fields a post touches come first, so that the
      * lock, the pending count an idle worker watches, and the head of the
@@ -78,9 +70,8 @@ struct mely__worker {
     struct mely__cqslab cqslab;   /* color-queues for colors this worker owns */
     struct mely__coreq coreq;
     struct mely__stealq stealq;   /* worthy color-queues (timeleft, penalty) */
-    struct mely__legacyq legacy;  /* the legacy engine's queue */
     struct mely__inbox *inbox;    /* remote posts to this worker (inbox.h;
-                                     deliver.c): rt->inboxes[index] */
+                                     deliver.c); NULL: the legacy engine */
     struct mely__event *reserve;  /* events only a move's drain uses (deliver.c) */
     uint32_t nreserve;
 
@@ -182,8 +173,6 @@ struct mely__rt {
     _Atomic mely_timer_t drain_timer; /* its timeout, or 0 */
     _Atomic uint32_t range_top;   /* colors >= this are reserved (colorrange.c) */
     const struct mely__engine *engine; /* the queueing engine (engine.h) */
-    bool enqueue_special;         /* legacy, or steal_ops.stealq: posts take
-                                     engine->enqueue (enqueue.h) */
     atomic_bool budget_hit;       /* events handed out passed the budget:
                                      remote and foreign posts refuse
                                      (freelist.h). On this read-mostly line,
@@ -206,10 +195,7 @@ struct mely__rt {
     struct mely__colorq *_Atomic *cq_of; /* MELY_COLORS + nworkers entries */
 
     struct mely__depot depot;
-    struct mely__inbox *inboxes;  /* one per worker (Mely engine), 64-byte aligned */
-
-    /* Legacy engine: pending events per color, under the owner's lock. */
-    uint32_t *legacy_pending;     /* MELY_COLORS + nworkers entries */
+    void *engine_data;            /* the engine's own state (engine.h: init) */
 
     /* Stealing, written by thieves and parking workers, read by posters when
      * a color becomes stealable: on a line of their own. */

@@ -212,7 +212,7 @@ bool mely__steal(struct mely__worker *thief)
     for (unsigned i = 0; i < n && !stolen; i++) { /* bounded: n < workers */
         struct mely__worker *victim = &rt->workers[thief->steal_order[i]];
         if (atomic_load_explicit(&victim->nevents, memory_order_relaxed) != 0 ||
-            mely__deliver_ready(victim))
+            rt->engine->ready(victim))
             stolen = try_victim(thief, victim, ops);
     }
     mely__count(&thief->ctr.steal_attempts, 1);

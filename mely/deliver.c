@@ -102,10 +102,10 @@
  * mover's a-d (mely__color_handoff), the foreign poster's lock
  * (mely__deliver_foreign); the parking owner's last look is park.c's.
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mely/backoff.h"
 #include "mely/colormap.h"
 #include "mely/cycles.h"
 #include "mely/deliver.h"
@@ -153,7 +153,8 @@ static unsigned drain(struct mely__worker *w, struct mely__worker *self, bool wh
     struct mely__rt *rt = w->rt;
     struct mely__inbox *q = w->inbox;
     uint32_t h = atomic_load_explicit(&q->head, memory_order_relaxed), start = h;
-    unsigned wake = 0, waits = 0;
+    unsigned wake = 0;
+    struct mely__backoff b = mely__backoff_start(MELY__BACKOFF_SPINS);
 
     while (h - start < MELY__INBOX_CAP) { /* bounded: one lap of the ring */
         const struct mely__event *post = mely__inbox_peek(q, h);
@@ -161,12 +162,8 @@ static unsigned drain(struct mely__worker *w, struct mely__worker *self, bool wh
             if (!whole || (int32_t)(until - h) <= 0)
                 break;
             /* Bounded: the poster that reserved it writes it without locks
-             * or waits; yield in case it was preempted (more workers than
-             * CPUs). */
-            if (++waits % 64 == 0)
-                sched_yield();
-            else
-                mely__cpu_relax();
+             * or waits (the backoff yields in case it was preempted). */
+            mely__backoff_wait(&b);
             continue;
         }
         struct mely__event *ev = event_for(w, self, step_c);
@@ -285,20 +282,10 @@ static struct mely__event *publish(struct mely__worker *self, struct mely__event
     return ev;
 }
 
-/* A full inbox: how long a flush waits for its owner to drain, in tries of
- * ~32 pauses (a yield every 8th, for workers sharing a CPU), before it queues
- * the rest itself (about 10-50 us). */
-enum { FULL_TRIES = 128 };
-
-static void pause_a_little(unsigned tries)
-{
-    if (tries % 8 == 7) {
-        sched_yield();
-        return;
-    }
-    for (int i = 0; i < 32; i++)
-        mely__cpu_relax();
-}
+/* A full inbox: how long a flush waits for its owner to drain, in tries
+ * TRY_WAITS backoff waits apart (a yield every 8th try, for workers sharing
+ * a CPU), before it queues the rest itself (about 10-50 us). */
+enum { FULL_TRIES = 128, TRY_WAITS = 32 };
 
 void mely__deliver_flush(struct mely__worker *self, struct mely__event *chain)
 {
@@ -308,9 +295,12 @@ void mely__deliver_flush(struct mely__worker *self, struct mely__event *chain)
      * staged event must never stay behind after the flush, or its poster's
      * color, stolen, could post later events from another worker ahead of
      * it; and a stopped or busy owner must not hold the poster up for long. */
+    struct mely__backoff b = mely__backoff_start(8 * TRY_WAITS);
+
     chain = publish(self, chain);
     for (unsigned tries = 0; chain && tries < FULL_TRIES && !mely__stopping(self->rt); tries++) {
-        pause_a_little(tries);
+        for (unsigned i = 0; i < TRY_WAITS; i++)
+            mely__backoff_wait(&b);
         chain = publish(self, chain);
     }
     mely__flush_locked_with(self, chain, queue);
@@ -355,14 +345,10 @@ static void wait_posters(struct mely__worker *from, const struct mely__worker *s
         if (w == self)
             continue;
         uint32_t s = atomic_load_explicit(&w->post_seq, memory_order_seq_cst);
-        for (unsigned spins = 0;
-             (s & 1) && atomic_load_explicit(&w->post_seq, memory_order_acquire) == s;
-             spins++) { /* bounded by the flush: short unless its thread is preempted */
-            if (spins < 64)
-                mely__cpu_relax();
-            else
-                sched_yield();
-        }
+        struct mely__backoff b = mely__backoff_start(MELY__BACKOFF_SPINS);
+        /* bounded by the flush: short unless its thread is preempted */
+        while ((s & 1) && atomic_load_explicit(&w->post_seq, memory_order_acquire) == s)
+            mely__backoff_wait(&b);
     }
     mely__spin_lock(&from->foreign_lock, self ? (struct mely__counters *)&self->ctr : NULL);
     mely__spin_unlock(&from->foreign_lock);

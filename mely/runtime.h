@@ -9,17 +9,26 @@
  *
  * Per-worker data is split by who touches it, on separate cache lines:
  *  - `shared`: fields other threads touch, only under `lock` (the core-queue,
- *    the parked flag, the color-queue allocator), plus `nevents`, which other
- *    threads may read without the lock as a hint;
+ *    the stealing-queue, the color-queue allocator, the reserve of events a
+ *    move's drain may use), plus `nevents`, which other threads may read
+ *    without the lock as a hint, and the inbox's address, set at init;
  *  - `wake`: the parked flag, the wake-up count and the eventfd that wakers
  *    write (park.c);
+ *  - `foreign_lock`, alone (deliver.c);
  *  - `timers`: the timers homed here, under a lock of their own (io/timer.c);
- *  - `own`: fields only the owning thread touches (event free list, the
- *    current color), and its counters (read by anyone, relaxed).
+ *  - `own`: fields only the owning thread writes (its event cache, the
+ *    running batch, its outbox, its poller, the turn's end), some of which
+ *    others read: the flush count `post_seq` (a mover, deliver.c) and the
+ *    counters (anyone, relaxed); and the trace rings, which tracing's start
+ *    and stop also write (trace.h). The color of the running handler is a
+ *    thread-local, mely__current_color (self.c);
+ *  - the stall word (stall.h), which the worker writes and the stall monitor
+ *    reads, and the monitor's own count, on a line each.
  *
- * Lock order: a worker's lock, then the event depot's lock. Only the steal
- * driver and mely_color_move() hold two worker locks, taken in worker-index
- * order (steal.c).
+ * Lock order: a worker's lock, then a worker's foreign_lock (a mover's step
+ * b, deliver.c), or the event depot's lock. Only the steal driver and
+ * mely_color_move() hold two worker locks, taken in worker-index order
+ * (mely__lock_pair, colormap.h).
  */
 #ifndef MELY_RUNTIME_H
 #define MELY_RUNTIME_H

@@ -2,9 +2,11 @@
  * steal.c: the steal driver (the Mely paper, Figure 2; the policy interface is
  * in stealops.h) and the composition of policies.
  *
- * Ownership: a color's map entry changes only here (and in mely_color_move(),
- * colormap.c), with both the victim's and the thief's locks held, in the same
- * step that moves its color-queue from the victim's core-queue to the thief's.
+ * Ownership: a color's map entry changes only with both the victim's and the
+ * thief's locks held (the engine's steal: mely__color_handoff in deliver.c
+ * for the Mely engine, legacy_steal in legacy.c; and the engine's move for
+ * mely_color_move(), colormap.c), in the same step that moves its queued
+ * events from the victim to the thief.
  * Producers lock the owner they read and re-check it (colormap.h), so they
  * either queue on the victim before the move (and the event moves with the
  * queue) or on the thief after it. A running color-queue is never taken: its

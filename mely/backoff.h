@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * backoff.h: how a thread waits for another that is inside a short step (a
  * lock's holder, a poster writing the slot it reserved, a flush a mover

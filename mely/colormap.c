@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* colormap.c: the color map (see colormap.h), and moving an idle color. */
 #include "mely/colormap.h"
 #include "mely/enqueue.h"

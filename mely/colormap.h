@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * colormap.h: which worker owns a color, and the protocol to lock it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * config.c: defaults, MELY_* environment overrides, and validation.
  * The environment wins over the program's configuration, so that a deployed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config.h: the resolved configuration of a runtime (internal; see config.c). */
 #ifndef MELY_CONFIG_H
 #define MELY_CONFIG_H

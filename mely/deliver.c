@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * deliver.c: how a remote post reaches its owner without touching the owner's
  * queues, and how a color changes owner while posts to it are in flight.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * deliver.h: the owner's side of remote posts, and the move protocol (the
  * essay is at the top of deliver.c).

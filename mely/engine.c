@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine.c: the engines, found by name (engine.h). */
 #include <string.h>
 

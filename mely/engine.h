@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * engine.h: the queueing engine, an ops struct chosen at mely_init() (as the
  * steal policies are: stealops.h), so that the two engines share the post

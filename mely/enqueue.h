@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * enqueue.h: the step every post ends with, under the owner's lock, and what
  * it asks for after unlocking. The Mely engine's enqueue: the event joins

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * handle.c: the registry of live runtimes and the foreign-call grace period
  * (handle.h has the protocol).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * idle.c: what a worker with nothing to run does, in order: it reads its
  * poller, tries to steal, spins a little watching for posts, reads its

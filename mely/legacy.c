@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * legacy.c: libasync-smp's queueing, for side-by-side comparison (the Mely
  * paper, sections 2.1-2.2). Small on purpose, and separate: it shares the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* outbox.c: staging remote posts (see outbox.h); the flush is the engine's
  * (engine.h), the locked part of it shared (postpath.h). */
 #include "mely/outbox.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * outbox.h: remote posts staged by a worker, flushed in batches.
  *

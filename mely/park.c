@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * park.c: the park/wake protocol: how an idle worker sleeps and how every
  * waker wakes it. What the worker tries before it parks (polling, stealing,

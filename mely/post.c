@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * post.c: queueing an event for the worker that owns its color.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * postpath.h: the parts of the post path that queue under the owner's lock,
  * which each engine instantiates (engine.h: `post_now`, and its `flush` or

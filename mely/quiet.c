@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * quiet.c: seeing a runtime quiet (the argument: quiet.h).
  *

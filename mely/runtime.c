@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * runtime.c: the life cycle of a runtime: init, run, stop, shutdown.
  *

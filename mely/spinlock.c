@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* spinlock.c: the contended path of the per-core lock (see spinlock.h). */
 #include "mely/backoff.h"
 #include "mely/cycles.h"

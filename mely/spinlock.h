@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * spinlock.h: the per-core lock guarding a worker's color-queues and core-queue.
  *

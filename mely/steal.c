@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * steal.c: the steal driver (the Mely paper, Figure 2; the policy interface is
  * in stealops.h) and the composition of policies.

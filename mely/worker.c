@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * worker.c: the per-core event loop (the paper's section 4.1).
  *

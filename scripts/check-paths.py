@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """check-paths.py: every file path the docs and the source comments name exists.
 
 Usage: scripts/check-paths.py [--root DIR] [--allow FILE] [FILE...]

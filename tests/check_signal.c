@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_signal.c: signal watches and SIGPIPE, through the public API
  * (mely/mely.h):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_stream_close.c: the ends of streams (mely/stream.h), through the
  * public API over loopback TCP (tests/streamtest.h: the server, conns and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * echoclient.c: the client of tests/echo-self-test.sh, against examples/echo.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lineclient.h: what the example servers' clients share (tests/echoclient.c,
  * tests/kvclient.c): blocking loopback connections whose reads time out, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * idle_conns.c: holds N idle keep-alive HTTP connections open, for measuring
  * what an idle connection costs a server (bench/e2e/sws-memory.sh reads the

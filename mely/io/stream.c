@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io/stream.c: streams, buffered colored connections on libevent's evbuffers
  * (the API and its rules: mely/stream.h; draining: io/drain.c).

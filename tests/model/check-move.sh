@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # check-move.sh: model-checks the move protocol of mely/deliver.c with SPIN
 # (tests/model/move.pml; its opening comment has the details).
 #

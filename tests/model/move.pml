@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * move.pml: the move protocol of mely/deliver.c (a color changes owner while
  * posts to it are in flight), checked exhaustively by SPIN. check-move.sh

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * steal.c: the Mely paper's work-stealing microbenchmarks (section 5.2), every
  * configuration side by side in one run.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* echo.c: an echo server on streams (include/mely/stream.h): `echo [PORT]` (default 7007, 0: a free
  * port). Each connection has a color of a range; SIGINT or SIGTERM flush, close them and stop. */
 #include <signal.h>

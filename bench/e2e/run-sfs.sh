@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # run-sfs.sh: the paper's Figure 7 on this machine. apps/sfs/sfsd serves one
 # file from the page cache to bench/multio (N clients, each reading the whole
 # file over its own connection, K reads in flight, --no-verify so that the

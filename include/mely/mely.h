@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mely.h: the public C API of the mely runtime.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stats.c: introspection and statistics (any thread). */
 #include <inttypes.h>
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * colorq.h: the color-queue, a FIFO of one color's pending events.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stealq.h: the stealing-queue (the Mely paper, section 4.2), one per worker:
  * its *worthy* color-queues, those whose expected processing time (the sum

@@ -1,10 +1,13 @@
+/* SPDX-License-Identifier: MIT */
 /*
- * enqueue.h: the step every post ends with, under the owner's lock: the event
- * joins its color-queue, and the color-queue its place in the core-queue.
- * Shared by post.c (local posts, and a color's first event), deliver.c (the
- * owner draining its inbox) and outbox.c (the legacy engine's flush);
- * inline because it is on every post's path. The time-left bookkeeping and the
- * thief wake-up stay off the common path: one test of rt->enqueue_special.
+ * enqueue.h: the step every post ends with, under the owner's lock, and what
+ * it asks for after unlocking. The Mely engine's enqueue: the event joins
+ * its color-queue, and the color-queue its place in the core-queue; used by
+ * the engine's `queue` (worker.c: local posts, a color's first event, what a
+ * flush could not publish) and by the owner draining its inbox (deliver.c);
+ * inline because it is on every post's path. The stealing-queue bookkeeping
+ * (time-left policies) stays off the common path: one test of the policy's
+ * `stealq`. The wake-up flags and helpers serve both engines.
  */
 #ifndef MELY_ENQUEUE_H
 #define MELY_ENQUEUE_H
@@ -60,7 +63,9 @@ mely__enqueue_colorq(struct mely__worker *w, struct mely__worker *self, struct m
 
     if (stealq && rt->cost.penalty)
         mely__colorq_note_pshift(cq, mely__cost_pshift(ev->desc));
-    if (ev->head && self == w && w->run_cq == cq) {
+    /* `self &&`: where self is NULL (a drain), the branch folds away, and
+     * GCC's -Warray-bounds does not take w for NULL on it (an ASan build). */
+    if (ev->head && self && self == w && w->run_cq == cq) {
         mely__colorq_push(&w->run, ev, true);
         return 0;
     }
@@ -88,13 +93,21 @@ mely__enqueue_colorq(struct mely__worker *w, struct mely__worker *self, struct m
  * keeping the core-queue (and, for time-left policies, the stealing-queue) in
  * order; returns the MELY__WAKE_* flags for after unlocking. A head post by a
  * handler of cq's running batch goes to the front of that batch (the batch was
- * detached from cq's head; see worker.c). The legacy engine queues its own
- * way (legacy.c). One test keeps both variants off the common path. */
-static inline unsigned mely__enqueue(struct mely__worker *w, struct mely__worker *self,
-                                     struct mely__colorq *cq, struct mely__event *ev)
+ * detached from cq's head; see worker.c). The Mely engine only (the legacy
+ * engine queues its own way, legacy.c). */
+static __attribute__((noinline, unused)) unsigned
+mely__enqueue_stealq(struct mely__worker *w, struct mely__worker *self, struct mely__colorq *cq,
+                     struct mely__event *ev)
 {
-    if (w->rt->enqueue_special)
-        return w->rt->engine->enqueue(w, self, cq, ev);
+    return mely__enqueue_colorq(w, self, cq, ev, true);
+}
+
+static inline __attribute__((always_inline)) unsigned
+mely__enqueue(struct mely__worker *w, struct mely__worker *self, struct mely__colorq *cq,
+              struct mely__event *ev)
+{
+    if (w->rt->steal_ops.stealq) /* out of line: the common path stays small */
+        return mely__enqueue_stealq(w, self, cq, ev);
     return mely__enqueue_colorq(w, self, cq, ev, false);
 }
 

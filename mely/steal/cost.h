@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cost.h: expected processing costs, for the time-left and penalty heuristics
  * (the Mely paper, sections 3.2, 3.3 and 4.2).

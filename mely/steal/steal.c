@@ -1,10 +1,13 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * steal.c: the steal driver (the Mely paper, Figure 2; the policy interface is
  * in stealops.h) and the composition of policies.
  *
- * Ownership: a color's map entry changes only here (and in mely_color_move(),
- * colormap.c), with both the victim's and the thief's locks held, in the same
- * step that moves its color-queue from the victim's core-queue to the thief's.
+ * Ownership: a color's map entry changes only with both the victim's and the
+ * thief's locks held (the engine's steal: mely__color_handoff in deliver.c
+ * for the Mely engine, legacy_steal in legacy.c; and the engine's move for
+ * mely_color_move(), colormap.c), in the same step that moves its queued
+ * events from the victim to the thief.
  * Producers lock the owner they read and re-check it (colormap.h), so they
  * either queue on the victim before the move (and the event moves with the
  * queue) or on the thief after it. A running color-queue is never taken: its
@@ -212,7 +215,7 @@ bool mely__steal(struct mely__worker *thief)
     for (unsigned i = 0; i < n && !stolen; i++) { /* bounded: n < workers */
         struct mely__worker *victim = &rt->workers[thief->steal_order[i]];
         if (atomic_load_explicit(&victim->nevents, memory_order_relaxed) != 0 ||
-            mely__deliver_ready(victim))
+            rt->engine->ready(victim))
             stolen = try_victim(thief, victim, ops);
     }
     mely__count(&thief->ctr.steal_attempts, 1);

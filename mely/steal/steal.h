@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * steal.h: the steal driver and the policies it composes (the interface is in
  * stealops.h; the driver's protocol in steal.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * timeleft.c: the time-left heuristic (the Mely paper, sections 3.2 and 4.2):
  * steal only a *worthy* color, one whose pending events are expected to take

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_introspect.c: what the public API (include/mely/mely.h) tells about a
  * runtime: the current color and worker, pinned colors, the color map's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_steal.c: work stealing through the public API (include/mely/mely.h), in the
  * scene of the paper's microbenchmarks (tests/api/stealload.h): all the work

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the stealing-queue (mely/queue/stealq.h): interval bounds, re-filing
  * as expected times change, random updates against a model; and of the
  * composition of steal policies by name (mely__steal_compose, steal.c). */

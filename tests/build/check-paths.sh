@@ -45,11 +45,11 @@ expect "a doc naming missing files" "doc/runtime.md:$n: mely/no-such-file.c" \
     "doc/runtime.md:$n: doc/no-such-doc.md"
 cp "$top/doc/runtime.md" "$tmp/doc/runtime.md"
 
-n=$(($(wc -l <"$tmp/mely/post.c") + 1))
-echo '/* the rest is in io/no-such-file.c and gone.h */' >>"$tmp/mely/post.c"
+n=$(($(wc -l <"$tmp/mely/sched/post.c") + 1))
+echo '/* the rest is in io/no-such-file.c and gone.h */' >>"$tmp/mely/sched/post.c"
 expect "a source comment naming missing files" "mely/sched/post.c:$n: io/no-such-file.c" \
     "mely/sched/post.c:$n: gone.h"
-cp "$top/mely/post.c" "$tmp/mely/post.c"
+cp "$top/mely/sched/post.c" "$tmp/mely/sched/post.c"
 
 rm "$tmp/mely/io/drain.c"
 expect "a file the docs name deleted" \

@@ -25,6 +25,7 @@
 #include "mely/io/streams.h"
 #include "mely/io/watch.h"
 #include "mely/core/park.h"
+#include "mely/sched/placement.h"
 #include "mely/runtime.h"
 #include "mely/observe/stats.h"
 #include "mely/steal/steal.h"
@@ -73,6 +74,7 @@ static void rt_free(struct mely__rt *rt)
     rt->engine->fini(rt);
     for (unsigned i = 0; rt->workers && i < rt->nworkers; i++)
         free(rt->workers[i].steal_order);
+    mely__pools_free(rt);
     mely__depot_destroy(&rt->depot);
     if (rt->topo)
         mely__topo_free(rt->topo);

@@ -156,6 +156,14 @@ struct mely__worker {
 
     /* the monitor's own: only the monitor writes them */
     alignas(MELY__CACHELINE) _Atomic uint64_t stalls; /* stalls seen (stats) */
+
+    /* placement (placement.h): colors of pools placed on this worker, added
+     * to by whichever thread places or releases (once per connection, never
+     * per event), and the average of what its polls queued, written by the
+     * worker once per poll; read by placers as the worker's load */
+    alignas(MELY__CACHELINE) _Atomic uint32_t placed_now;
+    _Atomic uint32_t wave_avg;    /* events queued after a poll, x16, averaged */
+    _Atomic uint64_t places;
 };
 
 struct mely__rt {
@@ -233,6 +241,8 @@ struct mely__rt {
     atomic_bool drain_quiet;      /* the drain saw the runtime quiet (io/drain.c) */
     _Atomic(void (*)(struct mely__rt *)) quiet_fn; /* run when next quiet (quiet.h) */
     _Atomic(void (*)(struct mely__rt *)) drain_watch; /* io/streams.h */
+    _Atomic(struct mely_color_pool *) pools; /* every pool, a list freed at
+                                     shutdown (placement.c) */
 };
 
 /* The claim at the top of struct mely__worker: what a post touches under the

@@ -78,6 +78,7 @@ struct conn {
     struct sws *s;
     int fd;
     mely_color_t color, accept_color;
+    bool pooled;           /* color came from the pool: released at Close */
     mely_watch_t *rd, *wr; /* rd NULL while paused or after EOF */
     mely_timer_t timer;    /* 0: not armed */
     uint64_t deadline;     /* mely_now_ns() after which the timer acts */
@@ -169,9 +170,58 @@ static void not_found(void *arg);
 static void on_timer(void *arg);
 static void post_close(struct conn *c);
 
-mely_color_t conn_color(int fd)
+/* The paper's coloring: the descriptor's number. */
+static mely_color_t fd_color(int fd)
 {
     return (mely_color_t)((unsigned)fd % MELY_COLORS);
+}
+
+/* A key: fd (20 bits: the table has at most 2^20 slots), color (16), the
+ * generation's low 27 bits, and bit 63 set so that no key is 0. A stale
+ * key would have to meet a connection on the same descriptor and color
+ * 2^27 connections later. */
+#define KEY_FD_BITS 20
+#define KEY_COLOR_SHIFT KEY_FD_BITS
+#define KEY_GEN_SHIFT 36
+#define KEY_GEN_MASK 0x7ffffffu
+#define KEY_LIVE (1ull << 63)
+
+uint64_t conn_key(const struct conn *c)
+{
+    return (uint64_t)(unsigned)c->fd | (uint64_t)(c->color & 0xffffu) << KEY_COLOR_SHIFT |
+           (uint64_t)(c->gen & KEY_GEN_MASK) << KEY_GEN_SHIFT | KEY_LIVE;
+}
+
+mely_color_t conn_key_color(uint64_t key)
+{
+    return (mely_color_t)((key >> KEY_COLOR_SHIFT) & 0xffffu);
+}
+
+/* The live connection of key, or NULL. Only on the key's color: there no
+ * other handler can free it between the check and the use. */
+static struct conn *conn_of_key(struct sws *s, uint64_t key)
+{
+    unsigned fd = (unsigned)(key & ((1u << KEY_FD_BITS) - 1));
+    if (fd >= s->nconns || atomic_load(&s->keys[fd]) != key)
+        return NULL;
+    return atomic_load(&s->conns[fd]);
+}
+
+mely_color_t conn_place(struct conn *c)
+{
+    struct sws *s = c->s;
+    /* A full pool (more clients than colors) shares descriptor colors. */
+    c->pooled = s->pool && mely_color_place(&s->rt, s->pool, &c->color) == 0;
+    if (!c->pooled)
+        c->color = fd_color(c->fd);
+    return c->color;
+}
+
+void conn_unplace(struct conn *c)
+{
+    if (c->pooled)
+        mely_color_release(&c->s->rt, c->s->pool, c->color);
+    c->pooled = false;
 }
 
 int conn_fd(const struct conn *c)
@@ -190,7 +240,7 @@ struct conn *conn_new(struct sws *s, int fd, mely_color_t accept_color, bool sta
     if (c) {
         c->s = s;
         c->fd = fd;
-        c->color = conn_color(fd);
+        c->color = fd_color(fd); /* until conn_place */
         c->accept_color = accept_color;
         c->status_ok = status_ok;
         static atomic_uint gens;
@@ -222,16 +272,11 @@ static void post_close(struct conn *c)
 /* ---- reading: a read watch of the runtime, or (--epoll-handler) the
  * server's own epoll set, one-shot, whose Epoll handler posts ReadRequest */
 
-static uint64_t epoll_key(const struct conn *c)
-{
-    return (uint64_t)(unsigned)c->fd | (uint64_t)c->gen << 32;
-}
-
 static int watch_read(struct conn *c)
 {
     if (c->s->epfd < 0)
         return mely_watch(&c->s->rt, c->fd, MELY_READ, to(c, H_READ), on_read, c, &c->rd);
-    struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.u64 = epoll_key(c) };
+    struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.u64 = conn_key(c) };
     if (epoll_ctl(c->s->epfd, c->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) != 0)
         return -errno;
     c->in_epoll = true;
@@ -245,20 +290,18 @@ static bool reading(const struct conn *c)
     return c->rd != NULL || c->reading;
 }
 
-/* ReadRequest as posted by the Epoll handler (arg: fd and generation): the
- * connection is looked up, since it may have closed since the readiness. */
+/* ReadRequest as posted by the Epoll handler (arg: the connection's key, on
+ * its color): the connection is looked up, since it may have closed since
+ * the readiness. */
 static void epoll_read(void *arg)
 {
     uint64_t key = (uint64_t)(uintptr_t)arg;
-    int fd = (int)(key & 0xffffffffu);
     struct sws *s = sws_current;
-    if (!s || (unsigned)fd >= s->nconns)
-        return;
-    struct conn *c = atomic_load(&s->conns[fd]);
-    if (!c || !c->started || c->gen != (uint32_t)(key >> 32) || !c->reading || c->closing)
+    struct conn *c = s ? conn_of_key(s, key) : NULL;
+    if (!c || !c->started || !c->reading || c->closing)
         return;
     c->reading = false; /* one-shot: disarmed until armed again */
-    on_read(fd, MELY_READ, c);
+    on_read(c->fd, MELY_READ, c);
     /* on_read never frees c (it posts Close); arm again unless it stopped. */
     if (!c->closing && !c->stop && watch_read(c) != 0)
         post_close(c);
@@ -273,11 +316,9 @@ void sws_epoll(int epfd, unsigned ready, void *arg)
     struct sws *s = arg;
     struct epoll_event ev[256];
     int n = epoll_wait(epfd, ev, 256, 0);
-    for (int i = 0; i < n; i++) {
-        int fd = (int)(ev[i].data.u64 & 0xffffffffu);
-        mely_post_ex(&s->rt, conn_color(fd), MELY_PRIO_DEFAULT, &s->h[H_READ], epoll_read,
-                     (void *)(uintptr_t)ev[i].data.u64, 0);
-    }
+    for (int i = 0; i < n; i++)
+        mely_post_ex(&s->rt, conn_key_color(ev[i].data.u64), MELY_PRIO_DEFAULT, &s->h[H_READ],
+                     epoll_read, (void *)(uintptr_t)ev[i].data.u64, 0);
 }
 
 /* ---- start ------------------------------------------------------------------ */
@@ -865,8 +906,10 @@ static void do_close(void *arg)
         c->timer = 0;
     }
     /* Forget the fd before closing it: the number may come back at once. */
-    if ((unsigned)c->fd < s->nconns)
+    if ((unsigned)c->fd < s->nconns) {
+        atomic_store(&s->keys[c->fd], 0);
         atomic_store(&s->conns[c->fd], NULL);
+    }
     if (c->in_epoll)
         epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     mely_close(&s->rt, c->fd);
@@ -875,6 +918,9 @@ static void do_close(void *arg)
     cache_put(c->ent);
     atomic_fetch_add_explicit(&s->closed, 1, memory_order_relaxed);
     mely_color_t ac = c->accept_color;
+    /* Last: the color may be placed for a new connection at once, whose
+     * events then run after this one. */
+    conn_unplace(c);
     free(c);
     if (mely_post_ex(&s->rt, ac, MELY_PRIO_DEFAULT, &s->h[H_DEC], sws_dec_client, s, 0) != 0)
         sws_dec_client(s); /* out of memory: count here (racy only then) */
@@ -924,13 +970,10 @@ static void on_timer(void *arg)
 
 /* ---- drain (graceful shutdown) -------------------------------------------------- */
 
-void conn_drain(void *fdp)
+void conn_drain(void *key)
 {
-    int fd = (int)(intptr_t)fdp;
     struct sws *srv = sws_current;
-    if (!srv || (unsigned)fd >= srv->nconns)
-        return;
-    struct conn *c = atomic_load(&srv->conns[fd]);
+    struct conn *c = srv ? conn_of_key(srv, (uint64_t)(uintptr_t)key) : NULL;
     if (!c || !c->started || c->busy || c->linger || c->closing || (c->ib && c->ib->len > 0))
         return; /* busy ones close after their response; partial ones time out */
     c->busy = true;

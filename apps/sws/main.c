@@ -32,6 +32,9 @@ static void usage(FILE *f)
             "  --steal POLICY      work stealing: off (default), base, locality, timeleft,\n"
             "                      penalty, measured, all, or words joined with '+'\n"
             "  --engine E          mely (default) or libasync (= legacy: one FIFO per core)\n"
+            "  --placement P       where a new connection runs: load (default: on the\n"
+            "                      less loaded worker, from a color pool) or fd (colored\n"
+            "                      by its descriptor, the paper's way: fd %% workers)\n"
             "  --measured-costs    handlers without timeleft annotations; the policy gets\n"
             "                      \"+measured\" (the runtime measures their costs)\n"
             "  --print-costs       at exit, print each handler's measured cost\n"
@@ -88,7 +91,7 @@ static int number(const char *opt, const char *v, unsigned min, unsigned max, un
 enum { O_ROOT = 1, O_HOST, O_PORT, O_WORKERS, O_NOPIN, O_MAXC, O_MAXW, O_STEAL, O_ENGINE,
        O_MEASURED, O_PRINT, O_REUSE, O_TIMEOUT, O_DRAIN, O_HELP, O_EPOLL, O_STATUS,
        O_STATUS_PUBLIC, O_CACHE_MB, O_CACHE_FILE, O_CACHE_FDS, O_CACHE_VALID, O_CACHE_SETTLE,
-       O_TRACE };
+       O_TRACE, O_PLACEMENT };
 static const struct option opts[] = {
     { "root", required_argument, NULL, O_ROOT },
     { "host", required_argument, NULL, O_HOST },
@@ -99,6 +102,7 @@ static const struct option opts[] = {
     { "max-waiting", required_argument, NULL, O_MAXW },
     { "steal", required_argument, NULL, O_STEAL },
     { "engine", required_argument, NULL, O_ENGINE },
+    { "placement", required_argument, NULL, O_PLACEMENT },
     { "measured-costs", no_argument, NULL, O_MEASURED },
     { "print-costs", no_argument, NULL, O_PRINT },
     { "reuseport", no_argument, NULL, O_REUSE },
@@ -166,6 +170,14 @@ static int parse_args(int argc, char **argv, struct sws_config *cfg, bool *print
             rc = number("cache-settle-ms", optarg, 0, 86400000, &cfg->cache.settle_ms);
             break;
         case O_TRACE: cfg->trace = optarg; break;
+        case O_PLACEMENT:
+            if (strcmp(optarg, "load") == 0 || strcmp(optarg, "fd") == 0) {
+                cfg->place_by_fd = optarg[0] == 'f';
+            } else {
+                fprintf(stderr, "sws: --placement: load or fd, not \"%s\"\n", optarg);
+                rc = -1;
+            }
+            break;
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -199,10 +211,10 @@ int main(int argc, char **argv)
     char url[128];
     sws_url(url, sizeof(url), s.cfg.host, sws_port(&s));
     printf("sws: serving %s (cache %zu MB, files up to %zu KB in memory, %u descriptors, checked "
-           "every %u ms) on %s with %u workers, engine %s, steal %s\n",
+           "every %u ms) on %s with %u workers, engine %s, steal %s, placement %s\n",
            cfg.root ? cfg.root : "the sample site", s.cache.budget >> 20, s.cache.max_file >> 10,
            s.cache.max_fds, cfg.cache.valid_ms, url, s.workers, cfg.engine ? cfg.engine : "mely",
-           cfg.steal ? cfg.steal : "off");
+           cfg.steal ? cfg.steal : "off", cfg.place_by_fd ? "fd" : "load");
     fflush(stdout);
     int rc = sws_run(&s);
     if (rc != 0)

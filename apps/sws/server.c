@@ -31,6 +31,9 @@
 
 struct sws *sws_current;
 
+/* The most colors the connections' pool takes (of 64,512 above the floor). */
+#define POOL_MAX 16384u
+
 /*
  * The handlers' descriptors. timeleft is in TSC cycles per run, measured on
  * the 2-core development machine with `sws --steal all --measured-costs
@@ -127,9 +130,13 @@ static void refuse(struct sws *s, int fd)
 static void start(struct sws *s, struct conn *c)
 {
     int fd = conn_fd(c);
+    mely_color_t color = conn_place(c);
     atomic_store(&s->conns[fd], c);
-    if (mely_post_ex(&s->rt, conn_color(fd), MELY_PRIO_DEFAULT, &s->h[H_START], conn_start, c, 0) != 0) {
+    atomic_store(&s->keys[fd], conn_key(c));
+    if (mely_post_ex(&s->rt, color, MELY_PRIO_DEFAULT, &s->h[H_START], conn_start, c, 0) != 0) {
+        atomic_store(&s->keys[fd], 0);
         atomic_store(&s->conns[fd], NULL);
+        conn_unplace(c);
         conn_free_at_exit(c);
         atomic_fetch_sub(&s->clients, 1);
     }
@@ -278,10 +285,12 @@ void sws_drain(struct sws *s)
         conn_free_at_exit(c);
         c = nx;
     }
-    for (unsigned fd = 0; fd < s->nconns; fd++)
-        if (atomic_load_explicit(&s->conns[fd], memory_order_relaxed))
-            mely_post_ex(&s->rt, conn_color((int)fd), MELY_PRIO_DEFAULT, &s->h[H_DRAIN], conn_drain,
-                         (void *)(intptr_t)fd, 0);
+    for (unsigned fd = 0; fd < s->nconns; fd++) {
+        uint64_t key = atomic_load_explicit(&s->keys[fd], memory_order_relaxed);
+        if (key)
+            mely_post_ex(&s->rt, conn_key_color(key), MELY_PRIO_DEFAULT, &s->h[H_DRAIN], conn_drain,
+                         (void *)(uintptr_t)key, 0);
+    }
     if (atomic_load(&s->clients) == 0)
         finish(s);
     else if (mely_timer_after(&s->rt, (uint64_t)s->cfg.drain_ms * 1000000u, MELY_TO(0), drain_deadline,
@@ -327,7 +336,8 @@ static int conns_alloc(struct sws *s)
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > n)
         n = rl.rlim_cur > (1u << 20) ? 1u << 20 : (unsigned)rl.rlim_cur;
     s->conns = calloc(n, sizeof(*s->conns));
-    if (!s->conns)
+    s->keys = calloc(n, sizeof(*s->keys));
+    if (!s->conns || !s->keys)
         return -1;
     s->nconns = n;
     return 0;
@@ -360,6 +370,14 @@ static int runtime_start(struct sws *s, char *err, size_t errlen)
     }
     s->tracing = s->cfg.trace != NULL;
     s->workers = mely_workers(&s->rt);
+    /* A color per client served at once (a full pool shares descriptor
+     * colors); at most a quarter of the space above the floor, whatever
+     * --max-clients says. */
+    uint32_t ncolors = s->cfg.max_clients < POOL_MAX ? s->cfg.max_clients : POOL_MAX;
+    if (!s->cfg.place_by_fd && (e = mely_color_pool(&s->rt, ncolors, &s->pool)) != 0) {
+        snprintf(err, errlen, "color pool of %u: %s", ncolors, mely_strerror(e));
+        return -1;
+    }
     s->ws = calloc(s->workers, sizeof(*s->ws));
     if (!s->ws) {
         snprintf(err, errlen, "out of memory");
@@ -488,6 +506,7 @@ void sws_free(struct sws *s)
         c = nx;
     }
     free(s->conns);
+    free(s->keys);
     free(s->ws);
     cache_free(&s->cache);
     cache_errors_free();

@@ -3,7 +3,8 @@
  * status.c: the status page (/server-status by default), plain text or JSON
  * (?format=json): requests, connections and, per worker, SWS's request counts
  * next to the runtime's statistics (events run, steals, events and cycles
- * stolen, polls, stalls: handlers past MELY_STALL_MS of CPU time). Also
+ * stolen, polls, stalls: handlers past MELY_STALL_MS of CPU time; colors
+ * placed on it now, its connections under --placement load). Also
  * who may see it: by default only loopback peers, since it tells anyone who
  * asks how loaded the server is; everyone else gets the file of that name,
  * if the root has one, or 404.
@@ -101,26 +102,27 @@ static void put_summary(struct buf *b, const struct sws *s, const struct summary
 {
     const char *steal = s->cfg.steal ? s->cfg.steal : "off";
     const char *engine = s->cfg.engine ? s->cfg.engine : "mely";
+    const char *placement = s->pool ? "load" : "fd";
 
     if (json)
         put(b,
-            "{\"uptime_s\":%.3f,\"workers\":%u,\"engine\":\"%s\",\"steal\":\"%s\",\"files\":%zu,"
+            "{\"uptime_s\":%.3f,\"workers\":%u,\"engine\":\"%s\",\"steal\":\"%s\",\"placement\":\"%s\",\"files\":%zu,"
             "\"requests\":%llu,\"errors\":%llu,\"bytes_out\":%llu,\"stalls\":%llu,\"connections\":{\"current\":%u,"
             "\"waiting\":%u,\"max\":%u,\"accepted\":%llu,\"closed\":%llu,\"refused\":%llu,"
             "\"timeouts\":%llu,\"accepting\":%s,\"cap_pauses\":%llu,\"exhaustion_pauses\":%llu},"
             "\"per_worker\":[",
-            m->up, s->workers, engine, steal, s->cache.n, m->total, m->errors, m->bytes,
+            m->up, s->workers, engine, steal, placement, s->cache.n, m->total, m->errors, m->bytes,
             m->stalls, m->current, m->waiting, s->cfg.max_clients, m->accepted, m->closed, m->refused,
             m->timeouts, m->held ? "false" : "true", m->pauses, m->exhausted);
     else
         put(b,
-            "SWS server status\nuptime_s: %.3f\nworkers: %u\nengine: %s\nsteal: %s\nfiles: %zu\n"
+            "SWS server status\nuptime_s: %.3f\nworkers: %u\nengine: %s\nsteal: %s\nplacement: %s\nfiles: %zu\n"
             "requests: %llu\nerrors: %llu\nbytes_out: %llu\nstalls: %llu\nconnections_current: %u\n"
             "connections_waiting: %u\nconnections_max: %u\nconnections_accepted: %llu\n"
             "connections_closed: %llu\nconnections_refused: %llu\ntimeouts: %llu\n"
             "accepting: %s\ncap_pauses: %llu\nexhaustion_pauses: %llu\n"
-            "worker  requests  events  steals  stolen_events  stolen_cycles  steal_cycles  polls  io_ready  stalls\n",
-            m->up, s->workers, engine, steal, s->cache.n, m->total, m->errors, m->bytes,
+            "worker  requests  events  steals  stolen_events  stolen_cycles  steal_cycles  polls  io_ready  stalls  placed\n",
+            m->up, s->workers, engine, steal, placement, s->cache.n, m->total, m->errors, m->bytes,
             m->stalls, m->current, m->waiting, s->cfg.max_clients, m->accepted, m->closed, m->refused,
             m->timeouts, m->held ? "no" : "yes", m->pauses, m->exhausted);
 }
@@ -137,18 +139,19 @@ static void put_worker(struct buf *b, struct sws *s, unsigned w, bool json)
         put(b,
             "%s{\"worker\":%u,\"requests\":%llu,\"events\":%llu,\"steals\":%llu,"
             "\"stolen_events\":%llu,\"stolen_cycles\":%llu,\"steal_cycles\":%llu,"
-            "\"polls\":%llu,\"io_ready\":%llu,\"stalls\":%llu}",
+            "\"polls\":%llu,\"io_ready\":%llu,\"stalls\":%llu,\"placed\":%llu}",
             w ? "," : "", w, ld(&s->ws[w].requests), (unsigned long long)st.events_run,
             (unsigned long long)st.steals, (unsigned long long)st.stolen_events,
             (unsigned long long)st.stolen_cycles, (unsigned long long)st.steal_cycles,
             (unsigned long long)st.polls, (unsigned long long)st.io_ready,
-            (unsigned long long)st.stalls);
+            (unsigned long long)st.stalls, (unsigned long long)st.placed_now);
     else
-        put(b, "%u %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", w, ld(&s->ws[w].requests),
+        put(b, "%u %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", w, ld(&s->ws[w].requests),
             (unsigned long long)st.events_run, (unsigned long long)st.steals,
             (unsigned long long)st.stolen_events, (unsigned long long)st.stolen_cycles,
             (unsigned long long)st.steal_cycles, (unsigned long long)st.polls,
-            (unsigned long long)st.io_ready, (unsigned long long)st.stalls);
+            (unsigned long long)st.io_ready, (unsigned long long)st.stalls,
+            (unsigned long long)st.placed_now);
 }
 
 /* The response around `body`: the head, a NUL where it ends, then the body

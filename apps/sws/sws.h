@@ -14,10 +14,13 @@
  *   files.c   the file cache's entries: opening beneath the root, heads
  *   status.c  /server-status            main.c    the command line
  *
- * Every handler of one connection runs as an event of the connection's color
- * (its fd), so one client's handlers never run at once and distinct clients
- * run in parallel; Accept and DecClientAccepted share the accept color (1, or
- * each worker's pinned color with --reuseport).
+ * Every handler of one connection runs as an event of the connection's color,
+ * so one client's handlers never run at once and distinct clients run in
+ * parallel; Accept and DecClientAccepted share the accept color (1, or each
+ * worker's pinned color with --reuseport). A connection's color comes from
+ * a color pool, placed on the less loaded worker (mely_color_place), and
+ * goes back to it at Close; with --placement fd it is the descriptor's
+ * number, as in the paper, and the worker follows its parity.
  */
 #ifndef SWS_SWS_H
 #define SWS_SWS_H
@@ -58,6 +61,9 @@ struct sws_config {
     struct sws_cache_config cache; /* the file cache's limits (cache.h) */
     const char *trace;     /* trace every worker into this file (mely_trace_start;
                               written when SWS exits); NULL: no trace */
+    bool place_by_fd;      /* color a connection by its descriptor (the paper's
+                              way; its worker is then fd % workers) instead of
+                              placing it by load from a color pool */
 };
 
 /* Default values (port 8080, the sample site, ...). */
@@ -90,7 +96,10 @@ struct sws {
     uint64_t started_ns;
 
     _Atomic(struct conn *) *conns; /* by fd: every accepted, unparked connection */
+    _Atomic uint64_t *keys;  /* by fd: that connection's key (conn_key), set
+                                after conns[fd] and cleared before it; 0: none */
     unsigned nconns;
+    mely_color_pool_t *pool; /* the connections' colors (NULL: --placement fd) */
 
     atomic_uint clients;     /* connections counted against the cap */
     pthread_mutex_t wait_mu; /* the parked connections, the listener, held */
@@ -148,11 +157,20 @@ extern struct sws *sws_current;
 /* conn.c */
 struct conn *conn_new(struct sws *s, int fd, mely_color_t accept_color, bool status_ok);
 void conn_start(void *c);       /* H_START: on the connection's color */
-void conn_drain(void *fdp);     /* H_DRAIN: on the connection's color */
+void conn_drain(void *key);     /* H_DRAIN: on the color of the key (conn_key) */
 void conn_free_at_exit(struct conn *c); /* after mely_shutdown */
 int conn_fd(const struct conn *c);
 struct conn **conn_wait_next(struct conn *c);
-mely_color_t conn_color(int fd);
+/* Gives c its color (from the pool, or its descriptor's), and returns it. */
+mely_color_t conn_place(struct conn *c);
+/* Gives c's color back to the pool (a connection that never started). */
+void conn_unplace(struct conn *c);
+/* c's key: its descriptor, color and generation in one word, never 0. A
+ * handler running on the key's color may use the connection that
+ * s->conns[fd] names if s->keys[fd] still holds the key: only handlers of
+ * that color free it. */
+uint64_t conn_key(const struct conn *c);
+mely_color_t conn_key_color(uint64_t key);
 
 void sws_epoll(int epfd, unsigned ready, void *arg); /* H_EPOLL: the Epoll handler */
 

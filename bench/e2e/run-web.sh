@@ -16,8 +16,10 @@
 #
 #   --seconds S    each load run (default 5; --quick: 1)
 #   --repeat N     interleaved passes (default 1, 1..20): each row gives medians
-#   --only KINDS   of nginx, sws, sws-steal, legacy, legacy-steal, evhttp (the
-#                  last but one three: 2 workers only); nginx gives the ratios
+#   --only KINDS   of nginx, sws, sws-fd, sws-steal, legacy, legacy-steal, evhttp
+#                  (the last but one three: 2 workers only); nginx gives the
+#                  ratios. sws places connections by load, sws-fd (only when
+#                  named) by descriptor, as before
 #   --workers LIST 1, 2 or 1,2;  --files LIST 1k, 100k or 1k,100k
 #   --modes LIST   of wrk:keepalive, injector:keepalive, injector:close,
 #                  injector:reset
@@ -33,7 +35,8 @@ set -u
 
 usage="usage: bench/e2e/run-web.sh [--seconds S] [--quick] [--repeat N] [--only KINDS]
        [--workers LIST] [--files LIST] [--modes LIST] [--install] [--no-png]"
-all_kinds="nginx sws sws-steal legacy legacy-steal evhttp"
+all_kinds="nginx sws sws-fd sws-steal legacy legacy-steal evhttp"
+default_kinds="nginx sws sws-steal legacy legacy-steal evhttp" # sws-fd: on request
 all_modes="wrk:keepalive injector:keepalive injector:close injector:reset"
 
 ME=run-web.sh
@@ -41,7 +44,7 @@ ME=run-web.sh
 . "$(dirname "$0")/lib.sh"
 
 seconds=5 repeat=1 install='' png=yes
-kinds_sel=$all_kinds workers_sel="1 2" files_sel="1k 100k" modes_sel=$all_modes
+kinds_sel=$default_kinds workers_sel="1 2" files_sel="1k 100k" modes_sel=$all_modes
 while [ $# -gt 0 ]; do
     case "$1" in
     --seconds) seconds="${2:-}"; shift ;;
@@ -207,10 +210,11 @@ start_server() {
         $pin "$NGINX" -p "$tmp/nginx" -e "$tmp/nginx/error.log" -c "$tmp/nginx/nginx.conf" \
             >"$tmp/server.log" 2>&1 &
         ;;
-    sws | sws-steal | legacy | legacy-steal)
+    sws | sws-fd | sws-steal | legacy | legacy-steal)
         local opts
         case "$kind" in
         sws) opts="--engine mely --steal off" ;;
+        sws-fd) opts="--engine mely --steal off --placement fd" ;;
         sws-steal) opts="--engine mely --steal all" ;;
         legacy) opts="--engine libasync --steal off" ;;
         legacy-steal) opts="--engine libasync --steal base" ;;
@@ -362,7 +366,8 @@ echo "over nginx's median with the same workers, file, client and mode (\"-\" wi
 echo "nginx); us/req: median server CPU (user+system, /proc) per completed request;"
 echo "errors: summed over the passes. mode close: Connection: close, the server"
 echo "closes; reset: connection per request, the client resets. nginx, sws,"
-echo "evhttp: steal off; sws-steal: --engine mely --steal all; legacy: --engine"
+echo "evhttp: steal off; sws-fd: --placement fd (by descriptor, not by load);"
+echo "sws-steal: --engine mely --steal all; legacy: --engine"
 echo "libasync --steal off; legacy-steal: --engine libasync --steal base."
 echo "CSV: $csv"
 

@@ -439,6 +439,100 @@ static inline mely_color_t mely_color_pick(const mely_color_range_t *r, uint64_t
  * handler. */
 mely_color_t mely_color_hash(const mely_color_range_t *r, const void *key, size_t len);
 
+/* ---- Placement by load ------------------------------------------------------
+ *
+ * A color's first owner is the hash (color % workers). For connections that
+ * is placement by chance: SWS colored a connection by its descriptor, so a
+ * connection's worker followed the descriptor's parity, whatever either
+ * worker had to do. A color pool places them by load instead: the program
+ * takes a color for each new connection (mely_color_place) and gives it back
+ * when the connection ends (mely_color_release), and the pool hands out a
+ * free color owned by the least loaded of two workers drawn at random (all
+ * workers when there are at most 4). A worker's load, read without a lock:
+ * the colors of pools placed on it now, plus its backlog (the events its
+ * polls leave queued, averaged over its last polls, and the posts waiting
+ * in its inbox). So new connections go where there are fewer connections
+ * and less backlog, and a worker that falls behind gets fewer of them
+ * until it catches up.
+ * doc/runtime.md ("Placement by load") has the reasons and the figures.
+ *
+ *     static mely_color_pool_t *pool;           // mely_color_pool(&m, 4096, &pool)
+ *     static void on_accept(int fd, const struct sockaddr *peer, unsigned len, void *arg)
+ *     {
+ *         mely_color_t c;
+ *         if (mely_color_place(&m, pool, &c) != 0)
+ *             c = mely_color_pick(&range, fd);  // the pool is empty: share a color
+ *         ... watch fd on color c; on c, when the connection ends:
+ *         mely_color_release(&m, pool, c);      // from c's own last handler
+ *     }
+ *
+ * Placement is a hint, never a rule: a steal may move a placed color later,
+ * and mely_color_move() too. Colors of a pool stay ordinary colors: the
+ * invariants (one at a time, in post order) hold as for any color, also
+ * for a color released and placed again at once, whose new events simply
+ * run after the old ones.
+ */
+
+typedef struct mely_color_pool mely_color_pool_t;
+
+/*
+ * Reserves n colors of *m as a pool (as mely_color_range does: above
+ * MELY_COLOR_RANGE_FLOOR, shared with no other range or pool), all of them
+ * free. The pool lasts as long as the runtime: mely_shutdown() frees it.
+ * Size it for the connections served at once; a place beyond it fails
+ * with -ENOSPC (the program then shares a color, mely_color_pick).
+ * @return 0 and *out; MELY_ESHUTDOWN; MELY_EINVAL (n 0, out NULL);
+ *         -ENOSPC (fewer than n colors left above the floor); MELY_ENOMEM.
+ *         Memory: about 6 bytes per color and a cache line per worker.
+ * Threads: any thread.
+ */
+int mely_color_pool(mely_t *m, uint32_t n, mely_color_pool_t **out);
+
+/*
+ * Takes a free color of pool p for a new connection (or any new unit of
+ * work that lives a while) and places it by load: it draws two workers at
+ * random (with up to 4 workers, it looks at each), and takes a free color
+ * that the less loaded one owns (ties: the first drawn). A worker's load is
+ * the colors of every pool of *m placed on it and not released, plus the
+ * events it has queued after its polls (an average: the backlog it keeps),
+ * plus the posts waiting in its inbox (with the Mely engine). When
+ * that worker owns no free color of p, a free color of another worker is
+ * moved to it (mely_color_move); if the move is refused (the color is
+ * still finishing its last handler), the color is handed out where it is.
+ * Use *out as a color of your own: post to it, watch on it, until you
+ * release it.
+ * @return 0 and *out; MELY_ESHUTDOWN; MELY_EINVAL (p or out NULL, or p
+ *         belongs to another runtime); -ENOSPC (every color of p is placed).
+ * Threads: any thread, not a signal handler. Cost: no lock in the common
+ * case; a few cache lines of other workers read, one compare-and-swap on
+ * the chosen worker's free list and one atomic add on its load; the
+ * move, when it happens, takes two worker locks (mely_color_move).
+ */
+int mely_color_place(mely_t *m, mely_color_pool_t *p, mely_color_t *out);
+
+/*
+ * Gives color back to pool p: its load leaves the worker it was placed on,
+ * and the color can be placed again at once. Release it when the
+ * connection is done: from the color's last handler (nothing of the old
+ * connection then runs beside a new one), or from anywhere once no event
+ * of it is queued. Events still queued on it, and those posted to it
+ * later, run as usual, in order with the next connection's.
+ * @return 0; MELY_ESHUTDOWN; MELY_EINVAL (p NULL, p of another runtime,
+ *         color not of p, or not placed now: a second release).
+ * Threads: any thread, not a signal handler. Cost: one compare-and-swap on
+ * a free list, one atomic add.
+ */
+int mely_color_release(mely_t *m, mely_color_pool_t *p, mely_color_t color);
+
+/*
+ * The colors of p placed on `worker` now (placed, not yet released; counted
+ * on the worker it was placed on, even if a steal moved it since).
+ * @return a count >= 0; MELY_ESHUTDOWN; MELY_EINVAL (p NULL, p of another
+ *         runtime, worker out of range).
+ * Threads: any thread (a snapshot that may be stale at once).
+ */
+int mely_color_pool_placed(const mely_t *m, const mely_color_pool_t *p, unsigned worker);
+
 /* ---- I/O, timers and signals (the per-worker pollers) --------------------
  *
  * Every worker owns a poller (a libevent event_base on epoll). Readiness of a
@@ -863,11 +957,16 @@ typedef struct mely_stats {
     uint64_t spin_ns;        /* time spent in them, in ns */
     uint64_t park_ns;        /* time spent parked, in ns (spin_ns / (spin_ns +
                                 park_ns): the spinning share of idle time) */
+    uint64_t places;         /* colors mely_color_place() placed on this worker */
+    uint64_t placed_now;     /* of those, not yet released: the placement
+                                part of its load (the only field that can
+                                fall: a level, not a counter) */
 } mely_stats_t;
 
 /*
  * Copies worker `worker`'s counters into *out. Counters only grow, from
- * mely_init() on; each is read atomically, the set is not a snapshot.
+ * mely_init() on (placed_now excepted, a level); each is read atomically,
+ * the set is not a snapshot.
  * @return 0; MELY_ESHUTDOWN; MELY_EINVAL (worker out of range or out NULL).
  * Threads: any thread.
  */

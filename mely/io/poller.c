@@ -66,6 +66,7 @@
 #include "mely/sched/turnend.h"
 #include "mely/core/log.h"
 #include "mely/remote/outbox.h"
+#include "mely/sched/placement.h"
 #include "mely/runtime.h"
 #include "mely/observe/trace.h"
 
@@ -192,9 +193,10 @@ static void trace_poll(struct mely__worker *w, int flags)
  * busy rule above; wave_done). */
 static void new_wave(struct mely__worker *w)
 {
-    w->io.poll_target = mely__counter_read(&w->ctr.events_run) +
-                        atomic_load_explicit(&w->nevents, memory_order_relaxed);
+    uint32_t queued = atomic_load_explicit(&w->nevents, memory_order_relaxed);
+    w->io.poll_target = mely__counter_read(&w->ctr.events_run) + queued;
     w->poll_generation = 0;
+    mely__placement_sample(w, queued);
 }
 
 /* Runs the base once (readiness callbacks stage their posts to other workers

@@ -120,6 +120,8 @@ static int worker_stats(const struct mely__rt *rt, unsigned worker, mely_stats_t
         .spin_ns = mely__counter_read(&c->spin_ns),
         .park_ns = mely__counter_read(&c->park_ns),
         .stalls = atomic_load_explicit(&rt->workers[worker].stalls, memory_order_relaxed),
+        .places = atomic_load_explicit(&rt->workers[worker].places, memory_order_relaxed),
+        .placed_now = atomic_load_explicit(&rt->workers[worker].placed_now, memory_order_relaxed),
     };
     out->steal_cycles_median = steal_median(&rt->workers[worker], out->steals);
     return 0;
@@ -147,7 +149,8 @@ static const struct {
     STAT(polls),          STAT(io_ready),      STAT(timers_fired),
     STAT(watch_moves),    STAT(stalls),        STAT(stream_sends),
     STAT(stream_bytes),   STAT(spins),         STAT(spins_found),
-    STAT(spin_ns),        STAT(park_ns),
+    STAT(spin_ns),        STAT(park_ns),       STAT(places),
+    STAT(placed_now),
 };
 #undef STAT
 _Static_assert(sizeof(stat_columns) / sizeof(stat_columns[0]) * sizeof(uint64_t) ==

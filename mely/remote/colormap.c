@@ -16,7 +16,7 @@ void mely__colormap_init(struct mely__rt *rt)
  * consistently; the engine moves the color (engine.h: the Mely engine's
  * posts that race with the move follow it through the move protocol,
  * deliver.c). */
-static int color_move(struct mely__rt *rt, mely_color_t color, unsigned worker)
+int mely__color_move(struct mely__rt *rt, mely_color_t color, unsigned worker)
 {
     if (color >= MELY_COLORS)
         return MELY_ECOLOR;
@@ -50,5 +50,5 @@ int mely_color_move(mely_t *m, mely_color_t color, unsigned worker)
 {
     struct mely__worker *self;
     struct mely__rt *rt = mely__handle_enter(m, &self);
-    return rt ? mely__handle_done(self, color_move(rt, color, worker)) : MELY_ESHUTDOWN;
+    return rt ? mely__handle_done(self, mely__color_move(rt, color, worker)) : MELY_ESHUTDOWN;
 }

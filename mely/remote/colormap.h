@@ -27,6 +27,10 @@ static inline unsigned mely__color_home(const struct mely__rt *rt, mely_color_t 
     return color >= MELY_COLORS ? color - MELY_COLORS : color % rt->nworkers;
 }
 
+/* mely_color_move() without the handle's grace period (the caller holds it):
+ * 0, MELY_ECOLOR, MELY_EINVAL, MELY_EBUSY or MELY_ENOMEM as documented there. */
+int mely__color_move(struct mely__rt *rt, mely_color_t color, unsigned worker);
+
 static inline bool mely__color_valid(const struct mely__rt *rt, mely_color_t color)
 {
     return color < MELY_COLORS || color - MELY_COLORS < rt->nworkers;

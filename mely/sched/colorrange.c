@@ -7,9 +7,10 @@
  * Who may call: any thread.
  */
 #include "mely/core/handle.h"
+#include "mely/sched/colorrange.h"
 #include "mely/runtime.h"
 
-static int reserve(struct mely__rt *rt, uint32_t n, mely_color_range_t *out)
+int mely__color_reserve(struct mely__rt *rt, uint32_t n, mely_color_range_t *out)
 {
     if (n == 0 || !out)
         return MELY_EINVAL;
@@ -26,7 +27,7 @@ int mely_color_range(mely_t *m, uint32_t n, mely_color_range_t *out)
 {
     struct mely__worker *self;
     struct mely__rt *rt = mely__handle_enter(m, &self);
-    return rt ? mely__handle_done(self, reserve(rt, n, out)) : MELY_ESHUTDOWN;
+    return rt ? mely__handle_done(self, mely__color_reserve(rt, n, out)) : MELY_ESHUTDOWN;
 }
 
 mely_color_t mely_color_hash(const mely_color_range_t *r, const void *key, size_t len)

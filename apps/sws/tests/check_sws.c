@@ -9,6 +9,9 @@
  *  - keep-alive (1.1 by default, 1.0 on request, Connection: close); a close
  *    the client asked for is immediate, an error's lingers;
  *    pipelined requests answered in order; If-None-Match and 304;
+ *  - placement: by load, every Close gives its color back to the pool (60
+ *    connections come and go, then the pool counts the 10 still open, on
+ *    both workers); by descriptor (--placement fd), no pool, served alike;
  *  - every error status (400, 404, 405 with Allow, 408, 413, 414, 431, 501,
  *    505), and the connection closed where it must be; a corpus of hostile
  *    requests; traversal attempts;
@@ -212,6 +215,58 @@ START_TEST(test_big_slow_reader)
 END_TEST
 
 /* ---- connections ------------------------------------------------------------------ */
+
+/* Where connections run (--placement load, then fd). 60 connections come
+ * and go, then 10 stay: with load, the pool counts exactly the 10 (every
+ * Close gave its color back) spread over both workers; with fd, there is
+ * no pool, and both serve alike. */
+START_TEST(test_placement)
+{
+    bool by_fd = _i == 1;
+    struct sws_config cfg;
+    srv_config(&cfg);
+    cfg.place_by_fd = by_fd;
+    unsigned port = srv_start(&cfg); /* the sample site, 2 workers */
+    struct sws *s = srv();
+    ck_assert(by_fd ? s->pool == NULL : s->pool != NULL);
+    struct cl c[10];
+    struct resp r;
+    for (int i = 0; i < 60; i++) {
+        ck_assert(cl_connect(&c[0], port, 5000));
+        req(&c[0], "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n", 200, &r);
+        resp_free(&r);
+        cl_close(&c[0]);
+    }
+    for (int i = 0; i < 10; i++)
+        ck_assert(cl_connect(&c[i], port, 5000));
+    for (int i = 0; i < 10; i++) {
+        req(&c[i], "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n", 200, &r);
+        resp_free(&r);
+    }
+    /* The 60 leave through DecClientAccepted, after their Close. */
+    uint64_t until = now_ns() + 5000000000ull;
+    while (atomic_load(&s->clients) != 10 && now_ns() < until)
+        sleep_us(1000);
+    ck_assert_uint_eq(atomic_load(&s->clients), 10);
+    if (!by_fd) {
+        int n0 = mely_color_pool_placed(&s->rt, s->pool, 0);
+        int n1 = mely_color_pool_placed(&s->rt, s->pool, 1);
+        ck_assert_msg(n0 + n1 == 10, "%d + %d colors placed for 10 connections", n0, n1);
+        ck_assert_msg(n0 >= 2 && n1 >= 2, "10 connections placed %d and %d", n0, n1);
+        mely_stats_t w0, w1;
+        ck_assert_int_eq(mely_worker_stats(&s->rt, 0, &w0), 0);
+        ck_assert_int_eq(mely_worker_stats(&s->rt, 1, &w1), 0);
+        ck_assert_uint_eq(w0.placed_now + w1.placed_now, 10);
+        ck_assert_uint_ge(w0.places + w1.places, 70);
+    }
+    req(&c[0], "GET /server-status HTTP/1.1\r\nHost: t\r\n\r\n", 200, &r);
+    ck_assert(strstr(r.body, by_fd ? "\nplacement: fd\n" : "\nplacement: load\n") != NULL);
+    resp_free(&r);
+    for (int i = 0; i < 10; i++)
+        cl_close(&c[i]);
+    ck_assert(srv_stop(5000));
+}
+END_TEST
 
 START_TEST(test_keepalive)
 {
@@ -799,7 +854,8 @@ START_TEST(test_status)
     ck_assert_msg(ncur >= 1 && ncur <= 3, "connections_current: %d", ncur);
     ck_assert(strstr(r.body, "\nstalls: ") != NULL);
     ck_assert(strstr(r.body, "worker  requests  events  steals") != NULL);
-    ck_assert(strstr(r.body, "io_ready  stalls\n") != NULL);
+    ck_assert(strstr(r.body, "io_ready  stalls  placed\n") != NULL);
+    ck_assert(strstr(r.body, "\nplacement: load\n") != NULL);
     ck_assert(strstr(r.body, "\n1 ") != NULL); /* worker 1's line */
     resp_free(&r);
     req(&c, "GET /server-status?format=json HTTP/1.1\r\nHost: t\r\n\r\n", 200, &r);
@@ -808,6 +864,7 @@ START_TEST(test_status)
     ck_assert(strstr(r.body, "\"steals\":") && strstr(r.body, "\"stolen_cycles\":"));
     ck_assert(strstr(r.body, "\"bytes_out\":") && strstr(r.body, ",\"stalls\":"));
     ck_assert(strstr(r.body, "\"io_ready\":") && strstr(strstr(r.body, "\"io_ready\":"), "\"stalls\":"));
+    ck_assert(strstr(r.body, "\"placement\":\"load\"") && strstr(r.body, ",\"placed\":"));
     ck_assert(strcmp(r.body + r.body_len - 3, "]}\n") == 0);
     resp_free(&r);
     cl_close(&c);
@@ -928,6 +985,7 @@ int main(void)
     tcase_add_test(tc, test_files);
     tcase_add_test(tc, test_big_slow_reader);
     tcase_add_test(tc, test_keepalive);
+    tcase_add_loop_test(tc, test_placement, 0, 2);
     tcase_add_test(tc, test_close_asked);
     tcase_add_test(tc, test_pipelining);
     tcase_add_test(tc, test_conditional);

@@ -34,6 +34,10 @@ struct mely__colorq {
     uint16_t held;    /* work held to the end of its worker's turn: not
                          movable meanwhile (turnend.h) */
     uint64_t units;   /* the sum of its events' expected costs (event.h) */
+    uint64_t since;   /* TSC when its current wait began: its first pending
+                         event was queued, or its worker ended a batch of it
+                         with events left (stealing-queue policies only:
+                         stealq.h's waiting rule) */
     struct mely__colorq *sq_prev, *sq_next; /* stealing-queue links */
     uint32_t prio_count[MELY_PRIO_LEVELS];
 };

@@ -851,6 +851,13 @@ typedef struct mely_stats {
                                 most (mely/stream.h) */
     uint64_t stream_bytes;   /* bytes they sent (stream_bytes / stream_sends:
                                 what a send carries) */
+    uint64_t steal_fail_cycles; /* TSC cycles spent in steal attempts that took
+                                   nothing (steal_attempts - steals of them):
+                                   with steal_cycles, all that looking for
+                                   work to steal cost */
+    uint64_t idle_cycles;    /* TSC cycles this worker had nothing to run: from
+                                finding its queue empty to having work again
+                                (polling, stealing, spinning, parked) */
 } mely_stats_t;
 
 /*

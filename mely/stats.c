@@ -114,6 +114,8 @@ static int worker_stats(const struct mely__rt *rt, unsigned worker, mely_stats_t
         .watch_moves = mely__counter_read(&c->watch_moves),
         .stream_sends = mely__counter_read(&c->stream_sends),
         .stream_bytes = mely__counter_read(&c->stream_bytes),
+        .steal_fail_cycles = mely__counter_read(&c->steal_fail_cycles),
+        .idle_cycles = mely__counter_read(&c->idle_cycles),
         .stalls = atomic_load_explicit(&rt->workers[worker].stalls, memory_order_relaxed),
     };
     out->steal_cycles_median = steal_median(&rt->workers[worker], out->steals);
@@ -141,7 +143,7 @@ static const struct {
     STAT(steal_cycles_median), STAT(stolen_events), STAT(stolen_cycles),
     STAT(polls),          STAT(io_ready),      STAT(timers_fired),
     STAT(watch_moves),    STAT(stalls),        STAT(stream_sends),
-    STAT(stream_bytes),
+    STAT(stream_bytes),   STAT(steal_fail_cycles), STAT(idle_cycles),
 };
 #undef STAT
 _Static_assert(sizeof(stat_columns) / sizeof(stat_columns[0]) * sizeof(uint64_t) ==

@@ -542,7 +542,8 @@ static void check_stats_header(const char *line)
         "lock_contended", "lock_cycles",    "steal_attempts",      "steals",
         "steal_cycles",   "steal_cycles_median", "stolen_events",  "stolen_cycles",
         "polls",          "io_ready",       "timers_fired",        "watch_moves",
-        "stalls",         "stream_sends",   "stream_bytes",
+        "stalls",         "stream_sends",   "stream_bytes",        "steal_fail_cycles",
+        "idle_cycles",
     };
     _Static_assert(sizeof(fields) / sizeof(fields[0]) - 1 ==
                        sizeof(mely_stats_t) / sizeof(uint64_t),

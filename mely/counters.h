@@ -36,6 +36,7 @@ struct mely__counters {
     mely__counter_t stream_sends;  /* io/stream.c's flush */
     mely__counter_t stream_bytes;
     mely__counter_t steal_fail_cycles; /* the thief's: attempts that took nothing */
+    mely__counter_t steal_hold_cycles; /* the thief's: its steals' lock holds */
     mely__counter_t idle_cycles;       /* worker.c's loop: time with nothing to run */
 };
 

@@ -855,6 +855,10 @@ typedef struct mely_stats {
                                    nothing (steal_attempts - steals of them):
                                    with steal_cycles, all that looking for
                                    work to steal cost */
+    uint64_t steal_hold_cycles; /* TSC cycles the successful attempts held
+                                   both workers' locks: what the steals cost
+                                   their victims, whose queues were locked
+                                   (mean: / steals) */
     uint64_t idle_cycles;    /* TSC cycles this worker had nothing to run: from
                                 finding its queue empty to having work again
                                 (polling, stealing, spinning, parked) */

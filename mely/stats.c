@@ -115,6 +115,7 @@ static int worker_stats(const struct mely__rt *rt, unsigned worker, mely_stats_t
         .stream_sends = mely__counter_read(&c->stream_sends),
         .stream_bytes = mely__counter_read(&c->stream_bytes),
         .steal_fail_cycles = mely__counter_read(&c->steal_fail_cycles),
+        .steal_hold_cycles = mely__counter_read(&c->steal_hold_cycles),
         .idle_cycles = mely__counter_read(&c->idle_cycles),
         .stalls = atomic_load_explicit(&rt->workers[worker].stalls, memory_order_relaxed),
     };
@@ -143,7 +144,8 @@ static const struct {
     STAT(steal_cycles_median), STAT(stolen_events), STAT(stolen_cycles),
     STAT(polls),          STAT(io_ready),      STAT(timers_fired),
     STAT(watch_moves),    STAT(stalls),        STAT(stream_sends),
-    STAT(stream_bytes),   STAT(steal_fail_cycles), STAT(idle_cycles),
+    STAT(stream_bytes),   STAT(steal_fail_cycles), STAT(steal_hold_cycles),
+    STAT(idle_cycles),
 };
 #undef STAT
 _Static_assert(sizeof(stat_columns) / sizeof(stat_columns[0]) * sizeof(uint64_t) ==

@@ -29,8 +29,16 @@
  * the average at the next steal, so a server
  * whose colors carry sockets stops stealing colors worth less than moving
  * their sockets (SWS under bench/e2e/run-web.sh: a stolen ReadRequest is worth
- * ~4,000 cycles, a move 2 system calls). The statistics (steal log,
- * steal_cycles) keep the steal alone.
+ * ~4,000 cycles, a move 2 system calls), unless the color has waited
+ * longer than that (stealq.h's waiting rule). The statistics (steal log,
+ * steal_cycles) keep the steal alone; failed attempts are timed too
+ * (steal_fail_cycles), so that what looking for work costs is known.
+ *
+ * The hold of a steal, measured: the thief reads the TSC once it holds both
+ * locks and again before it releases them; a successful steal's hold is
+ * folded into rt->steal_hold the same way (starting at STEAL_HOLD_INIT). It
+ * is what the steal costs the victim, whose queue is locked meanwhile: the
+ * waiting rule takes a cheap color only if it is worth more than that.
  *
  * Waking thieves: an idle worker steals, spins, steals again, then parks, and a
  * parked worker wakes only for its own work. So that stealable work that
@@ -38,7 +46,9 @@
  * that makes a victim stealable (its second color, or, with the time-left
  * heuristic, a newly worthy color) wakes one parked worker (park.c's
  * mely__wake_thief): a check of rt->nparked per such post, a system call
- * only when someone sleeps.
+ * only when someone sleeps. A color that becomes worth taking by waiting
+ * has no post of its own: the next color that starts waiting on its worker
+ * looks (enqueue.h's mely__wait_began).
  *
  * Cost: a steal moves one color-queue in O(1) (unlink, relink, one map store)
  * whatever the number of events; the policy's choice may scan the victim
@@ -193,6 +203,7 @@ static void record_steal(struct mely__worker *thief, uint64_t cycles, uint64_t h
                           cycles > UINT32_MAX ? UINT32_MAX : (uint32_t)cycles, memory_order_relaxed);
     mely__count(&thief->ctr.steals, 1);
     mely__count(&thief->ctr.steal_cycles, cycles);
+    mely__count(&thief->ctr.steal_hold_cycles, hold);
     fold(&rt->steal_cost, cycles + atomic_exchange_explicit(&rt->move_cycles, 0,
                                                             memory_order_relaxed));
     fold(&rt->steal_hold, hold);

@@ -56,12 +56,9 @@ static void take_batch(struct mely__worker *w, struct mely__colorq *cq)
 static void end_batch(struct mely__worker *w, struct mely__colorq *cq)
 {
     unsigned old_prio = cq->prio;
-    bool left = w->run.count != 0;
 
     mely__add_pending(w, (int)w->run.count);
     mely__colorq_prepend(cq, &w->run);
-    if (left && w->rt->steal_ops.stealq)
-        cq->since = mely__cycles(); /* served until now: its wait begins anew */
     w->run_cq = NULL;
     w->quiet_seq++;
     if (w->batch_end)

@@ -543,7 +543,7 @@ static void check_stats_header(const char *line)
         "steal_cycles",   "steal_cycles_median", "stolen_events",  "stolen_cycles",
         "polls",          "io_ready",       "timers_fired",        "watch_moves",
         "stalls",         "stream_sends",   "stream_bytes",        "steal_fail_cycles",
-        "idle_cycles",
+        "steal_hold_cycles", "idle_cycles",
     };
     _Static_assert(sizeof(fields) / sizeof(fields[0]) - 1 ==
                        sizeof(mely_stats_t) / sizeof(uint64_t),

@@ -53,17 +53,19 @@ static inline bool mely__runs_next(const struct mely__worker *w, const struct me
 /* Under w->lock, stealing-queue policies: cq's wait begins now (its first
  * pending event was just queued): one TSC read per color-queue that becomes
  * non-empty, none per event. Returns true if a parked worker should come and
- * steal a color of w that has waited (stealq.h's waiting rule): a color that
- * waits longer than a steal costs becomes worth taking without a post of its
- * own, so the next color that starts waiting on w checks the head of w's
- * core-queue, when someone sleeps. */
-static inline bool mely__wait_began(struct mely__worker *w, struct mely__colorq *cq)
+ * steal a color of w that has waited (stealq.h's waiting rule), which is
+ * looked for only if `look` (no wake-up asked for yet) and someone sleeps: a
+ * color that waits longer than a steal costs becomes worth taking without a
+ * post of its own, so the next color that starts waiting on w checks the
+ * head of w's core-queue. */
+static inline bool mely__wait_began(struct mely__worker *w, struct mely__colorq *cq, bool look)
 {
     const struct mely__rt *rt = w->rt;
     uint64_t now = mely__cycles();
 
     cq->since = now;
-    return atomic_load_explicit((_Atomic uint32_t *)&rt->nparked, memory_order_relaxed) != 0 &&
+    return look &&
+           atomic_load_explicit((_Atomic uint32_t *)&rt->nparked, memory_order_relaxed) != 0 &&
            mely__wait_pick(&w->coreq, w->run_cq, now, mely__steal_cost_cycles(rt),
                            mely__steal_hold_units(rt)) != NULL;
 }
@@ -96,7 +98,7 @@ mely__enqueue_colorq(struct mely__worker *w, struct mely__worker *self, struct m
     }
     if (stealq && mely__stealq_update(&w->stealq, cq, mely__steal_cost_units(rt)))
         wake |= MELY__WAKE_THIEF;
-    if (was_empty && mely__wait_began(w, cq))
+    if (was_empty && mely__wait_began(w, cq, !(wake & MELY__WAKE_THIEF)))
         wake |= MELY__WAKE_THIEF;
     mely__add_pending(w, 1);
     if ((wake & MELY__WAKE_THIEF) && mely__runs_next(w, self))

@@ -165,7 +165,10 @@ typedef struct mely_config {
  *             rest), from the cache map (the paper's section 3.1);
  *   timeleft  only worthy colors are taken: those whose expected processing
  *             time (the handlers' timeleft annotations) exceeds the measured
- *             cost of a steal; the largest first (section 3.2);
+ *             cost of a steal; the largest first, the oldest among similar
+ *             (section 3.2); when none is, a color whose events have waited
+ *             longer than a steal costs and are expected to take longer than
+ *             the steal holds its owner's lock (doc/stealing.md);
  *   penalty   as timeleft (worthiness on time-left alone), and among worthy
  *             colors the one with the lowest handler penalties is taken
  *             (section 3.3);

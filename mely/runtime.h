@@ -224,6 +224,8 @@ struct mely__rt {
     alignas(MELY__CACHELINE) _Atomic uint64_t steal_cost; /* cycles, moving average */
     _Atomic uint64_t move_cycles; /* fd watch moves since the last steal
                                      (mely__steal_charge) */
+    _Atomic uint64_t steal_hold;  /* cycles a steal holds its victim's lock,
+                                     moving average (steal.c) */
     _Atomic uint32_t nparked;     /* workers parked now */
 
     alignas(MELY__CACHELINE) atomic_bool stopping; /* a stop was requested */

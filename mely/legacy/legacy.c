@@ -131,7 +131,9 @@ static void legacy_loop(struct mely__worker *w)
         mely__trace_follow(w);
         if (!q->head) {
             mely__spin_unlock(&w->lock);
+            uint64_t idle = mely__cycles();
             mely__idle(w);
+            mely__count(&w->ctr.idle_cycles, mely__cycles() - idle);
             mely__spin_lock(&w->lock, &w->ctr);
             continue;
         }

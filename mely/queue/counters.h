@@ -43,6 +43,9 @@ struct mely__counters {
     mely__counter_t spins_found;
     mely__counter_t spin_ns;
     mely__counter_t park_ns;
+    mely__counter_t steal_fail_cycles; /* the thief's: attempts that took nothing */
+    mely__counter_t steal_hold_cycles; /* the thief's: its steals' lock holds */
+    mely__counter_t idle_cycles;       /* worker.c's loop: time with nothing to run */
 };
 
 /* Single-writer increment: only the counter's one writer may call it. */

@@ -13,6 +13,7 @@
 #define MELY_ENQUEUE_H
 
 #include "mely/steal/cost.h"
+#include "mely/queue/cycles.h"
 #include "mely/core/park.h"
 #include "mely/runtime.h"
 #include "mely/steal/steal.h"
@@ -52,6 +53,26 @@ static inline bool mely__runs_next(const struct mely__worker *w, const struct me
            atomic_load_explicit(&w->nevents, memory_order_relaxed) == 1;
 }
 
+/* Under w->lock, stealing-queue policies: cq's wait begins now (its first
+ * pending event was just queued): one TSC read per color-queue that becomes
+ * non-empty, none per event. Returns true if a parked worker should come and
+ * steal a color of w that has waited (stealq.h's waiting rule), which is
+ * looked for only if `look` (no wake-up asked for yet) and someone sleeps: a
+ * color that waits longer than a steal costs becomes worth taking without a
+ * post of its own, so the next color that starts waiting on w checks the
+ * head of w's core-queue. */
+static inline bool mely__wait_began(struct mely__worker *w, struct mely__colorq *cq, bool look)
+{
+    const struct mely__rt *rt = w->rt;
+    uint64_t now = mely__cycles();
+
+    cq->since = now;
+    return look &&
+           atomic_load_explicit((_Atomic uint32_t *)&rt->nparked, memory_order_relaxed) != 0 &&
+           mely__wait_pick(&w->coreq, w->run_cq, now, mely__steal_cost_cycles(rt),
+                           mely__steal_hold_units(rt)) != NULL;
+}
+
 /* The Mely engine's enqueue; `stealq` (a constant at each call site) says
  * whether the time-left stealing-queue is kept. */
 static inline __attribute__((always_inline)) unsigned
@@ -71,6 +92,7 @@ mely__enqueue_colorq(struct mely__worker *w, struct mely__worker *self, struct m
     }
 
     unsigned old_prio = cq->prio;
+    bool was_empty = stealq && cq->count == 0;
     mely__colorq_push(cq, ev, ev->head);
     if (!cq->queued) {
         mely__coreq_insert(&w->coreq, cq);
@@ -80,6 +102,8 @@ mely__enqueue_colorq(struct mely__worker *w, struct mely__worker *self, struct m
         mely__coreq_reprioritize(&w->coreq, cq, old_prio);
     }
     if (stealq && mely__stealq_update(&w->stealq, cq, mely__steal_cost_units(rt)))
+        wake |= MELY__WAKE_THIEF;
+    if (was_empty && mely__wait_began(w, cq, !(wake & MELY__WAKE_THIEF)))
         wake |= MELY__WAKE_THIEF;
     mely__add_pending(w, 1);
     if ((wake & MELY__WAKE_THIEF) && mely__runs_next(w, self))

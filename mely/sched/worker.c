@@ -159,7 +159,9 @@ static void loop(struct mely__worker *w)
             run_detached(w, cq);
             mely__poller_tick(w, &w->io, &w->timers, w->turn_end);
         } else {
+            uint64_t idle = mely__cycles();
             mely__idle(w);
+            mely__count(&w->ctr.idle_cycles, mely__cycles() - idle);
         }
         mely__spin_lock(&w->lock, &w->ctr);
     }

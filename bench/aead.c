@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aead.c: the sealing rate of every candidate AEAD for SFS (doc/sfs.md) on
  * one core, and SFS's crypto ceiling: the chosen AEAD's rate times the

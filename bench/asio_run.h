@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * asio_run.h: running one Boost.Asio io_context on W pinned threads, for the
  * Asio peers (dispatch_asio.cpp, compat_post_asio.cpp). Thread i runs on the

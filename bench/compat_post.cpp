@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * compat_post.cpp: what a legacy post costs, next to a native one and to
  * Boost.Asio's, in three shapes, run after run in one process.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * compat_post_asio.cpp: bench/compat_post's three shapes on Boost.Asio
  * (compat_post_asio.h). Built with stubs when configure did not find Boost.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * compat_post_asio.h: bench/compat_post's shapes on Boost.Asio (one strand
  * per color, asio::post per event, as bench/dispatch_asio.cpp), in a

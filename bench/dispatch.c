@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dispatch.c: what one event costs in mely, next to Boost.Asio strands.
  *

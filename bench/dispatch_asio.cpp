@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dispatch_asio.cpp: the Boost.Asio peer of bench/dispatch.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * flood.c: what a post flood does to memory (issue 26), and what comes back.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * harness.c: what mely's benchmark programs share (see harness.h); the
  * machine, its floors, peer programs and the results table are in report.c.

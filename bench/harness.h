@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * harness.h: what mely's benchmark programs share, on top of common/measure.h
  * (clock, CPU time, pinning, medians, watchdog), which they share with tests/.

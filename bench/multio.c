@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * multio.c: the Mely paper's multio-style client for SFS (section 5.3.2):
  * N clients, each on its own connection to apps/sfs/sfsd, each reading one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * place.c: what placing a connection by load costs (mely_color_place, then
  * mely_color_release: doc/runtime.md, "Placement by load").

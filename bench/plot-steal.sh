@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # plot-steal.sh: PNG bar charts from bench/steal's CSV files.
 #
 #   bench/plot-steal.sh [RESULTS_DIR]      (default: bench/results)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * report.c: the machine, its floors, peer programs, and the results table
  * with its CSV file (see harness.h).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # run-io.sh: the I/O benchmarks in one command: bench/wakeup (wake-up latency of
 # a parked worker next to the machine's floor), then bench/e2e/echo (echo over
 # loopback, mely next to libevent). Builds nothing: run `make bench` first.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # run-steal.sh: runs bench/steal's four workloads and draws their plots, in one
 # command. Builds nothing: run `make bench` first.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * steal.h: what the parts of bench/steal share.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * steal_cache.c: the paper's "cache efficient" microbenchmark (Table 6).
  *

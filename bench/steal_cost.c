@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * steal_cost.c: cycles per steal against the number of events the victim
  * holds (the paper's section 2.3: libasync-smp scans its queue to build the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * steal_penalty.c: the paper's "penalty" microbenchmark (Table 5).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * steal_rounds.c: fork/join rounds, re-homing and handler costs for
  * bench/steal (see steal.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * steal_unbalanced.c: the paper's "unbalanced" microbenchmark (Tables 3-4).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wakeup.c: how long a post takes to wake a parked worker on another core,
  * and how late a timer fires on a parked worker, each next to the machine's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * measure.c: what bench/ and tests/ share (see measure.h).
  */

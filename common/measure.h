@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * measure.h: what the benchmarks (bench/) and the tests (tests/) share: a
  * monotonic clock and sleeps, CPU time, descriptors, CPUs and pinning,

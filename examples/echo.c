@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* echo.c: an echo server on streams (include/mely/stream.h): `echo [PORT]` (default 7007, 0: a
  * free port). Each connection gets a color of a pool, placed on the less loaded worker, and
  * gives it back when it closes. SIGINT or SIGTERM flush, close them and stop. */

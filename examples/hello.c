@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hello.c: the README's example. Colors 1..8 run in parallel; each color's
  * events run in order. Built by `make check`, run under valgrind by CI. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kv.c: a key-value server on streams, a color per key (doc/colors.md).
  * `kv [PORT]` (default 7008; 0: a free port). A command per line (LF or CRLF),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvstore.c: the key-value table and its command language (kvstore.h).
  * An entry keeps its GET reply ready ("VALUE value\n"), so a hit is one

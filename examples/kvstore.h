@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvstore.h: the table and the command language of examples/kv.c (on
  * streams) and bench/e2e/kv_bufferevent.c (on libevent bufferevents), shared

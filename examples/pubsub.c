@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pubsub.c: a publish/subscribe broker on streams, a color per room and a
  * color per connection (the protocol: bench/e2e/pubsub.h).

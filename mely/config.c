@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * config.c: defaults, MELY_* environment overrides, and validation.
  * The environment wins over the program's configuration, so that a deployed
@@ -68,10 +69,10 @@ static bool resolve_engine(const mely_config_t *cfg, struct mely__settings *out)
     const char *where;
     const char *engine = env_or("MELY_ENGINE", cfg->engine, &where);
 
-    out->legacy = engine && strcmp(engine, "legacy") == 0;
-    if (!engine || out->legacy || strcmp(engine, "mely") == 0)
+    out->engine = mely__engine_find(engine);
+    if (out->engine)
         return true;
-    mely__log(MELY_LOG_ERROR, "%s engine \"%s\": expected mely or legacy", where, engine);
+    mely__log(MELY_LOG_ERROR, "%s engine \"%s\": expected %s", where, engine, mely__engine_names);
     return false;
 }
 
@@ -87,10 +88,10 @@ static bool resolve_steal(const mely_config_t *cfg, struct mely__settings *out)
         return false;
     }
     out->stealing = r > 0;
-    if (out->legacy && (out->steal.stealq || out->steal.measure)) {
+    if (!out->engine->colorqs && (out->steal.stealq || out->steal.measure)) {
         mely__log(MELY_LOG_ERROR,
-                  "%s steal policy \"%s\": the legacy engine takes off, base and locality",
-                  where, steal);
+                  "%s steal policy \"%s\": the %s engine takes off, base and locality",
+                  where, steal, out->engine->name);
         return false;
     }
     return true;

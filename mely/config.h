@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config.h: the resolved configuration of a runtime (internal; see config.c). */
 #ifndef MELY_CONFIG_H
 #define MELY_CONFIG_H
@@ -5,6 +6,7 @@
 #include <sched.h>
 #include <stdbool.h>
 
+#include "mely/sched/engine.h"
 #include <mely/mely.h>
 
 #include "mely/steal/stealops.h"
@@ -16,7 +18,7 @@ struct mely__settings {
     bool stealing;                       /* false: steal policy "off" */
     struct mely__steal_ops steal;        /* the composed policy, when stealing */
     char steal_name[MELY__STEAL_NAME_MAX]; /* steal.name points here */
-    bool legacy;                         /* engine "legacy" */
+    const struct mely__engine *engine;   /* engine.h */
     int topo_source;                     /* enum mely__topo_source */
     bool pin;
     bool keep_sigpipe;

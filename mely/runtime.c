@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * runtime.c: the life cycle of a runtime: init, run, stop, shutdown.
  *
@@ -17,7 +18,6 @@
 #include "mely/remote/colormap.h"
 #include "mely/config.h"
 #include "mely/steal/cost.h"
-#include "mely/remote/deliver.h"
 #include "mely/core/handle.h"
 #include "mely/io/listen.h"
 #include "mely/io/poller.h"
@@ -44,7 +44,6 @@ static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned in
     mely__coreq_init(&w->coreq);
     atomic_init(&w->nevents, 0);
     atomic_init(&w->wake_seq, 0);
-    w->legacy.running = UINT32_MAX; /* none (legacy.c) */
     w->sample_rng = 0x9e3779b97f4a7c15ull * (index + 1); /* any non-zero seed */
     w->rt = rt;
     w->index = index;
@@ -72,17 +71,14 @@ static void rt_free(struct mely__rt *rt)
     pthread_mutex_destroy(&rt->listen_mu);
     pthread_mutex_destroy(&rt->stream_mu);
     pthread_mutex_destroy(&rt->trace_mu);
-    for (unsigned i = 0; rt->workers && i < rt->nworkers; i++) {
+    rt->engine->fini(rt);
+    for (unsigned i = 0; rt->workers && i < rt->nworkers; i++)
         free(rt->workers[i].steal_order);
-        free(rt->workers[i].head_seen);
-    }
     mely__pools_free(rt);
     mely__depot_destroy(&rt->depot);
-    free(rt->inboxes);
     if (rt->topo)
         mely__topo_free(rt->topo);
     free(rt->cq_of);
-    free(rt->legacy_pending);
     free(rt->costtab);
     free(rt->workers);
     free(rt);
@@ -95,7 +91,7 @@ static void rt_configure(struct mely__rt *rt, const struct mely__settings *s)
     rt->batch = s->batch;
     rt->spin_us = s->spin_us;
     rt->stall_ms = s->stall_ms;
-    rt->engine = s->legacy ? &mely__engine_legacy : &mely__engine_mely;
+    rt->engine = s->engine;
     if (s->stealing) {
         rt->steal_ops = s->steal;
         memcpy(rt->steal_name, s->steal_name, sizeof(rt->steal_name));
@@ -105,7 +101,6 @@ static void rt_configure(struct mely__rt *rt, const struct mely__settings *s)
         rt->cost.penalty = s->steal.penalty;
         rt->cost.measure = s->steal.measure;
     }
-    rt->enqueue_special = rt->engine != &mely__engine_mely || rt->steal_ops.stealq;
     mely__steal_init(rt);
     atomic_init(&rt->nparked, 0);
     rt->oversubscribed = !s->pin || s->workers > s->ncpus;
@@ -124,16 +119,13 @@ static int rt_alloc(struct mely__rt *rt, const struct mely__settings *s)
     for (unsigned i = 0; i < s->workers; i++)
         worker_init(&rt->workers[i], rt, i, mely__config_cpu(s, i));
     rt->cq_of = calloc(MELY_COLORS + s->workers, sizeof(*rt->cq_of));
-    if (s->legacy)
-        rt->legacy_pending = calloc(MELY_COLORS + s->workers, sizeof(*rt->legacy_pending));
     if (rt->cost.measure)
         rt->costtab = calloc(1, sizeof(*rt->costtab));
-    if (!rt->cq_of || (s->legacy && !rt->legacy_pending) || (rt->cost.measure && !rt->costtab))
+    if (!rt->cq_of || (rt->cost.measure && !rt->costtab))
         return MELY_ENOMEM;
     for (unsigned i = 0; i < s->workers; i++) {
         rt->workers[i].steal_order = calloc(s->workers, sizeof(unsigned));
-        rt->workers[i].head_seen = calloc(s->workers, sizeof(uint32_t));
-        if (!rt->workers[i].steal_order || !rt->workers[i].head_seen)
+        if (!rt->workers[i].steal_order)
             return MELY_ENOMEM;
     }
     return 0;
@@ -169,7 +161,7 @@ static int rt_build(struct mely__rt *rt, const struct mely__settings *s)
 
     rt_configure(rt, s);
     if ((err = rt_alloc(rt, s)) != 0 || (err = rt_topology(rt, s)) != 0 ||
-        (err = mely__deliver_init(rt)) != 0 || (err = mely__park_init(rt)) != 0 ||
+        (err = rt->engine->init(rt)) != 0 || (err = mely__park_init(rt)) != 0 ||
         (err = mely__pollers_init(rt)) != 0 || (err = mely__watchtab_init(rt)) != 0)
         return err;
     mely__colormap_init(rt);

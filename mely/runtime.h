@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * runtime.h: the runtime object and its workers (internal).
  *
@@ -9,17 +10,26 @@
  *
  * Per-worker data is split by who touches it, on separate cache lines:
  *  - `shared`: fields other threads touch, only under `lock` (the core-queue,
- *    the parked flag, the color-queue allocator), plus `nevents`, which other
- *    threads may read without the lock as a hint;
+ *    the stealing-queue, the color-queue allocator, the reserve of events a
+ *    move's drain may use), plus `nevents`, which other threads may read
+ *    without the lock as a hint, and the inbox's address, set at init;
  *  - `wake`: the parked flag, the wake-up count and the eventfd that wakers
  *    write (park.c);
+ *  - `foreign_lock`, alone (deliver.c);
  *  - `timers`: the timers homed here, under a lock of their own (io/timer.c);
- *  - `own`: fields only the owning thread touches (event free list, the
- *    current color), and its counters (read by anyone, relaxed).
+ *  - `own`: fields only the owning thread writes (its event cache, the
+ *    running batch, its outbox, its poller, the turn's end), some of which
+ *    others read: the flush count `post_seq` (a mover, deliver.c) and the
+ *    counters (anyone, relaxed); and the trace rings, which tracing's start
+ *    and stop also write (trace.h). The color of the running handler is a
+ *    thread-local, mely__current_color (self.c);
+ *  - the stall word (stall.h), which the worker writes and the stall monitor
+ *    reads, and the monitor's own count, on a line each.
  *
- * Lock order: a worker's lock, then the event depot's lock. Only the steal
- * driver and mely_color_move() hold two worker locks, taken in worker-index
- * order (steal.c).
+ * Lock order: a worker's lock, then a worker's foreign_lock (a mover's step
+ * b, deliver.c), or the event depot's lock. Only the steal driver and
+ * mely_color_move() hold two worker locks, taken in worker-index order
+ * (mely__lock_pair, colormap.h).
  */
 #ifndef MELY_RUNTIME_H
 #define MELY_RUNTIME_H
@@ -62,14 +72,6 @@ struct mely__stage;
 /* The successful steals whose cycles a worker keeps for the median. */
 #define MELY__STEAL_LOG 1024u
 
-/* The legacy engine's queue (legacy.c): libasync-smp's one FIFO of events per
- * worker, whatever their colors. Under the worker's lock. */
-struct mely__legacyq {
-    struct mely__event *head, *tail;
-    uint32_t ncolors; /* distinct colors with pending events here */
-    uint32_t running; /* the color being run, or UINT32_MAX */
-};
-
 struct mely__worker {
     /* shared: under `lock`. The fields a post touches come first, so that the
      * lock, the pending count an idle worker watches, and the head of the
@@ -79,9 +81,8 @@ struct mely__worker {
     struct mely__cqslab cqslab;   /* color-queues for colors this worker owns */
     struct mely__coreq coreq;
     struct mely__stealq stealq;   /* worthy color-queues (timeleft, penalty) */
-    struct mely__legacyq legacy;  /* the legacy engine's queue */
     struct mely__inbox *inbox;    /* remote posts to this worker (inbox.h;
-                                     deliver.c): rt->inboxes[index] */
+                                     deliver.c); NULL: the legacy engine */
     struct mely__event *reserve;  /* events only a move's drain uses (deliver.c) */
     uint32_t nreserve;
 
@@ -194,8 +195,6 @@ struct mely__rt {
     _Atomic mely_timer_t drain_timer; /* its timeout, or 0 */
     _Atomic uint32_t range_top;   /* colors >= this are reserved (colorrange.c) */
     const struct mely__engine *engine; /* the queueing engine (engine.h) */
-    bool enqueue_special;         /* legacy, or steal_ops.stealq: posts take
-                                     engine->enqueue (enqueue.h) */
     atomic_bool budget_hit;       /* events handed out passed the budget:
                                      remote and foreign posts refuse
                                      (freelist.h). On this read-mostly line,
@@ -218,16 +217,15 @@ struct mely__rt {
     struct mely__colorq *_Atomic *cq_of; /* MELY_COLORS + nworkers entries */
 
     struct mely__depot depot;
-    struct mely__inbox *inboxes;  /* one per worker (Mely engine), 64-byte aligned */
-
-    /* Legacy engine: pending events per color, under the owner's lock. */
-    uint32_t *legacy_pending;     /* MELY_COLORS + nworkers entries */
+    void *engine_data;            /* the engine's own state (engine.h: init) */
 
     /* Stealing, written by thieves and parking workers, read by posters when
      * a color becomes stealable: on a line of their own. */
     alignas(MELY__CACHELINE) _Atomic uint64_t steal_cost; /* cycles, moving average */
     _Atomic uint64_t move_cycles; /* fd watch moves since the last steal
                                      (mely__steal_charge) */
+    _Atomic uint64_t steal_hold;  /* cycles a steal holds its victim's lock,
+                                     moving average (steal.c) */
     _Atomic uint32_t nparked;     /* workers parked now */
 
     alignas(MELY__CACHELINE) atomic_bool stopping; /* a stop was requested */

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # callgraph.sh [-v] OBJ.lo...: the file-level call graph of the runtime's
 # objects (libmely-core's: `make -s -C build print-core-objects` lists them),
 # its cycles, and the rooms' rules.

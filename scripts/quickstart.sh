@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # quickstart.sh: set up, build and run mely on Debian 12 (as root, or with sudo).
 #   scripts/quickstart.sh demo   install what is missing, build, run the main demo
 #   scripts/quickstart.sh test   install what is missing, build, run every test

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # soak.sh: runs the ordering suites again and again beside CPU hogs, and
 # keeps what a failing run left: its log and, for a disorder, the records of
 # the events around it (check_deliver writes them to $MELY_SOAK_DIR: the
@@ -36,7 +37,7 @@ while [ $# -gt 0 ]; do
     --build) build=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,23p' "$0"; exit 0 ;;
     -*) echo "soak.sh: unknown option $1" >&2; exit 2 ;;
     *) suites="$suites $1"; shift ;;
     esac

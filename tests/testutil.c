@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * testutil.c: the helpers the Check test programs share (see testutil.h).
  */

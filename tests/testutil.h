@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * testutil.h: what the Check test programs share: scaled event counts,
  * bounded waits, failure notes, bounded runs, the workers' counters, runtime

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * conn.C: one SFS connection on its own color: the key exchange, reading and
  * opening request frames, sealing and writing replies, backpressure, close.

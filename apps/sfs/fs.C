@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fs.C: request dispatch on color 0: the handle table, LOOKUP confined to the
  * served root, GETATTR, READ from the page cache, READDIR, RELEASE.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * main.C: sfsd's command line, the served root, the crypto handlers' cost
  * annotations (measured here, at start-up), and the loop.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * proto.c: the SFS wire protocol (proto.h): the key exchange and the sealed
  * frames on OpenSSL's libcrypto, and the message codecs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * proto.h: the SFS wire protocol (doc/sfs.md), shared by the server
  * (apps/sfs, C++ over compat), the multio client (bench/multio) and the tests.

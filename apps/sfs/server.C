@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * server.C: the listening socket and accept (color 0), reply buffers, and the
  * statistics line printed at exit.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sfsd.h: SFS, the paper's secure file server (§5.3.2), written against
  * compat's libasync-smp API as SFS's own code is: callbacks from wrap/cwrap,

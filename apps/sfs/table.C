@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * table.C: the connection table: who gets in when sfsd is full, and who
  * makes room. Color 0 only (accept's color), so nothing here takes a lock.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cache.c: the file cache's table (cache.h): entries by path in 16 shards,
  * reference counts, the budget and CLOCK eviction. files.c opens files and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cache.h: SWS's file cache (the map of the CheckInCache handler) and its
  * canned responses.

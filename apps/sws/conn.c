@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * conn.c: one connection's state machine (the paper's per-connection
  * handlers). Every function here runs as an event of the connection's color,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * files.c: the file cache's disk side (cache.h): opening a request's file
  * beneath the document root, building entries (response heads, ETag), the

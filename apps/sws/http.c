@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * http.c: the request parser (http.h). Strict where the RFC says "MUST
  * reject" (whitespace before a header's colon, obs-fold, bare CR, a missing

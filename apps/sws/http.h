@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * http.h: SWS's HTTP/1.1 request parser (the ParseRequest handler's work).
  *

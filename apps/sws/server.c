@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * server.c: the server object. Start-up (site, runtime, listener, signals),
  * the Accept and DecClientAccepted handlers with the client cap, the

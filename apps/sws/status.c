@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * status.c: the status page (/server-status by default), plain text or JSON
  * (?format=json): requests, connections and, per worker, SWS's request counts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sws.h: SWS, the static web server of the Mely paper (section 5.3.1), on the
  * native mely API. main.c is the command line; the tests drive the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * echo.c: echo round trips and throughput over loopback, mely's server next
  * to plain libevent servers, one closed-loop client for all.

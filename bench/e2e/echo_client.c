@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * echo_client.c: the closed-loop client of bench/echo (see echo.h), and the
  * helpers the servers share (sockets, pinning, stat lines).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * echo_libevent.c: the plain libevent echo servers of bench/echo.
  *

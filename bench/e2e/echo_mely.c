@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * echo_mely.c: the mely echo server of bench/echo, on the native API.
  *

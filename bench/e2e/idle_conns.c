@@ -1,6 +1,7 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * idle_conns.c: holds N idle keep-alive HTTP connections open, for measuring
- * what an idle connection costs a server (bench/sws-memory.sh reads the
+ * what an idle connection costs a server (bench/e2e/sws-memory.sh reads the
  * server's RSS before and after).
  *
  *   idle_conns PORT N [PATH]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * injector.c: a closed-loop HTTP load injector on mely's native API (the
  * injector of the Mely paper's section 5.3.1, used against apps/sws).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kv_bufferevent.c: examples/kv.c's server on plain libevent bufferevents,
  * one thread, so that the two can be compared (issue 16: lines of code).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kv_load.c: a closed-loop load client for the key-value servers
  * (examples/kv on mely streams, bench/e2e/kv_bufferevent on libevent

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # lib.sh: what the end-to-end benchmark scripts (run-web.sh, run-sfs.sh,
 # run-kv.sh, run-pubsub.sh, sws-trace.sh) share.
 # Source it after setting ME (the script's name, for messages). Functions

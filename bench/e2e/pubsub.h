@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pubsub.h: what the publish/subscribe benchmark's brokers and its client
  * share: the protocol (as the issue states it, word for word), its limits and

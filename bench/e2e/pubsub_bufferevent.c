@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pubsub_bufferevent.c: the publish/subscribe broker of bench/e2e/pubsub.h on
  * plain libevent bufferevents, one thread: the baseline that examples/pubsub

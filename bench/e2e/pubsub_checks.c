@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pubsub_checks.c: pubsub_client's checks of a broker against the protocol of
  * bench/e2e/pubsub.h, beyond the load: --check-protocol, --check-slow,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pubsub_client.c: the load client of the publish/subscribe benchmark
  * (protocol: bench/e2e/pubsub.h), which checks every delivery

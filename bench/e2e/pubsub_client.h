@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pubsub_client.h: what the parts of bench/e2e/pubsub_client share: its
  * options; the load (pubsub_load.c), which main() (pubsub_client.c) runs and

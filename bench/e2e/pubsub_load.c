@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pubsub_load.c: pubsub_client's load (bench/e2e/pubsub_client.h): the
  * subscribers and publishers, the window, the checks of every delivery, the

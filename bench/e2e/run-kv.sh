@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # run-kv.sh: the key-value server on mely next to its libevent twin.
 # examples/kv (mely streams, a color per connection and one per key; the
 # runtime's default workers, and MELY_WORKERS=1 as a second row) and
@@ -52,7 +53,7 @@ while [ $# -gt 0 ]; do
     --set-ratio) set_ratio="${2:-}"; shift ;;
     --value-bytes) value_bytes="${2:-}"; shift ;;
     --threads) threads="${2:-}"; shift ;;
-    -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h | --help) awk 'NR > 2 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "$ME: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     shift

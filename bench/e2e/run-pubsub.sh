@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # run-pubsub.sh: the publish/subscribe benchmark (protocol: bench/e2e/pubsub.h).
 # mely's broker (examples/pubsub, on mely streams) with MELY_WORKERS=1 and 2,
 # next to the same broker on libevent bufferevents, one thread
@@ -52,7 +53,7 @@ while [ $# -gt 0 ]; do
     --only) rows_sel=$(pick --only "${2:-}" "$all_rows") || exit 2; shift ;;
     --client-threads) cthreads="${2:-}"; shift ;;
     --client-args) cargs="${2:-}"; shift ;;
-    -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h | --help) awk 'NR > 2 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "$ME: unknown option '$1'" >&2; echo "$usage" >&2; exit 2 ;;
     esac
     shift

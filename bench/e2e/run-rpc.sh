@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # run-rpc.sh: compat's arpc (asrv, aclnt, axprt_stream) against sfslite's own
 # libasync + arpc. One server and one load client (bench/e2e/rpc/:
 # rpc_server.C, rpc_load.C, rpcbench_prot.x), written as SFS code is, built
@@ -46,7 +47,7 @@ while [ $# -gt 0 ]; do
     --clients) clients_sel=$(pick --clients "${2:-}" "$all_clients") || exit 2; shift ;;
     --quick) passes=1 seconds=1 ;;
     --spin-us) whole --spin-us "${2:-}" 0 1000000; spin_us=$2; shift ;;
-    -h | --help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h | --help) sed -n '3,36p' "$0"; exit 0 ;;
     *) echo "$ME: unknown option $1" >&2; exit 2 ;;
     esac
     shift

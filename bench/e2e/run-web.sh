@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # run-web.sh: the side-by-side web benchmark. Serves the same 1 KB and 100 KB
 # files from nginx (nginx-light), SWS (apps/sws; the Mely engine, and the
 # paper's Figure-6 rows: Mely with stealing, the legacy engine with and
@@ -55,7 +56,7 @@ while [ $# -gt 0 ]; do
     --modes) modes_sel=$(pick --modes "${2:-}" "$all_modes") || exit 2; shift ;;
     --install) install=yes ;;
     --no-png) png= ;;
-    -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h | --help) awk 'NR > 2 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "run-web.sh: unknown option '$1'" >&2; echo "$usage" >&2; exit 2 ;;
     esac
     shift

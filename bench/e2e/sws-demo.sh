@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # sws-demo.sh: SWS under load, in one command. Builds nothing: it expects a
 # built tree in build/ (scripts/quickstart.sh, or `mkdir build && cd build &&
 # ../configure && make && make bench/e2e/injector`; BUILD=DIR picks another).

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # sws-memory.sh: what an idle keep-alive connection costs SWS in memory.
 #
 #   bench/e2e/sws-memory.sh [N]      (default N = 5000)

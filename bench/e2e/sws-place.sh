@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # sws-place.sh: where SWS's connections run, by descriptor or by load.
 # SWS (apps/sws/sws, its sample site, MELY_STATS=1) is loaded by
 # bench/e2e/injector (keep-alive, 50 clients, 150 requests per connection,
@@ -51,7 +52,7 @@ while [ $# -gt 0 ]; do
     --clients) clients="${2:-}"; shift ;;
     --steal) steal="${2:-}"; shift ;;
     --hog) hog="${2:-}"; shift ;;
-    -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h | --help) awk 'NR > 2 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "$ME: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     shift

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # sws-trace.sh: what tracing costs SWS under load, and a trace to look at.
 # SWS (apps/sws/sws, its sample site) is loaded by bench/e2e/injector
 # (keep-alive, 50 clients) with tracing off and on (`sws --trace FILE`), in
@@ -36,7 +37,7 @@ while [ $# -gt 0 ]; do
     --workers) workers="${2:-}"; shift ;;
     --steal) steal="${2:-}"; shift ;;
     --png) png="${2:-}"; shift ;;
-    -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h | --help) awk 'NR > 2 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "$ME: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     shift

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* web_evhttp: a plain libevent evhttp static file server, the third column of
  * bench/e2e/run-web.sh next to SWS and nginx.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_recmark.cpp: a libFuzzer target for the record-marking decoder
  * (compat/lib/recmark.h, what axprt_pipe runs on its input). Built and run

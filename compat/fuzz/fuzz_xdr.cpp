@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_xdr.cpp: a libFuzzer target for the XDR decoders: compat's XDR
  * streams and built-in types (compat/lib/xdr.cpp, rpctypes.h, xdrmisc.h)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # run.sh: builds compat's arpc fuzzers with clang++ (libFuzzer, ASan, UBSan)
 # outside the normal build and runs each for a bounded time on its seed
 # corpus, as apps/sws/fuzz/run.sh does for SWS's parser:

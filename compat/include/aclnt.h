@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aclnt.h (mely-compat): libasync's RPC client.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aiod.h (mely-compat): libasync's asynchronous file operations. Blocking
  * file system calls run on helper threads, never on a worker; each result

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aiod_prot.h (mely-compat): the request formats of libasync's aiod
  * protocol, under the names and with the layout libasync's helper program

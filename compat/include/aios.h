@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aios.h (mely-compat): libasync's buffered asynchronous I/O on a descriptor,
  * line by line or as bytes come, and output through strbuf.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * amisc.h (mely-compat): libasync-style socket and descriptor helpers:
  * sockets, descriptor flags, SIGIO, descriptor passing (rwfd.h), fdwait,

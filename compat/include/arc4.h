@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * arc4.h (mely-compat): the RC4 ("arcfour") keystream generator of SFS's
  * crypto library (sfscrypt), with its interface and its output, for the

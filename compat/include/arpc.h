@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * arpc.h (mely-compat): libasync's asynchronous RPC (SFS's arpc library):
  * async.h, the XDR types and streams (xdrmisc.h, rpctypes.h), transports

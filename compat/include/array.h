@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * array.h (mely-compat): libasync's fixed-size array, a C array wrapped in a
  * class so that it can be copied, assigned, allocated with a scalar `new` and

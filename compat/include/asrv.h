@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * asrv.h (mely-compat): libasync's RPC server.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * async.h (mely-compat): what libasync and libasync-smp programs include.
  * The standard and system headers and portability macros (sysconf.h),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * axprt.h (mely-compat): libasync's RPC transports.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * backoff.h (mely-compat): libasync's retransmission queue with exponential
  * backoff, on timecb.

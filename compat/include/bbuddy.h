@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bbuddy.h (mely-compat): libasync's binary buddy allocator of offsets: it
  * hands out ranges of an address space (a file, a shared memory segment)

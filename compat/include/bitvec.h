@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bitvec.h (mely-compat): libasync's resizable vector of bits.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * callback.h (mely-compat): libasync-style callbacks and the wrap() family.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cbuf.h (mely-compat): libasync's circular byte buffer (its aios.h included
  * it), for readv into the free space and writev out of the held bytes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * crypt.h (mely-compat): of sfscrypt's crypt.h, only its random number
  * generator `rnd` (libasync programs and tests draw random numbers with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dynenum.h (mely-compat): libasync's enum looked up by name at run time.
  *

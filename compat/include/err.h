@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * err.h (mely-compat): libasync's diagnostics.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fdlim.h (mely-compat): libasync's file-descriptor limit (RLIMIT_NOFILE).
  *   fdlim_get(hard)      the hard (hard != 0) or soft limit; FDLIM_MAX when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ihash.h (mely-compat): libasync's intrusive hash tables. The object holds
  * its own link (an ihash_entry<T> member) and its key; the table allocates

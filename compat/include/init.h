@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * init.h (mely-compat): libasync's code run at start-up and exit.
  *   INITFN(f)   f() runs before main(), with the file's static constructors

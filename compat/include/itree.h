@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * itree.h (mely-compat): libasync's intrusive ordered tree, a red-black tree
  * whose nodes are the objects themselves. The object holds its link (an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keyfunc.h (mely-compat): hashing and comparison of keys, libasync-style.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * list.h (mely-compat): libasync's intrusive lists. The object holds its
  * link as a member; the list allocates and frees nothing.

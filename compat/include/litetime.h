@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * litetime.h (mely-compat): libasync's clock interface and TIMESPEC_* macros.
  *   TIMESPEC_INC(&ts)        one nanosecond later

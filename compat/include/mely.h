@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mely.h (mely-compat): the header of the original Mely runtime, for programs
  * that `#include "mely.h"`. Not to be confused with the native C API, which is

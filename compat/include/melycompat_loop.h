@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * melycompat_loop.h (mely-compat): the event loop of libasync, libasync-smp and
  * the original Mely, over the mely runtime. Included by async.h and by the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * msb.h (mely-compat): libasync's bit-position helpers (vec.h includes it, as
  * libasync's did). Bits are numbered from 1; 0 means "no bit set".

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * opnew.h (mely-compat): libasync's allocation macros (vec.h includes it, as
  * libasync's did).

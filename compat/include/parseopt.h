@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * parseopt.h (mely-compat): libasync's configuration-file reading.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * qhash.h (mely-compat): libasync's hash maps, which own copies of their keys
  * and values (an ihash of allocated slots underneath).

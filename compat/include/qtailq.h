@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * qtailq.h (mely-compat): libasync's "quick" tailq, a FIFO/LIFO of values
  * (a T, copied in and out) that wraps each one in a slot of its own.

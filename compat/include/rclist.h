@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rclist.h (mely-compat): libasync's list of reference-counted objects. The
  * list holds a ptr<T> to each object (a node of its own per object), so an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rctailq.h (mely-compat): libasync's tailq of reference-counted objects:
  * rclist.h's list with a tail.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rctree.h (mely-compat): libasync's ordered tree of reference-counted
  * objects (itree.h underneath). The tree holds a ptr<V> to each object, so an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * refcnt.h (mely-compat): libasync-style reference counting.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rpctypes.h (mely-compat): the C++ types of XDR data, as libasync's arpc and
  * the code mely-rpcc generates (doc/porting.md, "RPC") use them.

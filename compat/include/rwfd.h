@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rwfd.h (mely-compat): passing a descriptor over a Unix socket, as
  * libasync's rwfd.h: readfd, writefd, readvfd, writevfd. amisc.h (so

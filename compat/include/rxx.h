@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rxx.h (mely-compat): libasync's regular expressions, on PCRE2 (libasync's
  * were on PCRE, so patterns keep their Perl syntax: \d, \s, (?:...), lazy

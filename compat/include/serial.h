@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * serial.h (mely-compat): libasync's byte-order helpers, whole-file strings
  * and text armor.

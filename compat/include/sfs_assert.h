@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sfs_assert.h (mely-compat): libasync's debug-only assertion.
  *   DASSERT(cond)   nothing, as in libasync (its _SFS_DEBUG is always 0):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sfs_bundle.h (mely-compat): libasync's bundle of two to four values, in
  * namespace sfs.

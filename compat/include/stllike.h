@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stllike.h (mely-compat): the small global templates libasync programs call
  * unqualified: min(a, b), max(a, b) (references to the smaller / larger of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * str.h (mely-compat): libasync's strings.
  *

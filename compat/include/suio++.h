@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * suio++.h (mely-compat): libasync's output buffer, suio, as far as strbuf
  * and the programs that write a strbuf to a descriptor use it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sysconf.h (mely-compat): what libasync's sysconf.h gave every program that
  * includes async.h: the standard and system headers, and the portability

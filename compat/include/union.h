@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * union.h (mely-compat): libasync's tagged union members, as rpcc's output and
  * its own symbol table use them.

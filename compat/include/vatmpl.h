@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * vatmpl.h (mely-compat): libasync's variadic-template macro, from before
  * C++11 had variadic templates.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * vec.h (mely-compat): libasync's growable array, vec<T>.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weak_template.h (mely-compat): WEAK_TMPL(T) names T in a function template's
  * parameter list without letting that parameter take part in deducing T

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * xdrmisc.h (mely-compat): XDR (RFC 4506) encoding and decoding of the types
  * of rpctypes.h, as libasync's arpc and mely-rpcc's output use them.

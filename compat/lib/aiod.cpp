@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aiod.cpp: libasync's aiod (aiod.h) on helper threads.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aios.cpp: libasync's buffered asynchronous I/O (aios.h) over compat's fdcb
  * and delaycb.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * alloc.cpp: callback memory. wrap() allocates a small callback per call and
  * the runtime frees it after the run, often on another worker.

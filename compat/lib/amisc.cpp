@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* amisc.cpp: socket and descriptor helpers, SIGIO, descriptor passing,
  * fdwait, convertint, crypt.h's rnd, tcpconnect. */
 #include <cerrno>

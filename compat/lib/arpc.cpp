@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * arpc.cpp: libasync's RPC layer over the compat loop: record marking over
  * streams (axprt_pipe, axprt_stream), the per-transport dispatcher (xhinfo:

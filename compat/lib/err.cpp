@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* err.cpp: libasync's diagnostics (warnobj, progname, _err_output...) and the
  * Mely header's warn/warnx/fatal/panic objects, which print the same way. */
 #define MELY_COMPAT_ERR_IMPL 1

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * exceptions.cpp: what happens when an exception escapes a legacy callback.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * handles.h: generation-checked handles for the legacy cancel functions
  * (timecb_remove, lazycb_remove, tcpconnect_cancel).

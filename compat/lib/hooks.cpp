@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * hooks.cpp: register_atempty_handler, the original Mely's benchmark hooks,
  * and the null callbacks of async.h.

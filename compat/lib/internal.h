@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * internal.h: what the compat library's sources share. Includes the native
  * API by its full path (<mely/mely.h>), never the legacy "mely.h".

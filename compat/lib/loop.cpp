@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * loop.cpp: fdcb, timers (timecb, delaycb, lazycb), sigcb and chldcb over the
  * runtime's watches, timers and signals.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nulls.cpp: the null callbacks of async.h (never destroyed: handlers may
  * still copy them while exit() runs). */
 #include "async.h"

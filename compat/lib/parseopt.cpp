@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * parseopt.cpp: libasync's configuration-file reading (parseopt.h).
  * Written for mely; no line comes from libasync.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pmap.cpp: finding an RPC server through the portmapper (RFC 1833, version
  * 2: PMAPPROC_GETPORT), as libasync's aclntudp_create and aclnttcp_create

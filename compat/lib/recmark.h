@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * recmark.h: the receiving side of RFC 5531's record marking (section 11),
  * with no I/O, so that axprt_pipe (arpc.cpp) and the fuzzer

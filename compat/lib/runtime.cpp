@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * runtime.cpp: the compat library's runtime instance, posting (cpucb,
  * cpucb_tail), colors, handler descriptors, tsnow, introspection and amain.

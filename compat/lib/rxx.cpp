@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rxx.cpp: rxx on PCRE2 (rxx.h). */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

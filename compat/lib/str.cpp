@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* str.cpp: the out-of-line parts of str, strbuf and suio (str.h, suio++.h). */
 #include <cerrno>
 #include <cinttypes>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * uprintf.cpp: suio_vuprintf, the printf of strbuf::fmt, strbuf(fmt, ...),
  * warn(fmt, ...) and friends. It prints what libasync's printf printed, which

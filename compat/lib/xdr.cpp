@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * xdr.cpp: XDR streams over a suio (xdrsuio) and a buffer (xdrmem), the
  * built-in types' xdr functions, rpc_print's printer, rpc_program::lookup.

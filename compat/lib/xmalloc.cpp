@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xmalloc.cpp: libasync's allocation helpers (sysconf.h), which never return
  * NULL. */
 #include "sysconf.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aiod.cpp: libasync's aiod (aiod.h). Reads, writes (positioned and at the
  * file's own position), stat, lstat, fstat, statvfs, ftrunc, fsync, links,

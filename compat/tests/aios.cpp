@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aios.cpp: aios.h. Lines over a socketpair ("\r\n", libasync's "\r" line,
  * the bytes after the last newline dropped at the end), the aios's color and

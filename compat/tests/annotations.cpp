@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * annotations.cpp: time-left and penalty annotations reach the runtime's
  * stealing heuristics. Two workers, MELY_STEAL=timeleft: colors that all live

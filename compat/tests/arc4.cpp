@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * arc4.cpp: the RC4 keystream of arc4.h gives sfscrypt's bytes. The expected
  * streams below were printed by sfslite's own arc4 (crypt/arc4.C, built

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # arpc-fuzz.sh: `make check` runs compat's arpc fuzzers (record marking,
 # XDR) for a few seconds each (compat/fuzz/run.sh; ARPC_FUZZ_SECONDS,
 # default 5). Without clang++ and its libFuzzer runtime it fails (exit 99, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * arpc.cpp: asrv and aclnt against a peer that speaks raw RPC (RFC 5531) on
  * the other end of a socketpair, from a thread of its own:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * arpc_dgram.cpp: arpc over UDP (axprt_dgram), against raw peers on
  * loopback that send and check datagrams byte by byte, and compat against

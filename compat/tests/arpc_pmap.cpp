@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * arpc_pmap.cpp: aclntudp_create and aclnttcp_create finding demo_prog_1
  * through a stand-in portmapper (PMAPPROC_GETPORT of RFC 1833, served by

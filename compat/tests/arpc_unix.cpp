@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * arpc_unix.cpp: arpc over Unix-domain stream sockets (axprt_unix) and
  * descriptor passing.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * backoff.cpp: tmoq (backoff.h), libasync's retransmission queue, on the
  * compat timers. All in one run of about 7 seconds (the queue counts whole

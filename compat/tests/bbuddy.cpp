@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bbuddy.cpp: the buddy allocator of bbuddy.h. Every block handed out is
  * aligned on its size, inside the space and overlaps no other (a shadow map

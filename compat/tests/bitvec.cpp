@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bitvec.cpp: libasync's bitvec (bitvec.h): sizes and what new bits hold,
  * single bits through every accessor, ranges within a word, across words

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * callbacks.cpp: callbacks, wrap() in every shape, ref/ptr/refcounted/mkref,
  * the annotation forms, auto-free, null callbacks, atomic counts, err.h and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cballoc.cpp: callback memory (compat/lib/alloc.cpp). A callback binding a
  * function and two words is one 64-byte line of its own; freed callbacks are

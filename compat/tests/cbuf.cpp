@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cbuf.cpp: cbuf.h's circular buffer: readv into iniov and writev from
  * outiov across the wrap, find, at, unrembytes, copyout, resize, clear; then

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check.h: CHECK(cond), the compat tests' assertion: a message on stderr and
  * _Exit(1) (no exit-time code: it may fail inside a forked child or a handler).

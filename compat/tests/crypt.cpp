@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * crypt.cpp: compat's crypt.h, in a libasync program (async.h first, as
  * sfslite's tests/test_timecb.C has it): sfscrypt's `rnd` (getword,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ctest.h: helpers of the compat tests (plain programs: exit 0 on success,
  * non-zero with a message on failure).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dynenum.cpp: dynenum.h's dynamic_enum_t: lookups found and not found, the
  * default, quiet, the warning's text (to stderr, checked in a child).

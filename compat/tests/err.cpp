@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * err.cpp: err.h as a libasync program uses it (reached through async.h):
  * warn/warnx/warnt/fatal/panic as strbufs that take the program's own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * exceptions.cpp: an exception that escapes a callback ends the process the
  * same way whatever the callback and the worker (doc/porting.md): one line on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fdfiles.cpp: fdcb on what epoll refuses (regular files, /dev/null), which
  * libasync's select() loop saw as always ready: stdin redirected from a file

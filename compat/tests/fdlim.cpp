@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fdlim.cpp: fdlim.h on its own: fdlim_get reports RLIMIT_NOFILE, fdlim_set
  * changes the soft limit (capped at the hard one) and lowers the hard one.

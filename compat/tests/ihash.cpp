@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ihash.cpp: the intrusive tables of ihash.h (ihash, ihash2, shash,
  * ihash_iterator_t), as a libasync program uses them: objects that carry

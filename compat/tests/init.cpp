@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * init.cpp: init.h on its own: INITFN runs before main, EXITFN at exit,
  * INIT's start once before main and stop at exit.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io.cpp: fdcb (read and write, level-triggered, persistent, colors, before
  * amain, removal with NULL, fdcb_finished), sigcb (color, previous callback,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * itree.cpp: the intrusive red-black tree of itree.h, as libasync programs use
  * it (a timer queue keyed on time, equal keys, search callbacks), and 200,000

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # legacy-programs.sh: runs the three whole legacy programs (built with the
 # compat include directory only, as pkg-config gives it) and checks their
 # output: libasync style once, libasync-smp and Mely style with work stealing

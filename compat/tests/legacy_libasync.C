@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // legacy_libasync.C: a program in classic libasync style (one color, callbacks
 // everywhere). An echo server and a client on loopback, a refcounted object
 // whose member functions are wrapped with bound and call-time arguments,

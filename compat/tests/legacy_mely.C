@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // legacy_mely.C: a program in the original Mely's style: includes "mely.h",
 // uses raw cbv pointers (auto-free, and one reused callback with
 // setFlagAutoFree(false)), cwrap/cpwrap, fdcb from a callback ended with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // legacy_smp.C: a program in libasync-smp style. Many colors; producers on
 // several colors post increments of plain (non-atomic) per-color counters to
 // random colors in parallel (callbacks of one color never overlap, so no lock

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * list.cpp: the intrusive list and tailq of list.h, with their entry fields,
  * walked as libasync programs walk them.

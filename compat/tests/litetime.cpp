@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * litetime.cpp: litetime.h on its own: the clock functions read the wall
  * clock (and refresh tsnow), the clock-source calls are accepted, and the

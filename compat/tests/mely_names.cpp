@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mely_names.cpp: the original Mely's mely.h gave programs none of libasync's
  * strings and containers, so a Mely program may use their names for its own

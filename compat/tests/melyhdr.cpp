@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * melyhdr.cpp: the original Mely header: cbv as a raw pointer (auto-free on
  * and off), DEBUG_TMP, PRINT_ALERT, PANIC, DEBUG, rdtscll, MAX_COLORS,

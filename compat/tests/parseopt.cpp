@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * parseopt.cpp: parseopt.h. parseargs' rules (comments only at a line's
  * start, quotes, escapes, continuations, empty arguments, line numbers, a

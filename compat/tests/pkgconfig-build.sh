@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # pkgconfig-build.sh: builds an original-Mely-style program the way a user
 # would, with nothing but `$CXX prog.C $(pkg-config --cflags --libs mely-compat)`
 # (the build tree's mely-compat-uninstalled.pc), runs it and checks its output.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * posting.cpp: cpucb (head) and cpucb_tail (tail) before and after amain(),
  * colors and priorities of posted callbacks, pinned negative colors,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * qhash.cpp: qhash<K, V> and bhash<K> (qhash.h), included as libasync
  * programs include them: async.h, then qhash.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * qtailq.cpp: qtailq.h's queue of values: FIFO and LIFO order, pop_front on
  * an empty queue, rmslot, and the values a destroyed queue still held freed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rawrpc.h: RPC messages (RFC 5531) built and checked byte by byte, for the
  * compat tests' raw peers (arpc_dgram, arpc_unix).

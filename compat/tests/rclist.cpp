@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rclist.cpp: rclist.h's list of counted objects: the list keeps each
  * object alive until removed, next/first walk it, traverse may remove, and

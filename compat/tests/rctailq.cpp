@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rctailq.cpp: rctailq.h's tailq of counted objects: both ends, last()
  * through removals at either end, next, traverse, delete_all, destructor.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rctree.cpp: the tree of counted objects of rctree.h: the tree keeps each
  * object alive while it holds it and lets it go on remove, clear and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # rpcc.sh: mely-rpcc's command line and errors, and its output for
 # rpc_test_prot.x and examples/arpc/*.x compiling with -Wall -Wextra -Werror
 # against the compat headers (compat/tests/xdr runs the code).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rwfd.cpp: what amisc.h adds to the descriptor helpers: passing a
  * descriptor over a Unix socket (writefd, readfd, writevfd, readvfd, also

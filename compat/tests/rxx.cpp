@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rxx.cpp: libasync's regular expressions (rxx.h) on PCRE2: search and
  * match, groups, options, errors, split and join, copies on several threads.

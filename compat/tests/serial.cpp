@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * serial.cpp: serial.h: big-endian integers, str2file/file2str (with excl,
  * the added newline, binary, stat), base 64 (RFC 1521 and the file-name

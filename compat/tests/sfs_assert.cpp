@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sfs_assert.cpp: sfs_assert.h's DASSERT is compiled out, as in libasync's
  * releases: its condition is not evaluated.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sfs_bundle.cpp: sfs_bundle.h's sfs::bundle_t with two, three and four
  * values, read and written through obj1()..obj4().

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # sfslite-arpc-interop.sh: wire interoperation of compat's arpc with sfslite's
 # own libasync + arpc, both directions. The same two sources,
 # compat/tests/interop/ex_server.C and ex_client.C (SFS style: asrv::alloc,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # sfslite-compat-flags.sh: sourced by the sfslite-*.sh scripts (run by hand
 # against an sfslite tree). Sets CFLAGS_COMPAT and LIBS_COMPAT, the flags a
 # program gets from pkg-config for compat: the build tree's

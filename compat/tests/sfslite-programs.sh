@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # sfslite-programs.sh: builds sfslite's standalone libasync programs unchanged,
 # once against sfslite's own libasync and once against compat, runs both and
 # compares exit status, stdout and stderr. Run by hand (not by make check):

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # sfslite-translators.sh: builds sfslite's two source translators, rpcc (XDR
 # protocol files, .x, to C++) and tame (.T to C++), from sfslite's sources
 # UNCHANGED against mely-compat, and checks that they write byte-identical

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stale.cpp: stale handles do nothing (doc/porting.md). timecb_remove,
  * lazycb_remove and tcpconnect_cancel twice, after the callback started or

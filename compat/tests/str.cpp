@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * str.cpp: str, mstr, strbuf and suio (str.h, suio++.h), reached the way a
  * libasync program reaches them: through async.h.

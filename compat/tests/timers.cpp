@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * timers.cpp: delaycb (both forms), timecb (wall clock; a timespec or a
  * time_t), timecb_remove, times out of range (tv_nsec past a second or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // transitive_amisc.C: a libasync-style file that includes nothing but
 // "amisc.h", which in libasync began with sysconf.h and err.h (and err.h with
 // str.h): str, strbuf, warn, fatal, progname, errno, xmalloc/xfree, the

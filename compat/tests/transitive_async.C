@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // transitive_async.C: a libasync-style program that includes nothing but
 // "async.h", and uses what libasync's headers gave programs: the standard and
 // system headers of its sysconf.h, its portability macros (U64F, OTF, INT64,

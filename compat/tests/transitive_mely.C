@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // transitive_mely.C: an original-Mely-style program that includes nothing
 // but "mely.h", and uses what the original mely.h gave its programs through
 // the headers it included (<stdlib.h>, <string.h>, <stdio.h>, <errno.h>,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // transitive_str.C: a libasync-style file that includes nothing but "str.h",
 // which in libasync brought sysconf.h (xmalloc, xrealloc, xfree, __FL__, the
 // system headers), suio++.h, vec.h, keyfunc.h and stllike.h. Fails to

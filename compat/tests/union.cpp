@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * union.cpp: union.h, as rpcc's symbol table and its generated unions use
  * it: members of a C++ union sharing their tag; select, destroy, copy by

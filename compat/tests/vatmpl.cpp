@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * vatmpl.cpp: vatmpl.h's VA_TEMPLATE, as libasync used it (a forwarding
  * constructor, COMMA in a body) with 0 to 15 arguments, and LPAREN/RPAREN.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * vec.cpp: vec<T> (vec.h), reached through async.h as in libasync. Elements
  * that count their constructions and destructions check that every element

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * xdr.cpp: XDR through mely-rpcc's output (rpc_test_prot.x): the wire bytes
  * of each type (RFC 4506), round trips through xdrsuio and xdrmem, unions

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * demo_client: an RPC client written the way SFS clients are (tcpconnect,
  * aclnt::alloc, c->call with wrap'd callbacks chained one after the other),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * demo_server: an RPC server written the way SFS servers are (asrv::alloc,
  * a dispatch function switching on sbp->proc()), serving demo_prot.x over

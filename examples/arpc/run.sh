@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # examples/arpc/run.sh: demo_server and demo_client against each other
 # (make check): the client checks every answer and exits 0.
 set -u

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * echoclient.c: the client of examples/tests/echo-self-test.sh, against examples/echo.
  *

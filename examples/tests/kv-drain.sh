@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # examples/tests/kv-drain.sh: 0 replies lost when a key-value server is SIGTERMed
 # under load. examples/tests/kvdrain (examples/tests/kvdrain.c says how) runs rounds against
 # examples/kv (streams, a color per key), then against

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # examples/tests/kvclient against examples/kv (streams, a color per key) and against
 # bench/e2e/kv_bufferevent (the same server on libevent bufferevents): the
 # same protocol, so the same checks (examples/tests/kvclient.c lists them).

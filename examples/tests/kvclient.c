@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvclient.c: the client of examples/tests/kv-self-test.sh, against examples/kv and
  * bench/e2e/kv_bufferevent (the same protocol, examples/kv.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvdrain.c: the client of examples/tests/kv-drain.sh: a key-value server
  * (examples/kv, bench/e2e/kv_bufferevent; examples/kvstore.h) SIGTERMed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lineclient.c: blocking loopback clients for the example servers' tests
  * (lineclient.h).

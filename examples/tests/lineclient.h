@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lineclient.h: what the example servers' clients share (examples/tests/echoclient.c,
  * examples/tests/kvclient.c): blocking loopback connections whose reads time out, so

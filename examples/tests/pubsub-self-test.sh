@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # pubsub-self-test.sh: every publish/subscribe broker (protocol:
 # bench/e2e/pubsub.h) checked by bench/e2e/pubsub_client, from the build
 # directory (make check).

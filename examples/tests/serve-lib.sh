@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # serve-lib.sh: sourced by the example servers' tests (echo-self-test.sh,
 # kv-self-test.sh), from the build directory.
 #

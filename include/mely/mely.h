@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mely.h: the public C API of the mely runtime.
  *
@@ -170,7 +171,10 @@ typedef struct mely_config {
  *             rest), from the cache map (the paper's section 3.1);
  *   timeleft  only worthy colors are taken: those whose expected processing
  *             time (the handlers' timeleft annotations) exceeds the measured
- *             cost of a steal; the largest first (section 3.2);
+ *             cost of a steal; the largest first, the oldest among similar
+ *             (section 3.2); when none is, a color whose events have waited
+ *             longer than a steal costs and are expected to take longer than
+ *             the steal holds its owner's lock (doc/stealing.md);
  *   penalty   as timeleft (worthiness on time-left alone), and among worthy
  *             colors the one with the lowest handler penalties is taken
  *             (section 3.3);
@@ -960,6 +964,17 @@ typedef struct mely_stats {
     uint64_t placed_now;     /* of those, not yet released: the placement
                                 part of its load (the only field that can
                                 fall: a level, not a counter) */
+    uint64_t steal_fail_cycles; /* TSC cycles spent in steal attempts that took
+                                   nothing (steal_attempts - steals of them):
+                                   with steal_cycles, all that looking for
+                                   work to steal cost */
+    uint64_t steal_hold_cycles; /* TSC cycles the successful attempts held
+                                   both workers' locks: what the steals cost
+                                   their victims, whose queues were locked
+                                   (mean: / steals) */
+    uint64_t idle_cycles;    /* TSC cycles this worker had nothing to run: from
+                                finding its queue empty to having work again
+                                (polling, stealing, spinning, parked) */
 } mely_stats_t;
 
 /*

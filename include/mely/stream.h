@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * include/mely/stream.h: buffered, colored connections (streams) on libevent's evbuffers.
  *

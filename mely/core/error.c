@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* error.c: messages for the library's error codes. */
 #include <string.h>
 

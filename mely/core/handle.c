@@ -1,10 +1,11 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * handle.c: the registry of live runtimes and the foreign-call grace period
  * (handle.h has the protocol).
  */
 #include <pthread.h>
-#include <sched.h>
 
+#include "mely/queue/backoff.h"
 #include "mely/core/handle.h"
 
 _Atomic unsigned long mely__foreign_calls;
@@ -16,9 +17,11 @@ static pthread_mutex_t drain_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void mely__handle_wait_drain(void)
 {
+    struct mely__backoff b = mely__backoff_start(MELY__BACKOFF_SPINS);
+
     while (atomic_load(&mely__draining)) /* bounded: a drain lasts as long as
                                             the calls it waits for */
-        sched_yield();
+        mely__backoff_wait(&b);
 }
 
 /* Live runtimes, linked through rt->live_next. A process holds a handful, and
@@ -88,8 +91,9 @@ void mely__handle_retire(mely_t *m)
     /* Calls in progress are short (no call blocks on an event), so this
      * waits microseconds; it also waits for calls on other runtimes, which
      * is harmless. */
+    struct mely__backoff b = mely__backoff_start(MELY__BACKOFF_SPINS);
     while (atomic_load(&mely__foreign_calls) != 0)
-        sched_yield();
+        mely__backoff_wait(&b);
     atomic_store(&mely__draining, 0);
     pthread_mutex_unlock(&drain_mu);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * handle.h: a mely_t against the calls that race its life cycle.
  *

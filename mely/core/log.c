@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * log.c: the log hook of mely_set_log() (mely.h), and libevent's log routed
  * through it.

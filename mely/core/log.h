@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * log.h: the runtime's messages (configuration errors, cache-map fallbacks,
  * libevent's own log), delivered to the hook of mely_set_log() (mely.h) or,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * park.c: the park/wake protocol: how an idle worker sleeps and how every
  * waker wakes it. What the worker tries before it parks (polling, stealing,
@@ -76,7 +77,7 @@ bool mely__park_set(struct mely__worker *w)
 {
     atomic_fetch_add_explicit(&w->rt->nparked, 1, memory_order_relaxed);
     atomic_store_explicit(&w->parked, true, memory_order_seq_cst);
-    if (!mely__inbox_reserved(w->inbox) &&
+    if (!w->rt->engine->in_flight(w) &&
         !atomic_load_explicit(&w->rt->stopping, memory_order_seq_cst))
         return true;
     /* A flush published meanwhile, or a stop. If a waker already cleared the

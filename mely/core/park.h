@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * park.h: the park/wake protocol, the one way every waker wakes a worker
  * (the protocol is described in park.c; what an idle worker does before it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * self.c: which worker, and which color, the calling thread is running.
  * Set by the worker loops (worker.c, legacy.c) and read everywhere: a file

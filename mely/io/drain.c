@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io/drain.c: mely_drain, the graceful stop (its steps: include/mely/stream.h).
  *

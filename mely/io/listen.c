@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io/listen.c: listening sockets and their accept loops, on fd watches.
  *

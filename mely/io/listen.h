@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io/listen.h: listeners (internal; the design is in io/listen.c, which
  * works only through the public API).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io/poller.c: every worker's poller (the paper's section 4.3: epoll instead of
  * libasync-smp's select loop), a libevent event_base on epoll.

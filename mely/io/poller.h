@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io/poller.h: every worker's poller, a libevent event_base (internal; the
  * design is in io/poller.c). The scheduler reaches the I/O layer through

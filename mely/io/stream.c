@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io/stream.c: streams, buffered colored connections on libevent's evbuffers
  * (the API and its rules: include/mely/stream.h; draining: io/drain.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io/streams.h: the runtime's side of streams (io/stream.c) and of draining
  * (io/drain.c) (internal).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io/timer.c: timers, delivered as colored events.
  *

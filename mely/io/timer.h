@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io/timer.h: every worker's pending timers (internal; the design is in
  * io/timer.c).

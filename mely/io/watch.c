@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io/watch.c: fd watches and signal watches, readiness as colored events.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io/watch.h: the table of fd and signal watches (internal; the design is in
  * io/watch.c).

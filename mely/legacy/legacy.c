@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * legacy.c: libasync-smp's queueing, for side-by-side comparison (the Mely
  * paper, sections 2.1-2.2). Small on purpose, and separate: it shares the
@@ -22,21 +23,55 @@
  * events sit in one list), in post order (the stolen events keep their order
  * and later posts follow them to the thief).
  *
- * It plugs in as mely__engine_legacy (engine.h). Who may call: each function
- * here with the lock(s) it names held, except legacy_loop (the worker's own
- * thread) and legacy_pending (shutdown).
+ * Remote posts: a worker stages its posts to other workers' colors, all of
+ * them, and its flush queues them under each owner's lock
+ * (mely__flush_locked_with); a thread that is not a worker locks the owner.
+ * There are no inboxes, so nothing is ever in flight.
+ *
+ * It plugs in as mely__engine_legacy (engine.h), its state in
+ * rt->engine_data (struct state). Who may call: each function here with the
+ * lock(s) it names held, except legacy_loop (the worker's own thread),
+ * legacy_pending (shutdown), legacy_init and legacy_fini (mely_init and
+ * mely_shutdown).
  */
+#include <stdalign.h>
+#include <stdlib.h>
+
 #include "mely/steal/cost.h"
 #include "mely/remote/enqueue.h"
 #include "mely/sched/idle.h"
 #include "mely/io/poller.h"
 #include "mely/core/park.h"
+#include "mely/remote/postpath.h"
 #include "mely/steal/steal.h"
 #include "mely/observe/trace.h"
 
 #define NOT_RUNNING UINT32_MAX
 
-static void list_push(struct mely__legacyq *q, struct mely__event *ev)
+/* A worker's queue: libasync-smp's one FIFO of events, whatever their
+ * colors. Under the worker's lock; a line of its own. */
+struct legacyq {
+    alignas(MELY__CACHELINE) struct mely__event *head, *tail;
+    uint32_t ncolors; /* distinct colors with pending events here */
+    uint32_t running; /* the color being run, or NOT_RUNNING */
+};
+
+struct state {
+    uint32_t *pending;     /* per color (MELY_COLORS + nworkers), under its owner's lock */
+    struct legacyq q[];    /* per worker */
+};
+
+static inline struct legacyq *queue_of(const struct mely__worker *w)
+{
+    return &((struct state *)w->rt->engine_data)->q[w->index];
+}
+
+static inline uint32_t *pending_of(const struct mely__rt *rt)
+{
+    return ((struct state *)rt->engine_data)->pending;
+}
+
+static void list_push(struct legacyq *q, struct mely__event *ev)
 {
     if (!q->head) {
         ev->next = NULL;
@@ -51,35 +86,36 @@ static void list_push(struct mely__legacyq *q, struct mely__event *ev)
     }
 }
 
-static unsigned legacy_enqueue(struct mely__worker *w, struct mely__worker *self,
-                               struct mely__colorq *cq, struct mely__event *ev)
+/* The engine's queue: nothing is ever in flight, and nothing to allocate. */
+static inline __attribute__((always_inline)) int
+legacy_queue(struct mely__worker *w, struct mely__worker *self, struct mely__event *ev,
+             unsigned *wake)
 {
     (void)self;
-    (void)cq;
     struct mely__rt *rt = w->rt;
-    unsigned wake = 0;
+    struct legacyq *q = queue_of(w);
 
-    list_push(&w->legacy, ev);
-    if (rt->legacy_pending[ev->color]++ == 0 && ++w->legacy.ncolors >= 2 && rt->steal)
-        wake |= MELY__WAKE_THIEF;
+    list_push(q, ev);
+    if (pending_of(rt)[ev->color]++ == 0 && ++q->ncolors >= 2 && rt->steal)
+        *wake |= MELY__WAKE_THIEF;
     mely__add_pending(w, 1);
     if (mely__mark_woken(w))
-        wake |= MELY__WAKE_OWNER;
-    return wake;
+        *wake |= MELY__WAKE_OWNER;
+    return 0;
 }
 
 /* Under w->lock: unlinks the head event and books it as running. */
-static struct mely__event *pop(struct mely__worker *w)
+static struct mely__event *pop(struct mely__worker *w, struct legacyq *q)
 {
-    struct mely__event *ev = w->legacy.head;
+    struct mely__event *ev = q->head;
 
-    w->legacy.head = ev->next;
-    if (!w->legacy.head)
-        w->legacy.tail = NULL;
-    if (--w->rt->legacy_pending[ev->color] == 0)
-        w->legacy.ncolors--;
+    q->head = ev->next;
+    if (!q->head)
+        q->tail = NULL;
+    if (--pending_of(w->rt)[ev->color] == 0)
+        q->ncolors--;
     mely__add_pending(w, -1);
-    w->legacy.running = ev->color;
+    q->running = ev->color;
     w->quiet_seq++; /* odd: holding an event (quiet.h) */
     return ev;
 }
@@ -87,18 +123,21 @@ static struct mely__event *pop(struct mely__worker *w)
 static void legacy_loop(struct mely__worker *w)
 {
     struct mely__rt *rt = w->rt;
+    struct legacyq *q = queue_of(w);
 
     mely__spin_lock(&w->lock, &w->ctr); /* `running` is NOT_RUNNING here: init and every
                                            event's end set it so, under the lock */
     while (!mely__stopping(rt)) {
         mely__trace_follow(w);
-        if (!w->legacy.head) {
+        if (!q->head) {
             mely__spin_unlock(&w->lock);
+            uint64_t idle = mely__cycles();
             mely__idle(w);
+            mely__count(&w->ctr.idle_cycles, mely__cycles() - idle);
             mely__spin_lock(&w->lock, &w->ctr);
             continue;
         }
-        struct mely__event *ev = pop(w);
+        struct mely__event *ev = pop(w, q);
         mely__spin_unlock(&w->lock);
         mely__current_color = (int)ev->color;
         uint64_t run = mely__stall_batch(&w->stall, (int)ev->color);
@@ -119,31 +158,32 @@ static void legacy_loop(struct mely__worker *w)
         mely__count(&w->ctr.events_run, 1);
         mely__poller_tick(w, &w->io, &w->timers, w->turn_end);
         mely__spin_lock(&w->lock, &w->ctr);
-        w->legacy.running = NOT_RUNNING;
+        q->running = NOT_RUNNING;
         w->quiet_seq++;
     }
     mely__spin_unlock(&w->lock);
 }
 
 /* libasync-smp's choose_color_to_steal: scans from the head. */
-static uint32_t choose_color(const struct mely__worker *victim)
+static uint32_t choose_color(const struct mely__worker *victim, const struct legacyq *q)
 {
-    const uint32_t *pending = victim->rt->legacy_pending;
+    const uint32_t *pending = pending_of(victim->rt);
     uint64_t total = atomic_load_explicit(&victim->nevents, memory_order_relaxed);
 
-    for (struct mely__event *ev = victim->legacy.head; ev; ev = ev->next) /* bounded: the list */
-        if (ev->color != victim->legacy.running && ev->color < MELY_COLORS &&
+    for (struct mely__event *ev = q->head; ev; ev = ev->next) /* bounded: the list */
+        if (ev->color != q->running && ev->color < MELY_COLORS &&
             2 * (uint64_t)pending[ev->color] < total)
             return ev->color;
     return NOT_RUNNING;
 }
 
 /* construct_event_set: unlinks color's events, in order, into *chain. */
-static uint32_t take_color(struct mely__worker *victim, uint32_t color, struct mely__event **chain,
-                           struct mely__event **chain_tail, uint64_t *units)
+static uint32_t take_color(struct mely__worker *victim, struct legacyq *q, uint32_t color,
+                           struct mely__event **chain, struct mely__event **chain_tail,
+                           uint64_t *units)
 {
-    uint32_t want = victim->rt->legacy_pending[color], got = 0;
-    struct mely__event **link = &victim->legacy.head, *prev = NULL;
+    uint32_t want = pending_of(victim->rt)[color], got = 0;
+    struct mely__event **link = &q->head, *prev = NULL;
 
     *chain = *chain_tail = NULL;
     while (*link && got < want) { /* bounded: the list */
@@ -154,8 +194,8 @@ static uint32_t take_color(struct mely__worker *victim, uint32_t color, struct m
             continue;
         }
         *link = ev->next;
-        if (victim->legacy.tail == ev)
-            victim->legacy.tail = prev;
+        if (q->tail == ev)
+            q->tail = prev;
         ev->next = NULL;
         if (*chain_tail)
             (*chain_tail)->next = ev;
@@ -173,50 +213,131 @@ static bool legacy_steal(struct mely__worker *thief, struct mely__worker *victim
 {
     (void)ops;
     (void)wake;
-    if (victim->legacy.ncolors < 2)
+    struct legacyq *vq = queue_of(victim), *tq = queue_of(thief);
+    if (vq->ncolors < 2)
         return false;
-    uint32_t color = choose_color(victim);
+    uint32_t color = choose_color(victim, vq);
     if (color == NOT_RUNNING)
         return false;
 
     struct mely__event *chain, *chain_tail;
     uint64_t units = 0;
-    uint32_t n = take_color(victim, color, &chain, &chain_tail, &units);
+    uint32_t n = take_color(victim, vq, color, &chain, &chain_tail, &units);
 
-    victim->legacy.ncolors--;
+    vq->ncolors--;
     mely__add_pending(victim, -(int)n);
     atomic_store_explicit(&thief->rt->owner[color], (uint8_t)thief->index, memory_order_release);
-    if (thief->legacy.tail)
-        thief->legacy.tail->next = chain;
+    if (tq->tail)
+        tq->tail->next = chain;
     else
-        thief->legacy.head = chain;
-    thief->legacy.tail = chain_tail;
-    thief->legacy.ncolors++;
+        tq->head = chain;
+    tq->tail = chain_tail;
+    tq->ncolors++;
     mely__add_pending(thief, (int)n);
     mely__steal_took(thief, victim, color, n, units);
     return true;
 }
 
-static bool legacy_color_busy(const struct mely__worker *owner, mely_color_t color)
+/* Under both locks: the color has no event anywhere (none pending, none
+ * running), so only the map moves. */
+static int legacy_color_move(struct mely__worker *from, struct mely__worker *to,
+                             mely_color_t color, struct mely__worker *self, unsigned *wake)
 {
-    return owner->rt->legacy_pending[color] != 0 || owner->legacy.running == color;
+    (void)self;
+    (void)wake;
+    if (pending_of(from->rt)[color] != 0 || queue_of(from)->running == color)
+        return MELY_EBUSY;
+    atomic_store_explicit(&from->rt->owner[color], (uint8_t)to->index, memory_order_release);
+    return 0;
 }
 
 static size_t legacy_pending(const struct mely__rt *rt)
 {
     size_t n = 0;
     for (unsigned i = 0; i < rt->nworkers; i++)
-        for (struct mely__event *ev = rt->workers[i].legacy.head; ev; ev = ev->next)
+        for (struct mely__event *ev = queue_of(&rt->workers[i])->head; ev; ev = ev->next)
             n++;
     return n;
 }
 
+/* Every remote post is staged: the flush queues under the owners' locks,
+ * which cannot fail. */
+static bool legacy_stages(const struct mely__rt *rt, mely_color_t color)
+{
+    (void)rt;
+    (void)color;
+    return true;
+}
+
+static int legacy_post_now(struct mely__rt *rt, struct mely__worker *self,
+                           struct mely__event *ev)
+{
+    return mely__post_now_with(rt, self, ev, legacy_queue);
+}
+
+/* libasync-smp's flush: each staged event under its owner's lock. */
+static void legacy_flush(struct mely__worker *self, struct mely__event *chain)
+{
+    mely__flush_locked_with(self, chain, legacy_queue);
+}
+
+static bool legacy_post_foreign(struct mely__rt *rt, const struct mely__event *ev)
+{
+    (void)rt;
+    (void)ev;
+    return false;
+}
+
+/* Nothing is ever in flight: posts are queued when they are made. */
+static bool legacy_nothing(const struct mely__worker *w)
+{
+    (void)w;
+    return false;
+}
+
+static unsigned legacy_take(struct mely__worker *w, struct mely__worker *self)
+{
+    (void)w;
+    (void)self;
+    return 0;
+}
+
+static int legacy_init(struct mely__rt *rt)
+{
+    struct state *st = aligned_alloc(MELY__CACHELINE, sizeof(struct state) +
+                                                          rt->nworkers * sizeof(struct legacyq));
+
+    rt->engine_data = st;
+    if (!st)
+        return MELY_ENOMEM;
+    st->pending = calloc(MELY_COLORS + rt->nworkers, sizeof(*st->pending));
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        st->q[i] = (struct legacyq){.running = NOT_RUNNING};
+    return st->pending ? 0 : MELY_ENOMEM;
+}
+
+static void legacy_fini(struct mely__rt *rt)
+{
+    struct state *st = rt->engine_data;
+
+    if (st)
+        free(st->pending);
+    free(st);
+}
+
 const struct mely__engine mely__engine_legacy = {
     .name = "legacy",
-    .inboxes = false,
+    .init = legacy_init,
+    .fini = legacy_fini,
     .loop = legacy_loop,
+    .post_now = legacy_post_now,
+    .stages = legacy_stages,
+    .flush = legacy_flush,
+    .post_foreign = legacy_post_foreign,
+    .ready = legacy_nothing,
+    .in_flight = legacy_nothing,
+    .take = legacy_take,
     .steal_from = legacy_steal,
-    .enqueue = legacy_enqueue,
-    .color_busy = legacy_color_busy,
+    .color_move = legacy_color_move,
     .pending = legacy_pending,
 };

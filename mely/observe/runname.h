@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * runname.h: a run named by the program's callback, not by the runtime's
  * dispatcher that calls it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stall.c: the stall monitor (stall.h). One thread per mely_run(): it wakes
  * every MELY_STALL_MS/4 (1..50 ms; a period), reads each worker's stall

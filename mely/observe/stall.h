@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stall.h: stall warnings. A handler that computes for longer than
  * MELY_STALL_MS holds up every other color of its worker; a monitor thread

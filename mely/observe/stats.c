@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stats.c: introspection and statistics (any thread). */
 #include <inttypes.h>
 #include <pthread.h>
@@ -118,6 +119,9 @@ static int worker_stats(const struct mely__rt *rt, unsigned worker, mely_stats_t
         .spins_found = mely__counter_read(&c->spins_found),
         .spin_ns = mely__counter_read(&c->spin_ns),
         .park_ns = mely__counter_read(&c->park_ns),
+        .steal_fail_cycles = mely__counter_read(&c->steal_fail_cycles),
+        .steal_hold_cycles = mely__counter_read(&c->steal_hold_cycles),
+        .idle_cycles = mely__counter_read(&c->idle_cycles),
         .stalls = atomic_load_explicit(&rt->workers[worker].stalls, memory_order_relaxed),
         .places = atomic_load_explicit(&rt->workers[worker].places, memory_order_relaxed),
         .placed_now = atomic_load_explicit(&rt->workers[worker].placed_now, memory_order_relaxed),
@@ -150,6 +154,7 @@ static const struct {
     STAT(stream_bytes),   STAT(spins),         STAT(spins_found),
     STAT(spin_ns),        STAT(park_ns),       STAT(places),
     STAT(placed_now),
+    STAT(steal_fail_cycles), STAT(steal_hold_cycles), STAT(idle_cycles),
 };
 #undef STAT
 _Static_assert(sizeof(stat_columns) / sizeof(stat_columns[0]) * sizeof(uint64_t) ==

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stats.h: the MELY_STATS=1 tables (stats.c), printed at shutdown or, for
  * programs that end in exit() (every legacy one: amain() never returns), by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * symtab.c: function names from an object's symbol table (symtab.h).
  *

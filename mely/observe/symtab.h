@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * symtab.h: names of functions that dladdr() cannot name (static functions,
  * and a program's own when it is not linked with -rdynamic), from the symbol

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * trace.c: starting, stopping and writing traces (trace.h has the rings).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * trace.h: per-worker event traces (MELY_TRACE, mely_trace_start; trace.c).
  *

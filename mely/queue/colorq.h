@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * colorq.h: the color-queue, a FIFO of one color's pending events.
  *
@@ -34,6 +35,10 @@ struct mely__colorq {
     uint16_t held;    /* work held to the end of its worker's turn: not
                          movable meanwhile (turnend.h) */
     uint64_t units;   /* the sum of its events' expected costs (event.h) */
+    uint64_t since;   /* TSC when it last became non-empty, its detached
+                         batch counting as queued (set by the enqueue of
+                         stealing-queue policies only: stealq.h's waiting
+                         rule; moved along by move_all and prepend) */
     struct mely__colorq *sq_prev, *sq_next; /* stealing-queue links */
     uint32_t prio_count[MELY_PRIO_LEVELS];
 };
@@ -102,6 +107,7 @@ static inline void mely__colorq_move_all(struct mely__colorq *dst, struct mely__
     dst->tail = src->tail;
     dst->count = src->count;
     dst->units = src->units;
+    dst->since = src->since;
     dst->prio = src->prio;
     memcpy(dst->prio_count, src->prio_count, sizeof(dst->prio_count));
     src->head = src->tail = NULL;
@@ -110,8 +116,8 @@ static inline void mely__colorq_move_all(struct mely__colorq *dst, struct mely__
     memset(src->prio_count, 0, sizeof(src->prio_count));
 }
 
-/* Puts every event of `front` before cq's own, in order, and empties front.
- * O(MELY_PRIO_LEVELS). */
+/* Puts every event of `front` before cq's own, in order, and empties front;
+ * cq has been non-empty since front was. O(MELY_PRIO_LEVELS). */
 static inline void mely__colorq_prepend(struct mely__colorq *cq, struct mely__colorq *front)
 {
     if (front->count == 0)
@@ -126,6 +132,7 @@ static inline void mely__colorq_prepend(struct mely__colorq *cq, struct mely__co
     cq->head = front->head;
     cq->count += front->count;
     cq->units += front->units;
+    cq->since = front->since;
     for (int p = 0; p < MELY_PRIO_LEVELS; p++)
         cq->prio_count[p] += front->prio_count[p];
     front->head = front->tail = NULL;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * coreq.h: the core-queue, one per worker: a doubly linked list of that
  * worker's non-empty color-queues (plus the one it is running), ordered by

@@ -1,8 +1,9 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * counters.h: per-worker statistics counters.
  *
- * Each counter has one writer at a time (the owning worker, or a poster holding
- * the worker's lock), so an increment is a relaxed load and store, not a locked
+ * Each counter but posts_foreign has one writer, the owning worker's thread
+ * (mely__count), so an increment is a relaxed load and store, not a locked
  * read-modify-write: on x86 it compiles to a plain add. Readers on other threads
  * load relaxed; C11 atomics keep ThreadSanitizer informed.
  */
@@ -18,7 +19,10 @@ struct mely__counters {
     mely__counter_t events_run;
     mely__counter_t posts_local;
     mely__counter_t posts_remote;
-    mely__counter_t posts_foreign; /* written under the worker's lock */
+    mely__counter_t posts_foreign; /* the owner's, written by threads that are
+                                      not workers, several at once (under
+                                      foreign_lock, deliver.c, or the owner's
+                                      lock, postpath.h): an atomic add */
     mely__counter_t parks;
     mely__counter_t wakeups;
     mely__counter_t wakes_sent;
@@ -39,6 +43,9 @@ struct mely__counters {
     mely__counter_t spins_found;
     mely__counter_t spin_ns;
     mely__counter_t park_ns;
+    mely__counter_t steal_fail_cycles; /* the thief's: attempts that took nothing */
+    mely__counter_t steal_hold_cycles; /* the thief's: its steals' lock holds */
+    mely__counter_t idle_cycles;       /* worker.c's loop: time with nothing to run */
 };
 
 /* Single-writer increment: only the counter's one writer may call it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cycles.h: the time-stamp counter, for cycle counts in statistics and benchmarks.
  * The TSC is constant and invariant on the machines we target (KVM guests on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * event.h: an event is a handler function, its argument (the continuation), the
  * handler's descriptor and a priority. Its color is that of the color-queue it

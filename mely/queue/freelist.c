@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* freelist.c: slow paths of the event and color-queue allocators, the event
  * budget, and the depot's side of the trim (see freelist.h, trim.c). */
 #include <errno.h>

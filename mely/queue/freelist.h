@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * freelist.h: where events and color-queues come from. No malloc per event.
  *

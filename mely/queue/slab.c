@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* slab.c: event memory in mmap'ed regions of aligned slabs (see slab.h). */
 #include <errno.h>
 #include <pthread.h>

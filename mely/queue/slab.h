@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * slab.h: where event memory comes from, and how it goes back to the kernel
  * (queue layer: no scheduler knowledge; freelist.c is its only user).

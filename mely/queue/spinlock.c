@@ -1,26 +1,17 @@
+/* SPDX-License-Identifier: MIT */
 /* spinlock.c: the contended path of the per-core lock (see spinlock.h). */
-#include <sched.h>
-
+#include "mely/queue/backoff.h"
 #include "mely/queue/cycles.h"
 #include "mely/queue/spinlock.h"
-
-/* Pauses before yielding: about a microsecond of spinning on current x86. */
-enum { SPINS_BEFORE_YIELD = 64 };
 
 void mely__spin_lock_slow(mely__spinlock_t *l, struct mely__counters *c)
 {
     uint64_t start = mely__cycles();
-    unsigned spins = 0;
+    struct mely__backoff b = mely__backoff_start(MELY__BACKOFF_SPINS);
 
     do {
-        while (atomic_load_explicit(&l->held, memory_order_relaxed)) {
-            if (++spins < SPINS_BEFORE_YIELD) {
-                mely__cpu_relax();
-            } else {
-                spins = 0;
-                sched_yield();
-            }
-        }
+        while (atomic_load_explicit(&l->held, memory_order_relaxed)) /* bounded: the holder's step */
+            mely__backoff_wait(&b);
     } while (!mely__spin_trylock(l));
 
     if (c) {

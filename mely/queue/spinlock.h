@@ -1,11 +1,12 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * spinlock.h: the per-core lock guarding a worker's color-queues and core-queue.
  *
  * Test-and-test-and-set on a C11 atomic (ThreadSanitizer understands it; inline
- * assembly it would not). The fast path is one exchange. A waiter spins with a
- * pause a bounded number of times, then yields the CPU: with more workers than
- * cores the holder may be descheduled, and spinning on would burn the time slice
- * it needs. Only contended acquisitions read the cycle counter, so the
+ * assembly it would not). The fast path is one exchange. A waiter backs off
+ * (backoff.h): it pauses, yielding the CPU every 64th wait, since with more
+ * workers than cores the holder may be descheduled, and spinning on would burn
+ * the time slice it needs. Only contended acquisitions read the cycle counter, so the
  * uncontended path costs nothing extra; the waiting cycles are charged to the
  * caller's counters (NULL for threads that are not workers).
  * Any thread. Lock order: see runtime.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * trim.c: free event memory goes back to the kernel after a burst.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * trim.h: giving free event memory back to the kernel after a burst
  * (trim.c has the policy and the pass; freelist.h the depot it trims).

@@ -1,6 +1,6 @@
+/* SPDX-License-Identifier: MIT */
 /* colormap.c: the color map (see colormap.h), and moving an idle color. */
 #include "mely/remote/colormap.h"
-#include "mely/remote/deliver.h"
 #include "mely/remote/enqueue.h"
 #include "mely/core/handle.h"
 #include "mely/core/park.h"
@@ -11,18 +11,11 @@ void mely__colormap_init(struct mely__rt *rt)
         atomic_init(&rt->owner[c], (uint8_t)mely__color_home(rt, (mely_color_t)c));
 }
 
-bool mely__colorq_busy(const struct mely__worker *owner, mely_color_t color)
-{
-    const struct mely__colorq *cq = mely__cq_of(owner->rt, color);
-    return cq && (cq->queued || cq->count != 0 || cq->held != 0);
-}
-
 /* Like a steal (steal.c), the owner changes under both workers' locks, so
- * posters' lock-and-recheck (mely__lock_owner) sees either owner consistently.
- * Mely engine: events already published to `from`'s inbox count as pending
- * (drained before the check); posts that race with the move follow it through
- * the move protocol (deliver.c), their color-queue with them. Legacy engine:
- * the color has no event anywhere, so only the map moves. */
+ * posters' lock-and-recheck (mely__lock_owner) sees either owner
+ * consistently; the engine moves the color (engine.h: the Mely engine's
+ * posts that race with the move follow it through the move protocol,
+ * deliver.c). */
 int mely__color_move(struct mely__rt *rt, mely_color_t color, unsigned worker)
 {
     if (color >= MELY_COLORS)
@@ -43,18 +36,13 @@ int mely__color_move(struct mely__rt *rt, mely_color_t color, unsigned worker)
             mely__unlock_pair(from, to);
             continue;
         }
-        unsigned wake = rt->engine->inboxes ? mely__deliver_all(from, self) : 0;
-        bool busy = rt->engine->color_busy(from, color);
-        int moved = 0;
-        if (!busy && rt->engine->inboxes)
-            moved = mely__color_handoff(from, to, color, self, &wake);
-        else if (!busy)
-            atomic_store_explicit(&rt->owner[color], (uint8_t)worker, memory_order_release);
+        unsigned wake = 0;
+        int moved = rt->engine->color_move(from, to, color, self, &wake);
         mely__unlock_pair(from, to);
         mely__enqueue_wake(from, self, wake);
         if (moved > 0)
             mely__wake_if_parked(to, self);
-        return busy ? MELY_EBUSY : moved < 0 ? MELY_ENOMEM : 0;
+        return moved < 0 ? moved : 0;
     }
 }
 

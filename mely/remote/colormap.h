@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * colormap.h: which worker owns a color, and the protocol to lock it.
  *
@@ -25,11 +26,6 @@ static inline unsigned mely__color_home(const struct mely__rt *rt, mely_color_t 
 {
     return color >= MELY_COLORS ? color - MELY_COLORS : color % rt->nworkers;
 }
-
-/* The Mely engine's color_busy (engine.h): under the owner's lock, whether
- * the color has pending events or is running (a running color-queue stays
- * linked in its core-queue, see worker.c). */
-bool mely__colorq_busy(const struct mely__worker *owner, mely_color_t color);
 
 /* mely_color_move() without the handle's grace period (the caller holds it):
  * 0, MELY_ECOLOR, MELY_EINVAL, MELY_EBUSY or MELY_ENOMEM as documented there. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * deliver.c: how a remote post reaches its owner without touching the owner's
  * queues, and how a color changes owner while posts to it are in flight.
@@ -97,15 +98,21 @@
  * a flush cannot take its own worker's lock (a mover holding it may be
  * waiting at step b for that very flush). A local post drains the inbox
  * first, so it never overtakes a post published before it (post.c).
+ *
+ * Both sides of the protocol are here: the poster's steps 1-3 (publish), the
+ * mover's a-d (mely__color_handoff), the foreign poster's lock
+ * (mely__deliver_foreign); the parking owner's last look is park.c's.
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mely/queue/backoff.h"
 #include "mely/remote/colormap.h"
 #include "mely/queue/cycles.h"
 #include "mely/remote/deliver.h"
 #include "mely/remote/enqueue.h"
+#include "mely/core/park.h"
+#include "mely/remote/postpath.h"
 
 /* An event for a drained post: the drainer's own, or, for step c only, one
  * of w's reserve. Under w->lock. */
@@ -147,7 +154,8 @@ static unsigned drain(struct mely__worker *w, struct mely__worker *self, bool wh
     struct mely__rt *rt = w->rt;
     struct mely__inbox *q = w->inbox;
     uint32_t h = atomic_load_explicit(&q->head, memory_order_relaxed), start = h;
-    unsigned wake = 0, waits = 0;
+    unsigned wake = 0;
+    struct mely__backoff b = mely__backoff_start(MELY__BACKOFF_SPINS);
 
     while (h - start < MELY__INBOX_CAP) { /* bounded: one lap of the ring */
         const struct mely__event *post = mely__inbox_peek(q, h);
@@ -155,12 +163,8 @@ static unsigned drain(struct mely__worker *w, struct mely__worker *self, bool wh
             if (!whole || (int32_t)(until - h) <= 0)
                 break;
             /* Bounded: the poster that reserved it writes it without locks
-             * or waits; yield in case it was preempted (more workers than
-             * CPUs). */
-            if (++waits % 64 == 0)
-                sched_yield();
-            else
-                mely__cpu_relax();
+             * or waits (the backoff yields in case it was preempted). */
+            mely__backoff_wait(&b);
             continue;
         }
         struct mely__event *ev = event_for(w, self, step_c);
@@ -186,9 +190,130 @@ unsigned mely__deliver_slow(struct mely__worker *w, struct mely__worker *self, b
                  whole ? atomic_load_explicit(&w->inbox->tail, memory_order_acquire) : 0);
 }
 
+/* Under w->lock: the color's first event, its queue created (NULL: no memory). */
+static __attribute__((noinline)) struct mely__colorq *colorq_new(struct mely__rt *rt,
+                                                                struct mely__worker *w,
+                                                                mely_color_t color)
+{
+    struct mely__colorq *cq = mely__cq_alloc(rt, &w->cqslab);
+
+    if (!cq)
+        return NULL;
+    mely__colorq_init(cq, color);
+    atomic_store_explicit(&rt->cq_of[color], cq, memory_order_release);
+    return cq;
+}
+
+/* The engine's queueing (postpath.h): behind the posts in w's inbox, all of
+ * them, waiting for any still being written (mely__deliver_all), on the
+ * color's queue, created on its first event. */
+static inline __attribute__((always_inline)) int
+queue(struct mely__worker *w, struct mely__worker *self, struct mely__event *ev, unsigned *wake)
+{
+    struct mely__colorq *cq = mely__cq_of(w->rt, ev->color);
+
+    if (__builtin_expect(cq == NULL, 0) && !(cq = colorq_new(w->rt, w, ev->color)))
+        return MELY_ENOMEM;
+    *wake |= mely__deliver_all(w, self);
+    *wake |= mely__enqueue(w, self, cq, ev);
+    return 0;
+}
+
+int mely__deliver_post_now(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
+{
+    return mely__post_now_with(rt, self, ev, queue);
+}
+
+/* Only colors whose color-queue exists: the drain that queues a staged post
+ * cannot fail for it. */
+bool mely__deliver_stages(const struct mely__rt *rt, mely_color_t color)
+{
+    return mely__cq_of(rt, color) != NULL;
+}
+
+/* Copies the run of k events from *ev into o's inbox, as many as fit, and
+ * frees them; advances *ev past those. Returns false if some did not fit. */
+static bool put_run(struct mely__worker *self, unsigned o, struct mely__event **ev, uint32_t k)
+{
+    struct mely__inbox *q = self->rt->workers[o].inbox;
+    uint32_t pos, n = mely__inbox_reserve(q, k, &pos, &self->head_seen[o]);
+
+    for (uint32_t i = 0; i < n; i++) { /* bounded: the run */
+        struct mely__event *next = (*ev)->next;
+        mely__inbox_put(q, pos + i, *ev);
+        mely__evcache_free(self->rt, &self->evcache, *ev);
+        *ev = next;
+    }
+    return n == k;
+}
+
+/* Steps 1-3 of the move protocol. Puts each run of consecutive events for
+ * one owner in that owner's inbox, the owner read once per event, in post
+ * order, up to the first event that finds its inbox full; wakes the owners
+ * after step 3, so that a mover never waits for a system call. Returns the
+ * first event left (NULL: all went). */
+static struct mely__event *publish(struct mely__worker *self, struct mely__event *ev)
+{
+    struct mely__rt *rt = self->rt;
+    uint64_t touched[MELY_MAX_WORKERS / 64] = {0};
+
+    atomic_fetch_add_explicit(&self->post_seq, 1, memory_order_seq_cst);
+    unsigned o = ev ? mely__owner_sc(rt, ev->color) : 0;
+    while (ev) { /* bounded: the staged events */
+        struct mely__event *last = ev;
+        unsigned next_o = o;
+        uint32_t k = 1;
+        while (last->next) { /* bounded: the staged events */
+            next_o = mely__owner_sc(rt, last->next->color);
+            if (next_o != o)
+                break;
+            last = last->next;
+            k++;
+        }
+        touched[o / 64] |= 1ull << (o % 64);
+        if (!put_run(self, o, &ev, k))
+            break;
+        o = next_o;
+    }
+    atomic_fetch_add_explicit(&self->post_seq, 1, memory_order_release);
+    touched[self->index / 64] &= ~(1ull << (self->index % 64));
+    for (unsigned i = 0; i < MELY_MAX_WORKERS / 64; i++)
+        for (uint64_t b = touched[i]; b; b &= b - 1) /* bounded: 64 bits */
+            mely__wake_if_parked(&rt->workers[i * 64 + (unsigned)__builtin_ctzll(b)], self);
+    return ev;
+}
+
+/* A full inbox: how long a flush waits for its owner to drain, in tries
+ * TRY_WAITS backoff waits apart (a yield every 8th try, for workers sharing
+ * a CPU), before it queues the rest itself (about 10-50 us). */
+enum { FULL_TRIES = 128, TRY_WAITS = 32 };
+
+void mely__deliver_flush(struct mely__worker *self, struct mely__event *chain)
+{
+    /* What a full inbox does not take waits a little for its owner to drain
+     * it (the producer then runs at the consumer's pace, and the consumer's
+     * lock and queues stay its own), then goes under the owners' locks: a
+     * staged event must never stay behind after the flush, or its poster's
+     * color, stolen, could post later events from another worker ahead of
+     * it; and a stopped or busy owner must not hold the poster up for long. */
+    struct mely__backoff b = mely__backoff_start(8 * TRY_WAITS);
+
+    chain = publish(self, chain);
+    for (unsigned tries = 0; chain && tries < FULL_TRIES && !mely__stopping(self->rt); tries++) {
+        for (unsigned i = 0; i < TRY_WAITS; i++)
+            mely__backoff_wait(&b);
+        chain = publish(self, chain);
+    }
+    mely__flush_locked_with(self, chain, queue);
+}
+
 bool mely__deliver_foreign(struct mely__rt *rt, const struct mely__event *ev)
 {
     struct mely__worker *w;
+
+    /* Only into a color-queue that exists: the drain cannot fail for it. */
+    if (!mely__cq_of(rt, ev->color))
+        return false;
 
     for (;;) { /* again only if the color moved between the read and the lock */
         unsigned o = mely__owner(rt, ev->color);
@@ -221,14 +346,10 @@ static void wait_posters(struct mely__worker *from, const struct mely__worker *s
         if (w == self)
             continue;
         uint32_t s = atomic_load_explicit(&w->post_seq, memory_order_seq_cst);
-        for (unsigned spins = 0;
-             (s & 1) && atomic_load_explicit(&w->post_seq, memory_order_acquire) == s;
-             spins++) { /* bounded by the flush: short unless its thread is preempted */
-            if (spins < 64)
-                mely__cpu_relax();
-            else
-                sched_yield();
-        }
+        struct mely__backoff b = mely__backoff_start(MELY__BACKOFF_SPINS);
+        /* bounded by the flush: short unless its thread is preempted */
+        while ((s & 1) && atomic_load_explicit(&w->post_seq, memory_order_acquire) == s)
+            mely__backoff_wait(&b);
     }
     mely__spin_lock(&from->foreign_lock, self ? (struct mely__counters *)&self->ctr : NULL);
     mely__spin_unlock(&from->foreign_lock);
@@ -260,15 +381,40 @@ int mely__color_handoff(struct mely__worker *from, struct mely__worker *to, mely
     return n;
 }
 
+/* Under the owner's lock: whether the color has pending events or is running
+ * (a running color-queue stays linked in its core-queue, see worker.c). */
+static bool colorq_busy(const struct mely__worker *owner, mely_color_t color)
+{
+    const struct mely__colorq *cq = mely__cq_of(owner->rt, color);
+    return cq && (cq->queued || cq->count != 0 || cq->held != 0);
+}
+
+int mely__deliver_move(struct mely__worker *from, struct mely__worker *to, mely_color_t color,
+                       struct mely__worker *self, unsigned *wake)
+{
+    /* Events already published to `from`'s inbox count as pending. */
+    *wake |= mely__deliver_all(from, self);
+    if (colorq_busy(from, color))
+        return MELY_EBUSY;
+    int moved = mely__color_handoff(from, to, color, self, wake);
+    return moved < 0 ? MELY_ENOMEM : moved;
+}
+
 int mely__deliver_init(struct mely__rt *rt)
 {
-    rt->inboxes = aligned_alloc(MELY__CACHELINE, rt->nworkers * sizeof(struct mely__inbox));
-    if (!rt->inboxes)
+    struct mely__inbox *inboxes =
+        aligned_alloc(MELY__CACHELINE, rt->nworkers * sizeof(struct mely__inbox));
+
+    rt->engine_data = inboxes;
+    if (!inboxes)
         return MELY_ENOMEM;
-    memset(rt->inboxes, 0, rt->nworkers * sizeof(struct mely__inbox));
+    memset(inboxes, 0, rt->nworkers * sizeof(struct mely__inbox));
     for (unsigned i = 0; i < rt->nworkers; i++) {
         struct mely__worker *w = &rt->workers[i];
-        w->inbox = &rt->inboxes[i];
+        w->inbox = &inboxes[i];
+        w->head_seen = calloc(rt->nworkers, sizeof(uint32_t));
+        if (!w->head_seen)
+            return MELY_ENOMEM;
         while (w->nreserve < MELY__INBOX_CAP) { /* bounded: the reserve's size */
             struct mely__event *ev = mely__depot_alloc_one(rt, false);
             if (!ev)
@@ -281,6 +427,14 @@ int mely__deliver_init(struct mely__rt *rt)
     return 0;
 }
 
+void mely__deliver_fini(struct mely__rt *rt)
+{
+    /* The reserves' events go with the depot's slabs. */
+    for (unsigned i = 0; rt->workers && i < rt->nworkers; i++)
+        free(rt->workers[i].head_seen);
+    free(rt->engine_data);
+}
+
 size_t mely__deliver_pending(const struct mely__rt *rt)
 {
     size_t n = 0;
@@ -288,7 +442,7 @@ size_t mely__deliver_pending(const struct mely__rt *rt)
     for (size_t c = 0; c < MELY_COLORS + rt->nworkers; c++)
         if (mely__cq_of(rt, (mely_color_t)c))
             n += mely__cq_of(rt, (mely_color_t)c)->count;
-    for (unsigned o = 0; rt->inboxes && o < rt->nworkers; o++) {
+    for (unsigned o = 0; o < rt->nworkers; o++) {
         struct mely__worker *w = &rt->workers[o];
         n += atomic_load(&w->inbox->tail) - atomic_load(&w->inbox->head);
     }

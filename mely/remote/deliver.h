@@ -1,14 +1,15 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * deliver.h: the owner's side of remote posts, and the move protocol (the
  * essay is at the top of deliver.c).
  *
  * Every worker has one inbox (inbox.h). Other workers publish their staged
- * posts into it (outbox.c), and so do threads that are not workers
- * (post.c); the worker drains it into its color-queues under its own lock,
+ * posts into it (their flush, deliver.c), and so do threads that are not
+ * workers (post.c); the worker drains it into its color-queues under its own lock,
  * at batch boundaries, before a local post, before it parks, and a thief
- * drains a victim's. The Mely engine only: the legacy engine queues under
- * the owner's lock, as libasync-smp does (legacy.c), and its workers' inboxes
- * stay empty.
+ * drains a victim's. The Mely engine's (engine.h; worker.c binds its
+ * ops): the legacy engine queues under the owner's lock, as libasync-smp
+ * does (legacy.c), and has no inboxes.
  */
 #ifndef MELY_DELIVER_H
 #define MELY_DELIVER_H
@@ -53,11 +54,23 @@ static inline unsigned mely__deliver_all(struct mely__worker *w, struct mely__wo
     return mely__deliver_slow(w, self, true);
 }
 
-/* A post from a thread that is not a worker (post.c): puts ev (its fields
- * set, its color-queue existing) in its owner's inbox, under the owner's
- * foreign_lock (the move protocol), and wakes the owner if it is parked.
- * False if the inbox is full: nothing was done (the caller queues ev under
- * the owner's lock, after draining the inbox, so that order holds). */
+/* The Mely engine's post_now and stages (engine.h): a color's queue is
+ * created on its first event, which goes now; only colors whose queue
+ * exists are staged. */
+int mely__deliver_post_now(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev);
+bool mely__deliver_stages(const struct mely__rt *rt, mely_color_t color);
+
+/* The Mely engine's flush (engine.h): steps 1-3 of the move protocol for
+ * the staged chain, then, after a short wait for full inboxes to drain,
+ * what they did not take under the owners' locks. The poster's thread. */
+void mely__deliver_flush(struct mely__worker *self, struct mely__event *chain);
+
+/* The Mely engine's post_foreign: a post from a thread that is not a worker
+ * (post.c). Puts ev (its fields set) in its owner's inbox, under the
+ * owner's foreign_lock (the move protocol), and wakes the owner if it is
+ * parked. False, with nothing done, if the color has no color-queue yet or
+ * the inbox is full (the caller queues ev under the owner's lock, after
+ * draining the inbox, so that order holds). */
 bool mely__deliver_foreign(struct mely__rt *rt, const struct mely__event *ev);
 
 /* Under both locks: makes `to` the owner of `color` (owned by `from`), with
@@ -70,8 +83,15 @@ bool mely__deliver_foreign(struct mely__rt *rt, const struct mely__event *ev);
 int mely__color_handoff(struct mely__worker *from, struct mely__worker *to, mely_color_t color,
                         struct mely__worker *self, unsigned *wake);
 
-/* Fills every worker's reserve (mely_init); MELY_ENOMEM. */
+/* The Mely engine's color_move (engine.h): the events in flight to `from`
+ * drained, then, unless the color is busy, mely__color_handoff(). */
+int mely__deliver_move(struct mely__worker *from, struct mely__worker *to, mely_color_t color,
+                       struct mely__worker *self, unsigned *wake);
+
+/* The Mely engine's init: every worker's inbox (in rt->engine_data) and
+ * reserve; MELY_ENOMEM. fini frees what exists. */
 int mely__deliver_init(struct mely__rt *rt);
+void mely__deliver_fini(struct mely__rt *rt);
 
 /* The Mely engine's pending (engine.h): events still in color-queues and
  * inboxes (shutdown: no worker runs). */

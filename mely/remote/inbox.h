@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * inbox.h: a worker's inbox of remote posts (queue layer: no scheduler
  * knowledge; deliver.c fills and drains it).

@@ -1,10 +1,12 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * outbox.h: remote posts staged by a worker, flushed in batches.
  *
- * A handler's posts to other workers' colors are staged and published
- * together, each run of consecutive posts to one worker with one
- * reservation in that worker's inbox (deliver.c; the legacy engine: one hold
- * of its lock), so that the lines that cross cores are shared by a batch:
+ * A handler's posts to other workers' colors are staged (those the engine
+ * accepts: engine.h, `stages`) and flushed together by the engine, so that
+ * the lines that cross cores are shared by a batch (the Mely engine: each
+ * run of consecutive posts to one worker with one reservation in that
+ * worker's inbox, deliver.c; the legacy engine: one hold of its lock):
  *  - when MELY__OUTBOX_MAX events are staged,
  *  - when the handler that posted returns (before the worker runs anything
  *    else or goes idle), so a staged event waits at most for the rest of the
@@ -18,10 +20,8 @@
  * mely_color_move()):
  * per-destination lists, flushed one after the other, would have queued the
  * later post first (check_order tests it).
- * Only colors whose color-queue already exists are staged: a flush must not
- * fail for memory after mely_post_ex() returned 0. A flush always empties
- * the outbox (what a full inbox does not take is queued under the owner's
- * lock).
+ * A flush always empties the outbox, and never fails: the engine stages
+ * only colors whose queueing cannot fail for memory.
  *
  * Who may call: the owning worker's thread only.
  */
@@ -44,7 +44,8 @@ struct mely__worker;
 /* Stages ev (its fields set) for its color's owner; flushes at MELY__OUTBOX_MAX. */
 void mely__outbox_stage(struct mely__worker *self, struct mely__event *ev);
 
-/* Queues every staged event where its color lives now, in post order. */
+/* Queues every staged event where its color lives now, in post order (the
+ * engine's `flush`, engine.h). */
 void mely__outbox_flush(struct mely__worker *self);
 
 static inline int mely__outbox_pending(const struct mely__outbox *ob)

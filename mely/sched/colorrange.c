@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * colorrange.c: color ranges (mely.h), blocks of colors reserved from the
  * top of the color space down, so that they never meet the low colors a

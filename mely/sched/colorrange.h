@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * colorrange.h: reserving a block of colors (colorrange.c), for the public
  * ranges and for placement pools (placement.c).

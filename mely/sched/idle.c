@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * idle.c: what a worker with nothing to run does, in order: it reads its
  * poller, tries to steal, spins as long as the spin policy allows
@@ -20,7 +21,6 @@
 #include <sched.h>
 
 #include "mely/queue/cycles.h"
-#include "mely/remote/deliver.h"
 #include "mely/remote/enqueue.h"
 #include "mely/sched/idle.h"
 #include "mely/io/poller.h"
@@ -42,7 +42,7 @@ enum { SPIN_CLOCK_EVERY = 32 };
 static bool has_work(struct mely__worker *w)
 {
     return atomic_load_explicit(&w->nevents, memory_order_relaxed) != 0 ||
-           mely__deliver_ready(w) || mely__stopping(w->rt);
+           w->rt->engine->ready(w) || mely__stopping(w->rt);
 }
 
 /* Step 1: spins for `len` ns at most, and says how it ended. With more
@@ -108,7 +108,7 @@ static enum mely__spin_end spin(struct mely__worker *w, uint64_t start, uint64_t
 static void park(struct mely__worker *w, uint64_t wake_by)
 {
     mely__spin_lock(&w->lock, &w->ctr);
-    unsigned wake = mely__deliver(w, w);
+    unsigned wake = w->rt->engine->take(w, w);
     if (atomic_load_explicit(&w->nevents, memory_order_relaxed) != 0 || mely__stopping(w->rt)) {
         mely__spin_unlock(&w->lock);
         mely__enqueue_wake(w, w, wake);

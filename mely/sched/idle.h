@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * idle.h: what a worker does when it has nothing to run (idle.c).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * placement.c: color pools, and placing their colors by load (mely.h,
  * "Placement by load"; doc/runtime.md).

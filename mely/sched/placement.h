@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * placement.h: color pools (placement.c), as the runtime's life cycle sees
  * them, and the backlog sample the poller takes for them.

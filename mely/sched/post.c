@@ -1,23 +1,26 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * post.c: queueing an event for the worker that owns its color.
  *
  * The path: validate; take a free event (the poster's own cache if it is a
- * worker, else the depot); then one of three ways (Mely engine):
+ * worker, else the depot); then one of three ways:
  *  - a worker posting to another worker's color stages the event in its
- *    outbox (outbox.h), which publishes it into the owner's inbox at the end
- *    of the handler (deliver.c), or, if the inbox is full, queues it under
- *    the owner's lock after draining the inbox;
- *  - a thread that is not a worker pushes it into the owner's inbox, under
- *    the owner's foreign_lock (deliver.c's move protocol), and wakes the
- *    owner if it is parked;
- *  - otherwise (a worker's post to its own color, or a color's very first
- *    event, whose color-queue must be created) it locks the owner
- *    (colormap.h's protocol), queues (enqueue.h) and, after unlocking, wakes
+ *    outbox (outbox.h), whose flush, at the end of the handler, takes it to
+ *    the owner the engine's way (engine.h: `flush`; the Mely engine
+ *    publishes it into the owner's inbox, deliver.c);
+ *  - a thread that is not a worker hands a copy of it to the engine
+ *    (`post_foreign`: the Mely engine puts it in the owner's inbox, under
+ *    the owner's foreign_lock, and wakes the owner if it is parked);
+ *  - otherwise (a worker's post to its own color; a color the engine will
+ *    not stage or take from a foreign thread, such as a color's very first
+ *    event with the Mely engine, whose color-queue must be created) it locks
+ *    the owner (colormap.h's protocol), has the engine queue it (`queue`,
+ *    behind whatever is in flight to the owner) and, after unlocking, wakes
  *    the owner if it was parked.
- * Only colors whose color-queue exists take the first two ways, so that
- * queueing an event that left its poster can never fail for memory. The
- * legacy engine has no inboxes: a worker stages remote posts and the flush
- * queues them under each owner's lock, and other threads lock the owner.
+ * The engine takes the first two ways only where queueing an event that left
+ * its poster can never fail for memory. The third way is the engine's
+ * `post_now`: the locked part of the path (postpath.h), which each engine
+ * compiles with its own queueing inlined.
  *
  * The event budget (freelist.h) refuses a post with MELY_EAGAIN where it
  * takes memory: a local post when its worker's cache must refill (once per
@@ -30,11 +33,9 @@
 
 #include "mely/remote/colormap.h"
 #include "mely/steal/cost.h"
-#include "mely/remote/deliver.h"
-#include "mely/remote/enqueue.h"
 #include "mely/core/handle.h"
-#include "mely/core/park.h"
 #include "mely/sched/post.h"
+#include "mely/sched/turnend.h"
 
 static struct mely__event *event_alloc(struct mely__rt *rt, struct mely__worker *self)
 {
@@ -53,70 +54,6 @@ static inline bool budget_hit(const struct mely__rt *rt)
     return atomic_load_explicit(&rt->budget_hit, memory_order_relaxed);
 }
 
-static void event_unalloc(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
-{
-    if (self)
-        mely__evcache_free(rt, &self->evcache, ev);
-    else
-        mely__depot_free_one(rt, ev);
-}
-
-/* Under w->lock: the color's queue, created on its first event (NULL: no memory). */
-static struct mely__colorq *colorq_of(struct mely__rt *rt, struct mely__worker *w,
-                                      mely_color_t color)
-{
-    struct mely__colorq *cq = mely__cq_of(rt, color);
-
-    if (__builtin_expect(cq == NULL, 0)) {
-        cq = mely__cq_alloc(rt, &w->cqslab);
-        if (!cq)
-            return NULL;
-        mely__colorq_init(cq, color);
-        atomic_store_explicit(&rt->cq_of[color], cq, memory_order_release);
-    }
-    return cq;
-}
-
-static void count_post(struct mely__worker *self, struct mely__worker *w)
-{
-    if (!self) /* several threads may post here at once */
-        atomic_fetch_add_explicit(&w->ctr.posts_foreign, 1, memory_order_relaxed);
-    else if (self == w)
-        mely__count(&self->ctr.posts_local, 1);
-    else
-        mely__count(&self->ctr.posts_remote, 1);
-}
-
-/* Queues ev under its owner's lock; on failure (no memory for the color's
- * queue) ev is freed. It first drains the owner's inbox whole, so that the
- * post comes after every post published there before (deliver.c): also
- * when the owner is another worker than the poster, which read "mine" and
- * then lost the color to a move before its lock. Its outbox flush, between
- * the two, may have put an earlier post to the color in the new owner's
- * inbox, and a direct queueing without the drain passed it (the rare
- * reorder of check_deliver's moves_race_flushes; tests/model/move.pml's
- * OWN_NODRAIN variant). */
-static int post_now(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev)
-{
-    struct mely__worker *w = mely__lock_owner(rt, ev->color, self ? &self->ctr : NULL);
-    /* The legacy engine keeps no color-queues (legacy.c). */
-    struct mely__colorq *cq = rt->engine->inboxes ? colorq_of(rt, w, ev->color) : NULL;
-    unsigned wake = 0;
-
-    if (!cq && rt->engine->inboxes) {
-        mely__spin_unlock(&w->lock);
-        event_unalloc(rt, self, ev);
-        return MELY_ENOMEM;
-    }
-    count_post(self, w);
-    if (rt->engine->inboxes)
-        wake |= mely__deliver_all(w, self);
-    wake |= mely__enqueue(w, self, cq, ev);
-    mely__spin_unlock(&w->lock);
-    mely__enqueue_wake(w, self, wake);
-    return 0;
-}
-
 /* A worker's post: staged (see the top of this file), or queued now. What
  * the worker keeps for the end of the batch goes first (turnend.h): a write
  * it buffered for a stream of another worker must reach the stream before
@@ -126,8 +63,7 @@ post_from_worker(struct mely__rt *rt, struct mely__worker *self, struct mely__ev
 {
     if (__builtin_expect(self->batch_done != NULL, 0))
         mely__turnend_batch_done(self);
-    if (mely__owner(rt, ev->color) != self->index &&
-        (!rt->engine->inboxes || mely__cq_of(rt, ev->color))) {
+    if (mely__owner(rt, ev->color) != self->index && rt->engine->stages(rt, ev->color)) {
         if (__builtin_expect(budget_hit(rt), 0)) {
             mely__evcache_free(rt, &self->evcache, ev);
             return MELY_EAGAIN;
@@ -138,7 +74,20 @@ post_from_worker(struct mely__rt *rt, struct mely__worker *self, struct mely__ev
     }
     if (mely__outbox_pending(&self->outbox))
         mely__outbox_flush(self); /* a color that moved here keeps its order */
-    return post_now(rt, self, ev);
+    return rt->engine->post_now(rt, self, ev);
+}
+
+/* A post from a thread that is not a worker: the engine takes the copy, or
+ * it is queued now in an event of the depot's. */
+static int post_foreign(struct mely__rt *rt, const struct mely__event *rec)
+{
+    if (rt->engine->post_foreign(rt, rec))
+        return 0;
+    struct mely__event *ev = event_alloc(rt, NULL);
+    if (!ev)
+        return alloc_error();
+    *ev = *rec;
+    return rt->engine->post_now(rt, NULL, ev);
 }
 
 /* The three public entry points share this body, inlined into each. self:
@@ -158,15 +107,12 @@ static inline __attribute__((always_inline)) int post(struct mely__rt *rt,
     if (!mely__color_valid(rt, color))
         return MELY_ECOLOR;
 
-    struct mely__event rec, *ev;
+    /* A thread that is not a worker fills a record of its own: the engine
+     * may copy it where it goes without taking an event. */
+    struct mely__event rec, *ev = &rec;
     if (!self && __builtin_expect(budget_hit(rt), 0))
         return MELY_EAGAIN;
-    /* A thread that is not a worker copies the post into the owner's inbox,
-     * with no event of its own (Mely engine, existing color-queue). */
-    bool copy = !self && rt->engine->inboxes && mely__cq_of(rt, color);
-    if (copy)
-        ev = &rec;
-    else if (!(ev = event_alloc(rt, self)))
+    if (self && !(ev = event_alloc(rt, self)))
         return alloc_error();
     ev->fn = fn;
     ev->arg = arg;
@@ -177,14 +123,7 @@ static inline __attribute__((always_inline)) int post(struct mely__rt *rt,
     ev->units = mely__cost_units(rt, h, fn);
     if (self)
         return post_from_worker(rt, self, ev);
-    if (copy && mely__deliver_foreign(rt, &rec))
-        return 0;
-    if (copy) { /* the inbox was full */
-        if (!(ev = event_alloc(rt, NULL)))
-            return alloc_error();
-        *ev = rec;
-    }
-    return post_now(rt, NULL, ev);
+    return post_foreign(rt, &rec);
 }
 
 /* The public entry points: post() inside the handle's grace period (handle.h). */

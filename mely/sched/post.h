@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * post.h: the scheduler's post, as the I/O layer uses it (post.c). A
  * readiness, a timer or a signal becomes an event posted to its target, with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * quiet.c: seeing a runtime quiet (the argument: quiet.h).
  *
@@ -29,7 +30,7 @@ static bool look(struct mely__rt *rt, struct mely__worker *self, uint32_t *seen)
         mely__spin_lock(&w->lock, &self->ctr);
         bool idle = !(w->quiet_seq & 1u) &&
                     atomic_load_explicit(&w->nevents, memory_order_relaxed) == 0 &&
-                    !(w->inbox && mely__inbox_reserved(w->inbox));
+                    !rt->engine->in_flight(w);
         seen[i] = w->quiet_seq;
         mely__spin_unlock(&w->lock);
         if (!idle)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * quiet.h: quiescence, a moment when no event is queued or running anywhere
  * in a runtime (internal; quiet.c). The graceful drain (io/drain.c) waits

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * spinpol.h: the spin policy: how long an idle worker spins before it parks.
  *

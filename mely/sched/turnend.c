@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * turnend.c: work at the end of a worker's turn (the design: turnend.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * turnend.h: work done once at the end of a worker's turn, on its color
  * (internal; turnend.c).

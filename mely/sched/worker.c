@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * worker.c: the per-core event loop (the paper's section 4.1).
  *
@@ -158,7 +159,9 @@ static void loop(struct mely__worker *w)
             run_detached(w, cq);
             mely__poller_tick(w, &w->io, &w->timers, w->turn_end);
         } else {
+            uint64_t idle = mely__cycles();
             mely__idle(w);
+            mely__count(&w->ctr.idle_cycles, mely__cycles() - idle);
         }
         mely__spin_lock(&w->lock, &w->ctr);
     }
@@ -168,20 +171,37 @@ static void loop(struct mely__worker *w)
     mely__turnend_run(w); /* a stop ends the turn too */
 }
 
-static unsigned enqueue_stealq(struct mely__worker *w, struct mely__worker *self,
-                               struct mely__colorq *cq, struct mely__event *ev)
+static bool ready(const struct mely__worker *w)
 {
-    return mely__enqueue_colorq(w, self, cq, ev, true);
+    return mely__deliver_ready(w);
+}
+
+static bool in_flight(const struct mely__worker *w)
+{
+    return mely__inbox_reserved(w->inbox);
+}
+
+static unsigned take(struct mely__worker *w, struct mely__worker *self)
+{
+    return mely__deliver(w, self);
 }
 
 const struct mely__engine mely__engine_mely = {
     .name = "mely",
-    .inboxes = true,
     .holds = true,
+    .colorqs = true,
+    .init = mely__deliver_init,
+    .fini = mely__deliver_fini,
     .loop = loop,
+    .post_now = mely__deliver_post_now,
+    .stages = mely__deliver_stages,
+    .flush = mely__deliver_flush,
+    .post_foreign = mely__deliver_foreign,
+    .ready = ready,
+    .in_flight = in_flight,
+    .take = take,
     .steal_from = mely__steal_colorq,
-    .enqueue = enqueue_stealq,
-    .color_busy = mely__colorq_busy,
+    .color_move = mely__deliver_move,
     .pending = mely__deliver_pending,
 };
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * base.c: libasync-smp's work-stealing policy (the Mely paper, section 2.2),
  * the baseline every heuristic is compared with.

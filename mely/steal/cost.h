@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cost.h: expected processing costs, for the time-left and penalty heuristics
  * (the Mely paper, sections 3.2, 3.3 and 4.2).
@@ -108,6 +109,21 @@ static inline uint64_t mely__cost_avg(const struct mely__rt *rt, const void *key
 static inline uint64_t mely__steal_cost_units(const struct mely__rt *rt)
 {
     uint64_t c = atomic_load_explicit((_Atomic uint64_t *)&rt->steal_cost, memory_order_relaxed);
+    return c >> MELY__COST_SHIFT ? c >> MELY__COST_SHIFT : 1;
+}
+
+/* The same in cycles: what a color must have waited to be worth taking
+ * for its waiting (stealq.h). */
+static inline uint64_t mely__steal_cost_cycles(const struct mely__rt *rt)
+{
+    return atomic_load_explicit((_Atomic uint64_t *)&rt->steal_cost, memory_order_relaxed);
+}
+
+/* How long a steal holds its victim's lock (steal.c's moving average), in
+ * units, >= 1: what a color stolen for its waiting must be worth. */
+static inline uint64_t mely__steal_hold_units(const struct mely__rt *rt)
+{
+    uint64_t c = atomic_load_explicit((_Atomic uint64_t *)&rt->steal_hold, memory_order_relaxed);
     return c >> MELY__COST_SHIFT ? c >> MELY__COST_SHIFT : 1;
 }
 

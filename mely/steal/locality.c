@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * locality.c: the locality-aware heuristic (the Mely paper, section 3.1): the
  * thief tries victims in order of cache distance, those sharing its L2 first,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * measured.c: measured costs, the Mely paper's stated future work. A handler
  * without a timeleft annotation counts the cost its runs are measured to take

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * penalty.c: the penalty-aware heuristic (the Mely paper, section 3.3). A
  * handler's penalty annotation says its events drag a large, long-lived data

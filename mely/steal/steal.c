@@ -1,10 +1,13 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * steal.c: the steal driver (the Mely paper, Figure 2; the policy interface is
  * in stealops.h) and the composition of policies.
  *
- * Ownership: a color's map entry changes only here (and in mely_color_move(),
- * colormap.c), with both the victim's and the thief's locks held, in the same
- * step that moves its color-queue from the victim's core-queue to the thief's.
+ * Ownership: a color's map entry changes only with both the victim's and the
+ * thief's locks held (the engine's steal: mely__color_handoff in deliver.c
+ * for the Mely engine, legacy_steal in legacy.c; and the engine's move for
+ * mely_color_move(), colormap.c), in the same step that moves its queued
+ * events from the victim to the thief.
  * Producers lock the owner they read and re-check it (colormap.h), so they
  * either queue on the victim before the move (and the event moves with the
  * queue) or on the thief after it. A running color-queue is never taken: its
@@ -29,8 +32,16 @@
  * the average at the next steal, so a server
  * whose colors carry sockets stops stealing colors worth less than moving
  * their sockets (SWS under bench/e2e/run-web.sh: a stolen ReadRequest is worth
- * ~4,000 cycles, a move 2 system calls). The statistics (steal log,
- * steal_cycles) keep the steal alone.
+ * ~4,000 cycles, a move 2 system calls), unless the color has waited
+ * longer than that (stealq.h's waiting rule). The statistics (steal log,
+ * steal_cycles) keep the steal alone; failed attempts are timed too
+ * (steal_fail_cycles), so that what looking for work costs is known.
+ *
+ * The hold of a steal, measured: the thief reads the TSC once it holds both
+ * locks and again before it releases them; a successful steal's hold is
+ * folded into rt->steal_hold the same way (starting at STEAL_HOLD_INIT). It
+ * is what the steal costs the victim, whose queue is locked meanwhile: the
+ * waiting rule takes a cheap color only if it is worth more than that.
  *
  * Waking thieves: an idle worker steals, spins, steals again, then parks, and a
  * parked worker wakes only for its own work. So that stealable work that
@@ -38,7 +49,9 @@
  * that makes a victim stealable (its second color, or, with the time-left
  * heuristic, a newly worthy color) wakes one parked worker (park.c's
  * mely__wake_thief): a check of rt->nparked per such post, a system call
- * only when someone sleeps.
+ * only when someone sleeps. A color that becomes worth taking by waiting
+ * has no post of its own: the next color that starts waiting on its worker
+ * looks (enqueue.h's mely__wait_began).
  *
  * Cost: a steal moves one color-queue in O(1) (unlink, relink, one map store)
  * whatever the number of events; the policy's choice may scan the victim
@@ -57,7 +70,7 @@
 #include "mely/steal/steal.h"
 #include "mely/observe/trace.h"
 
-enum { STEAL_COST_INIT = 1500 };
+enum { STEAL_COST_INIT = 1500, STEAL_HOLD_INIT = 500 };
 
 /* In composition order: a later heuristic's members win. */
 static const struct mely__steal_ops *const heuristics[] = {
@@ -150,14 +163,17 @@ bool mely__steal_colorq(struct mely__worker *thief, struct mely__worker *victim,
     return cq && mely__colorq_stealable(victim, cq) && migrate(thief, victim, cq, wake);
 }
 
-/* Tries one victim, with the engine's rules; true if a color moved. */
+/* Tries one victim, with the engine's rules; true if a color moved, and then
+ * *hold is how long the victim's lock was held for it. */
 static bool try_victim(struct mely__worker *thief, struct mely__worker *victim,
-                       const struct mely__steal_ops *ops)
+                       const struct mely__steal_ops *ops, uint64_t *hold)
 {
     unsigned wake = 0;
 
     mely__lock_pair(thief, victim, &thief->ctr);
+    uint64_t locked = mely__cycles();
     bool moved = thief->rt->engine->steal_from(thief, victim, ops, &wake);
+    *hold = mely__cycles() - locked;
     mely__unlock_pair(thief, victim);
     /* Only the victim can need waking (it was parked with events in flight);
      * the thief is awake and about to run what it took. */
@@ -169,8 +185,19 @@ static bool try_victim(struct mely__worker *thief, struct mely__worker *victim,
 /* An outlier counts at most this many times the average (see the top). */
 enum { STEAL_OUTLIER_MAX = 8, STEAL_AVG_STEP = 16 };
 
-/* A successful steal took `cycles`: log it and update the runtime's estimate. */
-static void record_steal(struct mely__worker *thief, uint64_t cycles)
+/* Folds `x` into the moving average *avg (see the top). */
+static void fold(_Atomic uint64_t *avg, uint64_t x)
+{
+    uint64_t old = atomic_load_explicit(avg, memory_order_relaxed);
+    if (x > STEAL_OUTLIER_MAX * old)
+        x = STEAL_OUTLIER_MAX * old;
+    uint64_t next = old + (uint64_t)((int64_t)(x - old) / STEAL_AVG_STEP);
+    atomic_store_explicit(avg, next ? next : 1, memory_order_relaxed);
+}
+
+/* A successful steal took `cycles`, `hold` of them holding the victim's lock:
+ * log it and update the runtime's estimates. */
+static void record_steal(struct mely__worker *thief, uint64_t cycles, uint64_t hold)
 {
     struct mely__rt *rt = thief->rt;
     uint64_t n = mely__counter_read(&thief->ctr.steals);
@@ -179,12 +206,10 @@ static void record_steal(struct mely__worker *thief, uint64_t cycles)
                           cycles > UINT32_MAX ? UINT32_MAX : (uint32_t)cycles, memory_order_relaxed);
     mely__count(&thief->ctr.steals, 1);
     mely__count(&thief->ctr.steal_cycles, cycles);
-
-    uint64_t old = atomic_load_explicit(&rt->steal_cost, memory_order_relaxed);
-    cycles += atomic_exchange_explicit(&rt->move_cycles, 0, memory_order_relaxed);
-    uint64_t x = cycles < STEAL_OUTLIER_MAX * old ? cycles : STEAL_OUTLIER_MAX * old;
-    uint64_t next = old + (uint64_t)((int64_t)(x - old) / STEAL_AVG_STEP);
-    atomic_store_explicit(&rt->steal_cost, next ? next : 1, memory_order_relaxed);
+    mely__count(&thief->ctr.steal_hold_cycles, hold);
+    fold(&rt->steal_cost, cycles + atomic_exchange_explicit(&rt->move_cycles, 0,
+                                                            memory_order_relaxed));
+    fold(&rt->steal_hold, hold);
 }
 
 /* The trace record of a steal: what the engine noted (mely__steal_took), and
@@ -208,19 +233,22 @@ bool mely__steal(struct mely__worker *thief)
     uint64_t start = mely__cycles_begin();
     unsigned n = ops->core_set(thief, thief->steal_order);
     bool stolen = false;
+    uint64_t hold = 0;
 
     for (unsigned i = 0; i < n && !stolen; i++) { /* bounded: n < workers */
         struct mely__worker *victim = &rt->workers[thief->steal_order[i]];
         if (atomic_load_explicit(&victim->nevents, memory_order_relaxed) != 0 ||
-            mely__deliver_ready(victim))
-            stolen = try_victim(thief, victim, ops);
+            rt->engine->ready(victim))
+            stolen = try_victim(thief, victim, ops, &hold);
     }
     mely__count(&thief->ctr.steal_attempts, 1);
+    uint64_t cycles = mely__cycles_end() - start;
     if (stolen) {
-        uint64_t cycles = mely__cycles_end() - start;
-        record_steal(thief, cycles);
+        record_steal(thief, cycles, hold);
         if (thief->trace)
             trace_steal(thief, start, cycles);
+    } else {
+        mely__count(&thief->ctr.steal_fail_cycles, cycles);
     }
     return stolen;
 }
@@ -229,6 +257,7 @@ void mely__steal_init(struct mely__rt *rt)
 {
     atomic_init(&rt->steal_cost, STEAL_COST_INIT);
     atomic_init(&rt->move_cycles, 0);
+    atomic_init(&rt->steal_hold, STEAL_HOLD_INIT);
 }
 
 void mely__steal_charge(struct mely__rt *rt, uint64_t cycles)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * steal.h: the steal driver and the policies it composes (the interface is in
  * stealops.h; the driver's protocol in steal.c).
@@ -9,6 +10,7 @@
 #include <stddef.h>
 
 #include "mely/steal/cost.h"
+#include "mely/queue/cycles.h"
 #include "mely/runtime.h"
 #include "mely/steal/stealops.h"
 
@@ -65,6 +67,15 @@ static inline bool mely__colorq_stealable(const struct mely__worker *victim,
 static inline struct mely__colorq *mely__stealq_pick_worthy(const struct mely__worker *victim)
 {
     return mely__stealq_pick(&victim->stealq, victim->run_cq, mely__steal_cost_units(victim->rt));
+}
+
+/* Under victim's lock: a color worth taking for its waiting (stealq.h's
+ * mely__wait_pick) now, against the runtime's current estimates. */
+static inline struct mely__colorq *mely__wait_pick_worthy(const struct mely__worker *victim)
+{
+    const struct mely__rt *rt = victim->rt;
+    return mely__wait_pick(&victim->coreq, victim->run_cq, mely__cycles(),
+                           mely__steal_cost_cycles(rt), mely__steal_hold_units(rt));
 }
 
 /* Under w->lock: cq's expected time changed (a batch taken or ended, a steal);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stealops.h: the work-stealing policy interface (the Mely paper, Figure 2).
  *

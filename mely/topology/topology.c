@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * topology.c: the cache map, from sysfs or from hwloc (topology_hwloc.c); see
  * topology.h for the distances, the order and the fallback rules.

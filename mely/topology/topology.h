@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * topology.h: the cache map (the paper's §3.1): for each worker, the other
  * workers ordered by cache distance, which the locality-aware steal heuristic

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * topology_hwloc.c: the cache map's ranks from hwloc, with libhwloc opened at
  * run time.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * topology_hwloc.h: the cache map's distances from hwloc (MELY_TOPOLOGY=hwloc),
  * with libhwloc opened at run time (topology_hwloc.c says why).

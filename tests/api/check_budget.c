@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_budget.c: the event budget and memory after a burst, through the
  * public API (include/mely/mely.h; the budget's design is in mely/queue/freelist.h).

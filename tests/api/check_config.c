@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_config.c: configuring a runtime (mely_config_t and mely_init() in
  * include/mely/mely.h): the defaults, the default worker count following the CPU

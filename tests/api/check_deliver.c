@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_deliver.c: stress tests of the cross-core post path (mely/remote/deliver.c):
  * posts go through the owner's inbox, a full inbox keeps the rest staged,

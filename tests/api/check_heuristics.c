@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_heuristics.c: what each stealing heuristic takes and leaves, through
  * the public API (include/mely/mely.h), in the scene of tests/api/stealload.h (all the

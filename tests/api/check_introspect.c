@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_introspect.c: what the public API (include/mely/mely.h) tells about a
  * runtime: the current color and worker, pinned colors, the color map's
@@ -545,6 +546,7 @@ static void check_stats_header(const char *line)
         "stalls",         "stream_sends",   "stream_bytes",        "spins",
         "spins_found",    "spin_ns",        "park_ns",             "places",
         "placed_now",
+        "steal_fail_cycles", "steal_hold_cycles", "idle_cycles",
     };
     _Static_assert(sizeof(fields) / sizeof(fields[0]) - 1 ==
                        sizeof(mely_stats_t) / sizeof(uint64_t),

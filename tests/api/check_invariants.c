@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_invariants.c: the runtime's delivery invariants (doc/runtime.md,
  * "Invariants and where they are tested") under load, checked through the

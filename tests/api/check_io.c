@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_io.c: fd watches under load, through the public API (include/mely/mely.h),
  * on an echo server written the way SWS writes one: mely_listen() accepts,

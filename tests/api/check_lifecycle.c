@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_lifecycle.c: a runtime's life cycle through the public API
  * (include/mely/mely.h): what mely_post*() refuse (every error code, nothing queued),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_listen.c: listening sockets through the public API (include/mely/mely.h):
  *  - port 0 and mely_listener_port(), an explicit port; accepted fds are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_log.c: the log hook (mely_set_log in include/mely/mely.h): the runtime's own
  * messages (a refused MELY_* value, a cache map that falls back) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_order.c: the runtime's run orders and parallelism (doc/runtime.md,
  * "Invariants and where they are tested"), checked through the public API

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_placement.c: color pools and placement by load (mely.h, "Placement
  * by load"), through the public API:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_ranges.c: color ranges through the public API (include/mely/mely.h):
  *  - mely_color_range: reservations never overlap (also made from several

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_signal.c: signal watches and SIGPIPE, through the public API
  * (include/mely/mely.h):

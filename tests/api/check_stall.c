@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_stall.c: stall warnings (MELY_STALL_MS, mely/observe/stall.h). A handler
  * that computes for 300 ms of CPU yields exactly one warning through the log

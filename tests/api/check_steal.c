@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_steal.c: work stealing through the public API (include/mely/mely.h), in the
  * scene of the paper's microbenchmarks (tests/api/stealload.h): all the work
@@ -13,7 +14,10 @@
  *    there were steals (0 before), stolen_cycles the sum of the stolen events'
  *    expected cycles (0 for unannotated handlers; rounded to 32 cycles and
  *    capped at 2,097,120 per event, as mely.h says);
- *  - work that becomes stealable wakes a parked thief;
+ *  - work that becomes stealable wakes a parked thief; so does a cheap
+ *    color that has waited behind a busy owner longer than a steal costs
+ *    (the time-left policies' waiting rule), and a color whose events count
+ *    nothing is never taken for its waiting;
  *  - MELY_STEAL wins over the configuration.
  * What each heuristic takes and leaves (time-left, penalty, measured costs)
  * is checked in check_heuristics.c. Outcomes never depend on timing: "never
@@ -221,15 +225,18 @@ static struct {
     unsigned expected;
     int blocker_worker;
     bool saw_steal;
+    unsigned wait_ms;          /* how long the blocker waits for a steal */
+    mely_handler_t *desc;      /* the late poster's events */
+    unsigned gap_us;           /* between its posts */
 } wt;
 
-/* Keeps worker 0 busy until an event runs elsewhere (at most THIEF_WAIT_MS). */
+/* Keeps worker 0 busy until an event runs elsewhere (at most wt.wait_ms). */
 static void blocker(void *arg)
 {
     (void)arg;
     wt.blocker_worker = mely_current_worker();
     atomic_store(&wt.blocker_running, true);
-    wt.saw_steal = wait_flag(&wt.stolen_ran, THIEF_WAIT_MS);
+    wt.saw_steal = wait_flag(&wt.stolen_ran, wt.wait_ms);
     if (atomic_fetch_add(&wt.ran, 1) + 1 == wt.expected)
         mely_stop(&rt);
 }
@@ -264,8 +271,9 @@ static void *late_poster(void *arg)
     for (mely_color_t c = 1; k < THIEF_COLORS; c++) {
         if (mely_color_owner(&rt, c) != 0)
             continue;
-        k++;
-        int err = mely_post_ex(&rt, c, MELY_PRIO_DEFAULT, &d_always, stealable, NULL, 0);
+        if (k++ != 0 && wt.gap_us != 0)
+            sleep_us(wt.gap_us);
+        int err = mely_post_ex(&rt, c, MELY_PRIO_DEFAULT, wt.desc, stealable, NULL, 0);
         if (err) {
             note("post: %s", mely_strerror(err));
             mely_stop(&rt);
@@ -273,6 +281,26 @@ static void *late_poster(void *arg)
         }
     }
     return NULL;
+}
+
+/* Runs the scene: worker 0 in the blocker (its pinned color), worker 1
+ * parked, then the late poster's THIEF_COLORS events of `desc`, `gap_us`
+ * apart, on colors of worker 0. */
+static void run_blocked_owner(const struct policy *p, mely_handler_t *desc, unsigned gap_us,
+                              unsigned wait_ms)
+{
+    memset(&wt, 0, sizeof(wt));
+    wt.desc = desc;
+    wt.gap_us = gap_us;
+    wt.wait_ms = wait_ms;
+    init_runtime_engine(&rt, 2, 1, MELY_BATCH_DEFAULT, 0, p->steal, p->engine);
+    wt.expected = 1 + THIEF_COLORS;
+    /* Pinned: worker 1, idle from the start, must not take the blocker itself. */
+    ck_assert_int_eq(mely_post(&rt, MELY_COLOR_PINNED(0), blocker, NULL), 0);
+    run_with_helper(&rt, late_poster, NULL, 60, policy_name(p));
+    ck_assert_uint_eq(atomic_load(&wt.ran), wt.expected);
+    ck_assert_int_eq(wt.blocker_worker, 0);
+    assert_no_notes();
 }
 
 static const struct policy waking_policies[] = {
@@ -293,21 +321,73 @@ START_TEST(stealable_work_wakes_a_parked_thief)
     const struct policy *p = &waking_policies[_i];
     const char *what = policy_name(p);
 
-    memset(&wt, 0, sizeof(wt));
-    init_runtime_engine(&rt, 2, 1, MELY_BATCH_DEFAULT, 0, p->steal, p->engine);
-    wt.expected = 1 + THIEF_COLORS;
-    /* Pinned: worker 1, idle from the start, must not take the blocker itself. */
-    ck_assert_int_eq(mely_post(&rt, MELY_COLOR_PINNED(0), blocker, NULL), 0);
-    run_with_helper(&rt, late_poster, NULL, 60, what);
-    ck_assert_uint_eq(atomic_load(&wt.ran), wt.expected);
-    ck_assert_int_eq(wt.blocker_worker, 0);
+    run_blocked_owner(p, &d_always, 0, THIEF_WAIT_MS);
     ck_assert_msg(wt.saw_steal,
                   "%s: worker 1 stayed parked for %u ms while worker 0 held stealable events",
                   what, THIEF_WAIT_MS);
     mely_stats_t st = stats_of(&rt, 1);
-    assert_no_notes();
     ck_assert_uint_gt(st.steals, 0);
     ck_assert_uint_gt(st.wakeups, 0);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
+/* ---- the waiting rule (time-left policies) ------------------------------------------- */
+
+static const struct policy waiting_policies[] = {
+    {"timeleft", NULL}, {"penalty", NULL}, {"all", NULL}, {"locality+timeleft", NULL},
+    {"all+measured", NULL},
+};
+
+/* Cheap: 1,000 cycles, below any steal's cost (the runtime starts its
+ * estimate at 1,500 cycles and no steal happened before), so never worthy
+ * on its time-left; above what a steal holds the owner's lock (500 at the
+ * start). */
+static mely_handler_t d_cheap_wait = {.name = "cheap, waiting", .timeleft = 1000};
+static mely_handler_t d_nothing = {.name = "counts nothing", .timeleft = 1};
+
+/*
+ * A cheap color whose queue waits behind a busy owner is stolen (stealq.h's
+ * waiting rule): worker 0 is held in a handler until an event runs
+ * elsewhere, worker 1 has parked, and a foreign thread posts a cheap event
+ * to each of four colors of worker 0, 2 ms apart: when the second color
+ * starts waiting, the first has waited 2 ms, far longer than a steal. No
+ * timing decides the outcome: the owner stays blocked until the steal (or 5
+ * s), and only the waiting rule can move a cheap color (time-left alone
+ * never wakes the thief for one).
+ */
+START_TEST(cheap_color_that_waited_is_stolen)
+{
+    const struct policy *p = &waiting_policies[_i];
+    const char *what = policy_name(p);
+
+    run_blocked_owner(p, &d_cheap_wait, 2000, THIEF_WAIT_MS);
+    ck_assert_msg(wt.saw_steal,
+                  "%s: cheap colors waited %u ms behind a blocked owner, never stolen", what,
+                  THIEF_WAIT_MS);
+    mely_stats_t st = stats_of(&rt, 1);
+    ck_assert_uint_gt(st.steals, 0);
+    ck_assert_msg(sums_to(st.stolen_cycles, st.stolen_events, d_cheap_wait.timeleft),
+                  "%s: %" PRIu64 " events stolen, stolen_cycles %" PRIu64, what, st.stolen_events,
+                  st.stolen_cycles);
+    ck_assert_int_eq(mely_shutdown(&rt), 0);
+}
+END_TEST
+
+/*
+ * Waiting alone is not enough: colors whose events count nothing (time-left
+ * 1 cycle, 0 once rounded) wait as long behind the blocked owner (200 ms
+ * here) and are never stolen, whatever the timing.
+ */
+START_TEST(color_worth_nothing_stays_however_long_it_waits)
+{
+    const struct policy *p = &waiting_policies[_i];
+    const char *what = policy_name(p);
+
+    run_blocked_owner(p, &d_nothing, 2000, 200);
+    ck_assert_msg(!wt.saw_steal, "%s: a color worth nothing ran on worker 1", what);
+    mely_stats_t st = stats_of(&rt, 1);
+    ck_assert_msg(st.steals == 0, "%s: %" PRIu64 " steals", what, st.steals);
     ck_assert_int_eq(mely_shutdown(&rt), 0);
 }
 END_TEST
@@ -366,6 +446,9 @@ int main(void)
 
     tc = new_tcase(su, "wake", 60);
     tcase_add_loop_test(tc, stealable_work_wakes_a_parked_thief, 0, NELEM(waking_policies));
+    tcase_add_loop_test(tc, cheap_color_that_waited_is_stolen, 0, NELEM(waiting_policies));
+    tcase_add_loop_test(tc, color_worth_nothing_stays_however_long_it_waits, 0,
+                        NELEM(waiting_policies));
 
     tc = new_tcase(su, "config", 60);
     tcase_add_loop_test(tc, mely_steal_overrides_the_configuration, 0, 2);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_stream.c: streams (include/mely/stream.h) through the public API: their data
  * path, over loopback TCP, against clients on plain blocking sockets in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_stream_close.c: the ends of streams (include/mely/stream.h), through the
  * public API over loopback TCP (tests/api/streamtest.h: the server, conns and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_stream_conn.c: streams (include/mely/stream.h) as connections, through the
  * public API over loopback TCP (tests/api/streamtest.h: the server, conns and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_stream_write.c: what streams (include/mely/stream.h) promise about their
  * output, through the public API over loopback TCP (tests/api/streamtest.h: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_timer.c: timers through the public API (include/mely/mely.h):
  *  - never early, and within 2 ms of the deadline on an idle runtime (the

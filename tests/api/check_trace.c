@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_trace.c: tracing (mely_trace_start/stop, MELY_TRACE, mely.h's
  * "Tracing"). A known program (three colors, three named handlers, a known

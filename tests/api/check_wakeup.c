@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_wakeup.c: no lost wake-ups (doc/runtime.md, "Invariants and where
  * they are tested"), checked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_watch.c: the semantics of single fd watches, through the public API
  * (include/mely/mely.h):

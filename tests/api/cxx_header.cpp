@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cxx_header.cpp: mely.h compiles as strict C++ (-pedantic-errors) and its
  * macros work there: MELY_TO builds the target it names.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stealload.c: the load of the stealing tests (see stealload.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stealload.h: the scene of the stealing tests (check_steal, check_heuristics),
  * after the paper's microbenchmarks: groups of colors, each group with its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * streamtest.c: the stream tests' server, connections, clients and bulk
  * data (see streamtest.h).

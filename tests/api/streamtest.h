@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * streamtest.h: what the stream tests (check_stream.c, check_stream_close.c,
  * check_stream_write.c, check_stream_conn.c) share: a server whose accepted

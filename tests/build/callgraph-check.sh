@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The runtime's .c files call each other without a cycle (scripts/callgraph.sh;
 # the layers of doc/runtime.md). Run by make check, which sets CORE_OBJECTS.
 set -eu

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # link-user.sh: programs built against the just-built library the way a user
 # builds them, with the flags of the build tree's own mely.pc (pkg-config with
 # libdir and includedir pointed at the build and source trees), then run:

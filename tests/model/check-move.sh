@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # check-move.sh: model-checks the move protocol of mely/remote/deliver.c with SPIN
 # (tests/model/move.pml; its opening comment has the details).
 #
@@ -10,7 +11,8 @@
 # two per flush, and one event to D) and a thread that is not a worker (one
 # event to C through the foreign lock); in a second search, W1's own thread
 # posting a chain to C, each event staged or, when it reads W1 as C's owner,
-# queued directly after a flush and a drain (post.c's post_now).
+# queued directly after a flush and a drain (the engine's post_now,
+# postpath.h).
 # Mapping to the protocol: a flush is steps 1 (seq odd), 2 (owner loads in
 # post order, one CAS per run of events with one owner, each slot written
 # and marked ready; a full inbox ends the flush) and 3 (seq even), then a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * move.pml: the move protocol of mely/remote/deliver.c (a color changes owner while
  * posts to it are in flight), checked exhaustively by SPIN. check-move.sh
@@ -21,11 +22,11 @@
  *              generator may be stolen by the other thread, which runs its
  *              next handler: G's order is the order a causal chain of posts
  *              must keep, and with HOP=0 it is simply one poster's order.
- *              After each handler the thread flushes (mely__outbox_flush):
+ *              After each handler the thread flushes (mely__deliver_flush):
  *                1. seq[P]++, odd (SC RMW; in one step with the staging,
  *                   which no other process sees);
  *                2. the first staged event's owner o (SC load); then, as
- *                   outbox.c's flush_inboxes does, the owners of the next
+ *                   deliver.c's publish() does, the owners of the next
  *                   events (SC loads) while they are o, forming a run; one
  *                   CAS on inbox[o].tail reserves as many of the run's slots
  *                   as fit; each slot is written and marked ready, one step
@@ -34,11 +35,12 @@
  *                3. seq[P]++, even (release);
  *              then, if events are left, maybe one retry of 1-3 (the C code
  *              retries up to FULL_TRIES times), and what is still left goes
- *              by outbox.c's flush_locked: for each event in order, lock its
- *              owner (read owner, lock, re-check, retry if it moved), drain
- *              that inbox whole (mely__deliver_all: every position reserved
- *              before, waiting for slots still being written) and queue the
- *              event directly; the outbox is then empty.
+ *              by mely__flush_locked_with (postpath.h): for each event in
+ *              order, lock its owner (read owner, lock, re-check, retry if it
+ *              moved), drain that inbox whole (mely__deliver_all: every
+ *              position reserved before, waiting for slots still being
+ *              written) and queue the event directly; the outbox is then
+ *              empty.
  *   foreign()  a thread that is not a worker, posting the chain F (NF events
  *              to C) by mely__deliver_foreign: read owner[C] = o, take o's
  *              foreign lock, re-check the owner (else unlock, retry), reserve
@@ -280,7 +282,7 @@ inline stage(ev) {
     ob_n++
 }
 
-/* Step 1, flush_inboxes' first statement. The callers do it in one step
+/* Step 1, deliver.c's publish(), its first statement. The callers do it in one step
  * with the handler's staging (the outbox is the thread's own; g_next and
  * g_host are bookkeeping that the protocol's other parties do not read). */
 inline step1(t) {
@@ -288,7 +290,7 @@ inline step1(t) {
     printf("@ %c: step 1, seq=%d\n", BYNAME(t), seq[t])
 }
 
-/* outbox.c's flush_inboxes after step 1: steps 2 and 3. Each step below
+/* deliver.c's publish() after step 1: steps 2 and 3. Each step below
  * has at most one access to shared state (plus local work). */
 inline flush_inboxes(t) {
     atomic {                                                    /* 2 */
@@ -364,8 +366,8 @@ inline flush_inboxes(t) {
     }
 }
 
-/* outbox.c's flush_locked: each event in order under its owner's lock,
- * after draining that owner's inbox whole, queued directly. */
+/* mely__flush_locked_with (postpath.h): each event in order under its
+ * owner's lock, after draining that owner's inbox whole, queued directly. */
 inline flush_locked(t) {
     do
     :: ob_n > 0 ->
@@ -393,7 +395,7 @@ inline flush_locked(t) {
     od
 }
 
-/* mely__outbox_flush: steps 1-3 (step 1 done by the caller); one retry
+/* mely__deliver_flush: steps 1-3 (step 1 done by the caller); one retry
  * (the C code: up to FULL_TRIES); what is left goes under the owners'
  * locks. STAY_STAGED: what is left stays staged. */
 inline flush(t) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the color map (mely/remote/colormap.h): initial placement, pinned
  * colors, and the lock-then-recheck ownership protocol. */
 #include <check.h>

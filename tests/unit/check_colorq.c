@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the color-queue (mely/queue/colorq.h): FIFO order, head posts,
  * per-priority counts, detaching and putting back. */
 #include <check.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the core-queue (mely/queue/coreq.h): priority order, FIFO within a
  * level, removal, rotation, repositioning; random operations against a model. */
 #include <check.h>

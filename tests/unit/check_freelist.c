@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the event and color-queue allocators (mely/queue/freelist.h):
  * magazines, the depot, foreign allocation, allocation failure, the event
  * budget, and the trim that gives whole free slabs back. */

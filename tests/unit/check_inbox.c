@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_inbox.c: unit tests of the inbox ring (mely/remote/inbox.h) and of the
  * reserve that lets a move always finish (mely/remote/deliver.c).

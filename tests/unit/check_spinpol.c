@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the spin policy (mely/sched/spinpol.h): the window grows through
  * short parks and shrinks through long ones after an empty spin, a CPU taken
  * by another thread stops spinning, an empty spin before a short park is

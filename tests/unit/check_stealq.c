@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the stealing-queue (mely/queue/stealq.h): interval bounds, re-filing
  * as expected times change, random updates against a model; and of the
  * composition of steal policies by name (mely__steal_compose, steal.c). */
@@ -43,6 +44,7 @@ static void check_model(const struct mely__stealq *q, uint64_t cost)
             prev = c;
             ck_assert_uint_le(++n, NQ);
         }
+        ck_assert_ptr_eq(q->last[level], prev);
     }
     ck_assert_uint_eq(q->n, n);
     for (int i = 0; i < NQ; i++) {
@@ -101,13 +103,17 @@ START_TEST(pick_takes_the_highest_movable_worthy_color)
 
     ck_assert_ptr_null(mely__stealq_pick(&q, NULL, cost));
     file(&q, &cqs[0], 0, 30, cost);  /* interval 0 */
-    file(&q, &cqs[1], 1, 100, cost); /* interval 1 */
-    file(&q, &cqs[2], 2, 150, cost); /* interval 1, linked last: first in its list */
-    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost), &cqs[2]);
+    file(&q, &cqs[1], 1, 100, cost); /* interval 1, filed first: the oldest */
+    file(&q, &cqs[2], 2, 150, cost); /* interval 1 */
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost), &cqs[1]);
     /* the running color-queue is skipped, so is one filed under an older cost */
-    ck_assert_ptr_eq(mely__stealq_pick(&q, &cqs[2], cost), &cqs[1]);
+    ck_assert_ptr_eq(mely__stealq_pick(&q, &cqs[1], cost), &cqs[2]);
     ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, 120), &cqs[2]);
     ck_assert_ptr_null(mely__stealq_pick(&q, NULL, 200));
+    /* re-filed (its expected time changed, same interval): now the newest */
+    mely__stealq_remove(&q, &cqs[1]);
+    mely__stealq_update(&q, &cqs[1], cost);
+    ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost), &cqs[2]);
     /* a pinned color never moves; nor one without events or unlinked */
     cqs[2].color = MELY_COLORS;
     cqs[1].count = 0;
@@ -159,21 +165,107 @@ START_TEST(pick_prefers_low_penalty)
 END_TEST
 
 /* The pick looks at no more than MELY__SQ_SCAN color-queues of an interval:
- * an unpenalized one behind that many penalized ones is out of its sight. */
+ * an unpenalized one filed behind that many penalized ones is out of its
+ * sight. */
 START_TEST(pick_is_bounded)
 {
     struct mely__stealq q = {0};
     const uint64_t cost = 10;
 
-    file(&q, &cqs[0], 0, 100, cost);
     for (uint32_t i = 1; i < MELY__SQ_SCAN + 1; i++)
         file_penalized(&q, &cqs[i], i, 100, 4, cost);
+    file(&q, &cqs[0], 0, 100, cost);
     struct mely__colorq *got = mely__stealq_pick(&q, NULL, cost);
     ck_assert_ptr_nonnull(got);
     ck_assert_ptr_ne(got, &cqs[0]);
     ck_assert_uint_eq(got->pshift, 4);
     mely__stealq_remove(&q, &cqs[1]); /* one fewer ahead of it: now in sight */
     ck_assert_ptr_eq(mely__stealq_pick(&q, NULL, cost), &cqs[0]);
+}
+END_TEST
+
+/* ---- worthy by waiting (mely__wait_pick) ------------------------------------------------ */
+
+/* Queues cq in core-queue q as a color with `units` expected, waiting since
+ * TSC `since`. */
+static void wait_in(struct mely__coreq *q, struct mely__colorq *cq, uint32_t color,
+                    uint64_t units, uint64_t since)
+{
+    mely__colorq_init(cq, color);
+    cq->count = 1;
+    cq->units = units;
+    cq->since = since;
+    mely__coreq_insert(q, cq);
+}
+
+/*
+ * The waiting rule, at fixed times (no clock read): cheap colors (3 units,
+ * 96 cycles, far below a steal of 1,500 cycles, so never in a stealing-queue)
+ * are picked once they have waited longer than a steal costs and are worth
+ * more than the steal's hold of the owner's lock; the longest waiting first;
+ * never the running one, nor one whose events count nothing, however long it
+ * waited.
+ */
+START_TEST(wait_pick_takes_a_cheap_color_that_waited)
+{
+    struct mely__coreq q;
+    const uint64_t cost = 1500, hold = 2; /* cycles; units */
+
+    mely__coreq_init(&q);
+    ck_assert_ptr_null(mely__wait_pick(&q, NULL, 100000, cost, hold));
+    wait_in(&q, &cqs[0], 0, 1000, 0);  /* its batch is running */
+    wait_in(&q, &cqs[1], 1, 3, 1000);  /* cheap, waiting since 1,000 */
+    wait_in(&q, &cqs[2], 2, 3, 5000);  /* cheap, since 5,000 */
+    wait_in(&q, &cqs[3], 3, 0, 0);     /* counts nothing */
+    ck_assert_int_eq(mely__stealq_level(cqs[1].units, cost / MELY__COST_UNIT), -1);
+    ck_assert_ptr_null(mely__wait_pick(&q, &cqs[0], 2500, cost, hold)); /* waited 1,500 */
+    ck_assert_ptr_eq(mely__wait_pick(&q, &cqs[0], 2501, cost, hold), &cqs[1]);
+    ck_assert_ptr_eq(mely__wait_pick(&q, &cqs[0], 1000000, cost, hold), &cqs[1]);
+    /* not running: the first in the core-queue, which has waited longest */
+    ck_assert_ptr_eq(mely__wait_pick(&q, NULL, 2501, cost, hold), &cqs[0]);
+    /* worth no more than the steal holds the owner up: stays */
+    ck_assert_ptr_null(mely__wait_pick(&q, &cqs[0], 1000000, cost, 3));
+    /* a hold estimate of 0 counts as 1 unit: the color that counts nothing
+     * is never taken, the others are */
+    cqs[1].count = cqs[2].count = 0;
+    ck_assert_ptr_null(mely__wait_pick(&q, &cqs[0], UINT64_MAX, cost, 0));
+    cqs[2].count = 1;
+    ck_assert_ptr_eq(mely__wait_pick(&q, &cqs[0], UINT64_MAX, cost, 0), &cqs[2]);
+    /* a wait that began "after now" (another core's TSC, a little ahead) */
+    ck_assert_ptr_null(mely__wait_pick(&q, &cqs[0], 4000, cost, hold));
+    /* pinned, or held to the end of its worker's turn: never */
+    cqs[2].color = MELY_COLORS;
+    ck_assert_ptr_null(mely__wait_pick(&q, &cqs[0], 1000000, cost, hold));
+    cqs[2].color = 2;
+    cqs[2].held = 1;
+    ck_assert_ptr_null(mely__wait_pick(&q, &cqs[0], 1000000, cost, hold));
+}
+END_TEST
+
+/* Among colors that waited, the penalty rule's preference (section 3.3):
+ * the first unpenalized one, else the lowest penalty; and the look is
+ * bounded to MELY__SQ_SCAN color-queues of the core-queue. */
+START_TEST(wait_pick_prefers_low_penalty_and_is_bounded)
+{
+    struct mely__coreq q;
+    const uint64_t cost = 1500, hold = 2;
+
+    mely__coreq_init(&q);
+    wait_in(&q, &cqs[0], 0, 10, 0);
+    mely__colorq_note_pshift(&cqs[0], 5);
+    wait_in(&q, &cqs[1], 1, 10, 0);
+    mely__colorq_note_pshift(&cqs[1], 2);
+    ck_assert_ptr_eq(mely__wait_pick(&q, NULL, 10000, cost, hold), &cqs[1]);
+    wait_in(&q, &cqs[2], 2, 10, 0);
+    ck_assert_ptr_eq(mely__wait_pick(&q, NULL, 10000, cost, hold), &cqs[2]);
+
+    mely__coreq_init(&q);
+    for (uint32_t i = 0; i < MELY__SQ_SCAN; i++)
+        wait_in(&q, &cqs[i], i, 1, 0); /* worth no more than the hold */
+    wait_in(&q, &cqs[MELY__SQ_SCAN], MELY__SQ_SCAN, 10, 0);
+    ck_assert_ptr_null(mely__wait_pick(&q, NULL, 10000, cost, hold));
+    mely__coreq_remove(&q, &cqs[0]);
+    ck_assert_ptr_eq(mely__wait_pick(&q, NULL, 10000, cost, hold), &cqs[MELY__SQ_SCAN]);
 }
 END_TEST
 
@@ -229,6 +321,8 @@ int main(void)
     tcase_add_test(tc, pick_takes_the_highest_movable_worthy_color);
     tcase_add_test(tc, pick_is_bounded);
     tcase_add_test(tc, pick_prefers_low_penalty);
+    tcase_add_test(tc, wait_pick_takes_a_cheap_color_that_waited);
+    tcase_add_test(tc, wait_pick_prefers_low_penalty_and_is_bounded);
     tcase_add_test(tc, policies_compose_by_name);
     return mely_test_main(s);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the cache map (mely/topology/topology.h) on the fake sysfs trees under
  * tests/unit/fixtures/sysfs/ (machines described in gen.py there): each machine's
  * neighbour orders, written by hand from its description; sysfs and hwloc

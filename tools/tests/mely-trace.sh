@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # tools/mely-trace on a synthetic trace whose numbers are known by hand:
 # the summary's per-worker shares and counts, per-handler percentiles, the
 # steal pair, the dropped-records note; --runs' order, --window, the errors

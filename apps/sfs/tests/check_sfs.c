@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_sfs.c: apps/sfs/sfsd, run as a child process on a fixture root and
  * talked to with the protocol's own code (apps/sfs/proto.c, through

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # sfs-crowd.sh: connections that never send a byte must not keep a real
 # client out of apps/sfs/sfsd (doc/sfs.md, "Faults and hostile clients").
 # apps/sfs/tests/sfscrowd opens

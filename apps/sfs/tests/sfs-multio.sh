@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # sfs-multio.sh: byte-exact reads from apps/sfs/sfsd by bench/multio --verify
 # (every reply opened, every byte compared with the file), many clients at
 # once, on both engines with stealing off and on:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sfsclient.c: sfsd as a child process, and a blocking client of the SFS
  * protocol (sfsclient.h).

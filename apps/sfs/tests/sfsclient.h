@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sfsclient.h: what the SFS tests share: apps/sfs/sfsd run as a child process,
  * and a small client of its protocol (apps/sfs/proto.h) on blocking sockets

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sfscrowd.c: how long a real client waits for sfsd while connections that
  * never send a byte crowd it (doc/sfs.md, "Faults and hostile clients"; run

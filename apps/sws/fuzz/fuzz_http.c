@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_http.c: a libFuzzer target for SWS's request parser (apps/sws/http.c).
  * Built and run by run.sh (clang -fsanitize=fuzzer,address,undefined).

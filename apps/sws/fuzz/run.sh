@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # run.sh: builds SWS's request-parser fuzzer with clang (libFuzzer, ASan, UBSan)
 # outside the normal build and runs it for a bounded time on the seed corpus.
 #   apps/sws/fuzz/run.sh [SECONDS]     (default 30)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_sws.c: SWS served in-process on 2 workers and talked to over
  * loopback with raw sockets (apps/sws/tests/swsclient.h):

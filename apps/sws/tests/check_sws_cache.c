@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_sws_cache.c: SWS's file cache (apps/sws/cache.h) in-process, on 2
  * workers, over loopback (apps/sws/tests/swsclient.h), with files held in memory and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_sws_http.c: SWS's request parser (apps/sws/http.c) on its own:
  * well-formed requests and their fields, every proper prefix of a request

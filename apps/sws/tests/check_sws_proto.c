@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check_sws_proto.c: SWS's protocol details (doc/sws.md), the server
  * in-process on 2 workers (with and without the Epoll handler) and, under a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # injector-sws.sh: bench/e2e/injector against apps/sws/sws on loopback. SWS serves
 # its built-in sample site on a free port; the injector runs 2 s with 4
 # clients (keep-alive, 3 URLs round robin), then 1 s with Connection: close,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # sws-cache.sh: SWS's file cache (doc/sws.md, "The file cache") seen from
 # curl, on loopback, with the sws binary and a document root of its own:
 #  - start-up with a 42 GB root of 2,000 files (a 2 GB and a 40 GB sparse

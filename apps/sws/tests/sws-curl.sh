@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # sws-curl.sh: apps/sws/sws against a real client, curl, on loopback. Builds a
 # document root in a temporary directory (index.html, a .css, a UTF-8 .txt, a
 # subdirectory with its own index.html, a 3 MB random binary, names with a

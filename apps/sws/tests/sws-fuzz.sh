@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # sws-fuzz.sh: `make check` runs SWS's request-parser fuzzer for a few seconds
 # (apps/sws/fuzz/run.sh; SWS_FUZZ_SECONDS, default 5). Without clang and its
 # libFuzzer runtime it fails (exit 99, a hard error) and names the Debian

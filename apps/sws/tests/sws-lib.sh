@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # shellcheck shell=sh
 # sws-lib.sh: starting and stopping servers (apps/sws/sws, apps/sfs/sfsd)
 # from shell scripts. Sourced (POSIX sh) by apps/sws/tests/injector-sws.sh,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # sws-torn.sh: issue 26, "SWS serves a torn small file as if whole". An 8 KB
 # file is rewritten in place, one pwrite of the whole file every 30 ms, turn
 # by turn two versions whose every page differs, while 4 keep-alive clients

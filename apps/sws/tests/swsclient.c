@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * swsclient.c: the SWS tests' server thread and raw HTTP client.
  */

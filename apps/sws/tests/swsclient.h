@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * swsclient.h: what the SWS tests share: an in-process server on a thread,
  * and a raw-socket HTTP client (blocking sockets with receive timeouts, so

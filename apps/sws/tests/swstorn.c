@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * swstorn.c: the client of apps/sws/tests/sws-torn.sh (issue 26): a small file
  * rewritten in place under SWS while clients fetch it, counting the

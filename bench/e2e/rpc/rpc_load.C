@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rpc_load.C: bench/e2e/run-rpc.sh's client, written as SFS code is
  * (aclnt::call with wrap); it builds on mely-compat and on sfslite's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rpc_server.C: bench/e2e/run-rpc.sh's server, written as SFS code is
  * (asrv::alloc, svccb, wrap); it builds on mely-compat and on sfslite's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ex_client.C: a client of sfslite's tutorial/ex_prot.x that calls every
  * procedure, one call at a time, and prints each call's clnt_stat (as a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ex_common.h: what ex_server.C and ex_client.C share. Both are written
  * against libasync's interface only, so that the same sources build on

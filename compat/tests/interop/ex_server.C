@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ex_server.C: a server of sfslite's tutorial/ex_prot.x (EX_PROG 31313, 1),
  * deterministic, written as SFS code is (asrv::alloc, svccb, wrap), for

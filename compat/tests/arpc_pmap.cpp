@@ -159,7 +159,7 @@ static void t1b(clnt_stat err)
     CHECK(err == RPC_SUCCESS && g_res == 42);
     g_c = nullptr;
     g_inside = true;
-    aclnttcp_create("localhost", 0, demo_prog_1, wrap(t2));
+    aclnttcp_create("127.0.0.1", 0, demo_prog_1, wrap(t2));
     g_inside = false;
 }
 

@@ -4,14 +4,16 @@
 # exists (scripts/check-paths.py), and the check can fail: in a copy of the
 # tree, a doc and a source comment that name a missing file, and the files
 # that name one deleted, are each reported as FILE:LINE: PATH.
-# Needs git and python3; skipped (77) out of a git work tree (a dist tarball
+# Needs git and python3; skipped (77) unless at the top of a git work tree (a dist tarball
 # does not hold every file the docs name, such as .ci/run).
 set -eu
 top=$(cd "${srcdir:-.}" && pwd)
 check="$top/scripts/check-paths.py"
 command -v python3 >/dev/null || { echo "python3 is missing"; exit 1; }
-if ! git -C "$top" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    echo "not a git work tree: skipped"
+# The top of a work tree, not a folder inside another one's (make distcheck
+# unpacks the tarball inside the checkout it was made from).
+if [ "$(git -C "$top" rev-parse --show-toplevel 2>/dev/null)" != "$top" ]; then
+    echo "not the top of a git work tree: skipped"
     exit 77
 fi
 

@@ -35,10 +35,11 @@ struct mely__colorq {
     uint16_t held;    /* work held to the end of its worker's turn: not
                          movable meanwhile (turnend.h) */
     uint64_t units;   /* the sum of its events' expected costs (event.h) */
-    uint64_t since;   /* TSC when it last became non-empty, its detached
-                         batch counting as queued (set by the enqueue of
-                         stealing-queue policies only: stealq.h's waiting
-                         rule; moved along by move_all and prepend) */
+    uint64_t since;   /* TSC when it was first seen waiting since it last
+                         became non-empty (0: not yet), its detached batch
+                         counting as queued (stealing-queue policies only:
+                         stealq.h's waiting rule; moved along by move_all
+                         and prepend) */
     struct mely__colorq *sq_prev, *sq_next; /* stealing-queue links */
     uint32_t prio_count[MELY_PRIO_LEVELS];
 };

@@ -33,8 +33,13 @@
  * steal costs and its expected time exceeds what the steal holds its owner
  * up (the measured lock hold of a steal, steal.c). The thief looks at the
  * head of the owner's core-queue, where the longest-waiting colors are,
- * only when the stealing-queue has nothing movable. doc/stealing.md says how
- * this follows from, and departs from, the paper's section 3.2.
+ * only when the stealing-queue has nothing movable. A color's wait is
+ * counted from when a look first saw it waiting (colorq.h's `since`: 0
+ * until then, reset when it becomes non-empty): a thief's pick, or a post
+ * on its owner while a worker sleeps. So it is never more than the real
+ * wait, and the post path reads no clock unless someone sleeps.
+ * doc/stealing.md says how this follows from, and departs from, the
+ * paper's section 3.2.
  *
  * Kept up to date under the owner's lock wherever a color-queue's expected
  * time changes: a post (enqueue.h), a batch taken and ended (worker.c), a
@@ -174,21 +179,27 @@ static inline struct mely__colorq *mely__stealq_pick(const struct mely__stealq *
 }
 
 /* Whether cq, not worthy on its expected time, is worth taking at TSC `now`
- * for having waited: it has waited more than `cost_cycles` (a steal) and its
- * expected time exceeds `hold` units (what a steal holds its owner's lock).
- * A color whose events count nothing (unannotated, never measured) never is:
- * hold is at least 1. `since` may be a little ahead of `now` when the owner
- * read it on another core (the TSCs agree to a few cycles): not waited. */
-static inline bool mely__colorq_waited(const struct mely__colorq *cq, uint64_t now,
+ * for having waited: it has been seen waiting for more than `cost_cycles` (a
+ * steal) and its expected time exceeds `hold` units (what a steal holds its
+ * owner's lock). A color whose events count nothing (unannotated, never
+ * measured) never is: hold is at least 1. Not seen yet (since 0): it is now,
+ * its wait counted from now. `since` may be a little ahead of `now` when it
+ * was read on another core (the TSCs agree to a few cycles): not waited. */
+static inline bool mely__colorq_waited(struct mely__colorq *cq, uint64_t now,
                                        uint64_t cost_cycles, uint64_t hold)
 {
+    if (cq->since == 0) {
+        cq->since = now;
+        return false;
+    }
     return cq->units > hold && now > cq->since && now - cq->since > cost_cycles;
 }
 
 /* Worthy by waiting (see the top): among the first MELY__SQ_SCAN color-queues
  * of the core-queue q (the highest priority first, the longest waiting first
  * within it), the first movable unpenalized one that has waited, else the
- * lowest penalty. NULL if none. O(1). */
+ * lowest penalty; the movable ones not seen waiting before are from now on.
+ * NULL if none. O(1). */
 static inline struct mely__colorq *mely__wait_pick(const struct mely__coreq *q,
                                                    const struct mely__colorq *running,
                                                    uint64_t now, uint64_t cost_cycles,

@@ -186,8 +186,8 @@ END_TEST
 
 /* ---- worthy by waiting (mely__wait_pick) ------------------------------------------------ */
 
-/* Queues cq in core-queue q as a color with `units` expected, waiting since
- * TSC `since`. */
+/* Queues cq in core-queue q as a color with `units` expected, seen waiting
+ * since TSC `since` (0: not seen yet). */
 static void wait_in(struct mely__coreq *q, struct mely__colorq *cq, uint32_t color,
                     uint64_t units, uint64_t since)
 {
@@ -213,10 +213,10 @@ START_TEST(wait_pick_takes_a_cheap_color_that_waited)
 
     mely__coreq_init(&q);
     ck_assert_ptr_null(mely__wait_pick(&q, NULL, 100000, cost, hold));
-    wait_in(&q, &cqs[0], 0, 1000, 0);  /* its batch is running */
+    wait_in(&q, &cqs[0], 0, 1000, 1);  /* its batch is running */
     wait_in(&q, &cqs[1], 1, 3, 1000);  /* cheap, waiting since 1,000 */
     wait_in(&q, &cqs[2], 2, 3, 5000);  /* cheap, since 5,000 */
-    wait_in(&q, &cqs[3], 3, 0, 0);     /* counts nothing */
+    wait_in(&q, &cqs[3], 3, 0, 1);     /* counts nothing */
     ck_assert_int_eq(mely__stealq_level(cqs[1].units, cost / MELY__COST_UNIT), -1);
     ck_assert_ptr_null(mely__wait_pick(&q, &cqs[0], 2500, cost, hold)); /* waited 1,500 */
     ck_assert_ptr_eq(mely__wait_pick(&q, &cqs[0], 2501, cost, hold), &cqs[1]);
@@ -242,6 +242,27 @@ START_TEST(wait_pick_takes_a_cheap_color_that_waited)
 }
 END_TEST
 
+/* A color not seen waiting yet (since 0, as the enqueue leaves it) is not
+ * taken at the first look, which starts its wait: a later look takes it
+ * once more than a steal's cost has passed since. Only movable colors are
+ * marked. */
+START_TEST(wait_counts_from_the_first_look)
+{
+    struct mely__coreq q;
+    const uint64_t cost = 1500, hold = 2;
+
+    mely__coreq_init(&q);
+    wait_in(&q, &cqs[0], 0, 10, 0); /* running: not marked */
+    wait_in(&q, &cqs[1], 1, 10, 0);
+    ck_assert_ptr_null(mely__wait_pick(&q, &cqs[0], 1000000, cost, hold));
+    ck_assert_uint_eq(cqs[0].since, 0);
+    ck_assert_uint_eq(cqs[1].since, 1000000);
+    ck_assert_ptr_null(mely__wait_pick(&q, &cqs[0], 1001500, cost, hold));
+    ck_assert_ptr_eq(mely__wait_pick(&q, &cqs[0], 1001501, cost, hold), &cqs[1]);
+    ck_assert_uint_eq(cqs[1].since, 1000000); /* a look does not restart it */
+}
+END_TEST
+
 /* Among colors that waited, the penalty rule's preference (section 3.3):
  * the first unpenalized one, else the lowest penalty; and the look is
  * bounded to MELY__SQ_SCAN color-queues of the core-queue. */
@@ -251,18 +272,18 @@ START_TEST(wait_pick_prefers_low_penalty_and_is_bounded)
     const uint64_t cost = 1500, hold = 2;
 
     mely__coreq_init(&q);
-    wait_in(&q, &cqs[0], 0, 10, 0);
+    wait_in(&q, &cqs[0], 0, 10, 1);
     mely__colorq_note_pshift(&cqs[0], 5);
-    wait_in(&q, &cqs[1], 1, 10, 0);
+    wait_in(&q, &cqs[1], 1, 10, 1);
     mely__colorq_note_pshift(&cqs[1], 2);
     ck_assert_ptr_eq(mely__wait_pick(&q, NULL, 10000, cost, hold), &cqs[1]);
-    wait_in(&q, &cqs[2], 2, 10, 0);
+    wait_in(&q, &cqs[2], 2, 10, 1);
     ck_assert_ptr_eq(mely__wait_pick(&q, NULL, 10000, cost, hold), &cqs[2]);
 
     mely__coreq_init(&q);
     for (uint32_t i = 0; i < MELY__SQ_SCAN; i++)
-        wait_in(&q, &cqs[i], i, 1, 0); /* worth no more than the hold */
-    wait_in(&q, &cqs[MELY__SQ_SCAN], MELY__SQ_SCAN, 10, 0);
+        wait_in(&q, &cqs[i], i, 1, 1); /* worth no more than the hold */
+    wait_in(&q, &cqs[MELY__SQ_SCAN], MELY__SQ_SCAN, 10, 1);
     ck_assert_ptr_null(mely__wait_pick(&q, NULL, 10000, cost, hold));
     mely__coreq_remove(&q, &cqs[0]);
     ck_assert_ptr_eq(mely__wait_pick(&q, NULL, 10000, cost, hold), &cqs[MELY__SQ_SCAN]);
@@ -322,6 +343,7 @@ int main(void)
     tcase_add_test(tc, pick_is_bounded);
     tcase_add_test(tc, pick_prefers_low_penalty);
     tcase_add_test(tc, wait_pick_takes_a_cheap_color_that_waited);
+    tcase_add_test(tc, wait_counts_from_the_first_look);
     tcase_add_test(tc, wait_pick_prefers_low_penalty_and_is_bounded);
     tcase_add_test(tc, policies_compose_by_name);
     return mely_test_main(s);

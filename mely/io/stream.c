@@ -1237,6 +1237,8 @@ static int pollable(int fd)
         int one = 1;
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
+    if (flags & O_NONBLOCK) /* accept4(SOCK_NONBLOCK)'s: a system call saved */
+        return 0;
     return fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 ? 0 : -errno;
 }
 

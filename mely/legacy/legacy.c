@@ -260,15 +260,6 @@ static size_t legacy_pending(const struct mely__rt *rt)
     return n;
 }
 
-/* Every remote post is staged: the flush queues under the owners' locks,
- * which cannot fail. */
-static bool legacy_stages(const struct mely__rt *rt, mely_color_t color)
-{
-    (void)rt;
-    (void)color;
-    return true;
-}
-
 static int legacy_post_now(struct mely__rt *rt, struct mely__worker *self,
                            struct mely__event *ev)
 {
@@ -327,11 +318,13 @@ static void legacy_fini(struct mely__rt *rt)
 
 const struct mely__engine mely__engine_legacy = {
     .name = "legacy",
+    /* every remote post is staged: the flush queues under the owners'
+     * locks, which cannot fail */
+    .stages_all = true,
     .init = legacy_init,
     .fini = legacy_fini,
     .loop = legacy_loop,
     .post_now = legacy_post_now,
-    .stages = legacy_stages,
     .flush = legacy_flush,
     .post_foreign = legacy_post_foreign,
     .ready = legacy_nothing,

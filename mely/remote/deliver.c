@@ -224,13 +224,6 @@ int mely__deliver_post_now(struct mely__rt *rt, struct mely__worker *self, struc
     return mely__post_now_with(rt, self, ev, queue);
 }
 
-/* Only colors whose color-queue exists: the drain that queues a staged post
- * cannot fail for it. */
-bool mely__deliver_stages(const struct mely__rt *rt, mely_color_t color)
-{
-    return mely__cq_of(rt, color) != NULL;
-}
-
 /* Copies the run of k events from *ev into o's inbox, as many as fit, and
  * frees them; advances *ev past those. Returns false if some did not fit. */
 static bool put_run(struct mely__worker *self, unsigned o, struct mely__event **ev, uint32_t k)

@@ -54,11 +54,10 @@ static inline unsigned mely__deliver_all(struct mely__worker *w, struct mely__wo
     return mely__deliver_slow(w, self, true);
 }
 
-/* The Mely engine's post_now and stages (engine.h): a color's queue is
- * created on its first event, which goes now; only colors whose queue
- * exists are staged. */
+/* The Mely engine's post_now (engine.h): a color's queue is created on its
+ * first event, which goes now; only colors whose queue exists are staged
+ * (the engine's `stages_all` is false). */
 int mely__deliver_post_now(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev);
-bool mely__deliver_stages(const struct mely__rt *rt, mely_color_t color);
 
 /* The Mely engine's flush (engine.h): steps 1-3 of the move protocol for
  * the staged chain, then, after a short wait for full inboxes to drain,

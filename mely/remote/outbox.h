@@ -3,7 +3,7 @@
  * outbox.h: remote posts staged by a worker, flushed in batches.
  *
  * A handler's posts to other workers' colors are staged (those the engine
- * accepts: engine.h, `stages`) and flushed together by the engine, so that
+ * accepts: engine.h, `stages_all`) and flushed together by the engine, so that
  * the lines that cross cores are shared by a batch (the Mely engine: each
  * run of consecutive posts to one worker with one reservation in that
  * worker's inbox, deliver.c; the legacy engine: one hold of its lock):

@@ -69,7 +69,7 @@ mely__post_now_with(struct mely__rt *rt, struct mely__worker *self, struct mely_
  * owner's lock (one lock hold per run of events for one worker) with
  * `queue`, which puts it behind what is in flight to that owner (it may hold
  * earlier posts of the same colors). Never fails: the engine staged only
- * colors whose queueing cannot (engine.h: `stages`). The owner's thread. */
+ * colors whose queueing cannot (engine.h: `stages_all`). The owner's thread. */
 static inline __attribute__((always_inline)) void
 mely__flush_locked_with(struct mely__worker *self, struct mely__event *ev, mely__queue_fn *queue)
 {

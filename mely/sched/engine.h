@@ -13,7 +13,7 @@
  * Shared code calls the members and never asks which engine runs. On the
  * hottest path, a post, one member is called: `post_now` for a local post
  * (each engine compiles the locked part of the path, postpath.h, with its
- * own queueing inlined), `stages` for a remote one. Engines are found by
+ * own queueing inlined); a remote one reads `stages_all`. Engines are found by
  * name (engine.c).
  */
 #ifndef MELY_ENGINE_H
@@ -37,6 +37,14 @@ struct mely__engine {
     /* The engine keeps color-queues, so the steal policies that read them
      * (a stealing-queue, measured costs) can run on it (config.c). */
     bool colorqs;
+    /* Which of a worker's posts to a color another worker owns may wait in
+     * its outbox (outbox.h), whose flush must not fail once the post
+     * returned 0: all of them (true), or only those to a color whose
+     * color-queue exists (false: the flush queues without allocating); the
+     * others go by `post_now`. A flag, not a member function: every remote
+     * post reads it, and a call cost 8 instructions of a ~90-instruction
+     * post (callgrind). */
+    bool stages_all;
 
     /* Engine-private state, built at mely_init() once the workers exist
      * (0 or MELY_ENOMEM), and freed at shutdown; `fini` also runs after an
@@ -53,16 +61,12 @@ struct mely__engine {
      * lock, behind every post in flight to the owner: mely__post_now_with()
      * (postpath.h) with the engine's queueing. 0, or MELY_ENOMEM (no memory
      * for the color's queue: ev freed).
-     * `stages`: whether a worker's post to `color`, owned by another worker,
-     * may wait in its outbox (outbox.h), whose flush must not fail once the
-     * post returned 0; if not, it goes by `post_now`.
      * `flush`: queues `chain`, the outbox's staged events in post order,
      * where each color lives now, keeping that order; the owner's thread.
      * `post_foreign`: a thread that is not a worker publishes ev (a copy it
      * keeps) without an event of its own; false if the engine cannot (the
      * caller then takes an event and uses `post_now`). */
     int (*post_now)(struct mely__rt *rt, struct mely__worker *self, struct mely__event *ev);
-    bool (*stages)(const struct mely__rt *rt, mely_color_t color);
     void (*flush)(struct mely__worker *self, struct mely__event *chain);
     bool (*post_foreign)(struct mely__rt *rt, const struct mely__event *ev);
 

@@ -54,6 +54,13 @@ static inline bool budget_hit(const struct mely__rt *rt)
     return atomic_load_explicit(&rt->budget_hit, memory_order_relaxed);
 }
 
+/* Whether a worker's post to a color another worker owns may wait in its
+ * outbox (engine.h: `stages_all`). */
+static inline bool may_stage(const struct mely__rt *rt, mely_color_t color)
+{
+    return rt->engine->stages_all || mely__cq_of(rt, color) != NULL;
+}
+
 /* A worker's post: staged (see the top of this file), or queued now. What
  * the worker keeps for the end of the batch goes first (turnend.h): a write
  * it buffered for a stream of another worker must reach the stream before
@@ -63,7 +70,7 @@ post_from_worker(struct mely__rt *rt, struct mely__worker *self, struct mely__ev
 {
     if (__builtin_expect(self->batch_done != NULL, 0))
         mely__turnend_batch_done(self);
-    if (mely__owner(rt, ev->color) != self->index && rt->engine->stages(rt, ev->color)) {
+    if (mely__owner(rt, ev->color) != self->index && may_stage(rt, ev->color)) {
         if (__builtin_expect(budget_hit(rt), 0)) {
             mely__evcache_free(rt, &self->evcache, ev);
             return MELY_EAGAIN;

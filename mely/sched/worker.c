@@ -194,7 +194,6 @@ const struct mely__engine mely__engine_mely = {
     .fini = mely__deliver_fini,
     .loop = loop,
     .post_now = mely__deliver_post_now,
-    .stages = mely__deliver_stages,
     .flush = mely__deliver_flush,
     .post_foreign = mely__deliver_foreign,
     .ready = ready,

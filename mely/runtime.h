@@ -34,8 +34,8 @@
  *
  * Lock order: a worker's lock, then a worker's foreign_lock (a mover's step
  * b, deliver.c), or the event depot's lock. Only the steal driver and
- * mely_color_move() hold two worker locks, taken in worker-index order
- * (mely__lock_pair, colormap.h).
+ * mely_color_move() (colormove.c) hold two worker locks, taken in
+ * worker-index order (mely__lock_pair, colormap.h).
  */
 #ifndef MELY_RUNTIME_H
 #define MELY_RUNTIME_H

@@ -180,7 +180,8 @@ static int arm_on(struct mely_watch *wt, unsigned i)
         atomic_fetch_sub(&mely__io_of(rt, was)->poller.nwatches, 1);
     }
     if (was != (int)i) {
-        event_assign(wt->ev, mely__io_of(rt, i)->poller.base, wt->fd, ev_flags(wt->what), on_ready, wt);
+        event_assign(wt->ev, mely__io_of(rt, i)->poller.base, wt->fd, ev_flags(wt->what),
+                     on_ready, wt);
         atomic_store(&wt->worker, (int)i);
     }
     /* Armed before event_add(): a one-shot event may fire at once, and its

@@ -19,11 +19,7 @@
 #include "mely/config.h"
 #include "mely/steal/cost.h"
 #include "mely/core/handle.h"
-#include "mely/io/listen.h"
-#include "mely/io/poller.h"
-#include "mely/io/timer.h"
-#include "mely/io/streams.h"
-#include "mely/io/watch.h"
+#include "mely/io/iostate.h"
 #include "mely/core/park.h"
 #include "mely/sched/placement.h"
 #include "mely/runtime.h"
@@ -36,7 +32,7 @@
 static void worker_init(struct mely__worker *w, struct mely__rt *rt, unsigned index, int cpu)
 {
     memset(w, 0, sizeof(*w));
-    w->wake_fd = w->io.timer_fd = -1; /* none yet: rt_free closes only what exists */
+    w->wake_fd = -1; /* none yet: rt_free closes only what exists */
     mely__spin_init(&w->lock);
     mely__spin_init(&w->foreign_lock);
     atomic_init(&w->parked, false);
@@ -59,17 +55,9 @@ static void rt_free(struct mely__rt *rt)
     int64_t traced = rt->tracer ? mely__trace_stop(rt) : 0;
     if (traced < 0)
         mely__log(MELY_LOG_ERROR, "the trace could not be written: %s", mely_strerror((int)traced));
-    /* Streams and listeners hold watches, watches hold libevent events of
-     * the bases. */
-    mely__streams_free(rt);
-    mely__listeners_free(rt);
-    mely__watchtab_free(rt);
-    if (rt->workers) {
-        mely__pollers_free(rt);
+    mely__io_free(rt); /* before the wake-up eventfds its bases watch */
+    if (rt->workers)
         mely__park_free(rt);
-    }
-    pthread_mutex_destroy(&rt->listen_mu);
-    pthread_mutex_destroy(&rt->stream_mu);
     pthread_mutex_destroy(&rt->trace_mu);
     rt->engine->fini(rt);
     for (unsigned i = 0; rt->workers && i < rt->nworkers; i++)
@@ -162,7 +150,7 @@ static int rt_build(struct mely__rt *rt, const struct mely__settings *s)
     rt_configure(rt, s);
     if ((err = rt_alloc(rt, s)) != 0 || (err = rt_topology(rt, s)) != 0 ||
         (err = rt->engine->init(rt)) != 0 || (err = mely__park_init(rt)) != 0 ||
-        (err = mely__pollers_init(rt)) != 0 || (err = mely__watchtab_init(rt)) != 0)
+        (err = mely__io_init(rt)) != 0)
         return err;
     mely__colormap_init(rt);
     return rt_trace_env(rt);
@@ -226,8 +214,6 @@ int mely_init(mely_t *m, const mely_config_t *cfg)
         return MELY_ENOMEM;
     }
     memset(rt, 0, sizeof(*rt));
-    pthread_mutex_init(&rt->listen_mu, NULL);
-    pthread_mutex_init(&rt->stream_mu, NULL);
     pthread_mutex_init(&rt->trace_mu, NULL);
     atomic_init(&rt->range_top, MELY_COLORS);
     mely__depot_init(&rt->depot);
@@ -307,9 +293,7 @@ int mely_stop(mely_t *m)
 /* Events still queued, timers' excepted (mely.h); called when no worker runs. */
 static int count_pending(const struct mely__rt *rt)
 {
-    size_t n = rt->engine->pending(rt);
-    for (unsigned i = 0; i < rt->nworkers; i++)
-        n -= mely__timers_queued(&rt->workers[i].timers);
+    size_t n = rt->engine->pending(rt) - mely__io_timers_queued(rt);
     return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 

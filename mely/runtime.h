@@ -16,9 +16,8 @@
  *  - `wake`: the parked flag, the wake-up count and the eventfd that wakers
  *    write (park.c);
  *  - `foreign_lock`, alone (deliver.c);
- *  - `timers`: the timers homed here, under a lock of their own (io/timer.c);
  *  - `own`: fields only the owning thread writes (its event cache, the
- *    running batch, its outbox, its poller, the turn's end), some of which
+ *    running batch, its outbox, the turn's end), some of which
  *    others read: the flush count `post_seq` (a mover, deliver.c) and the
  *    counters (anyone, relaxed); and the trace rings, which tracing's start
  *    and stop also write (trace.h). The color of the running handler is a
@@ -26,10 +25,17 @@
  *  - the stall word (stall.h), which the worker writes and the stall monitor
  *    reads, and the monitor's own count, on a line each.
  *
+ * The I/O layer's state is its own (io/iostate.h), allocated by it apart
+ * from these structs: each worker's poller, timers and stream staging
+ * (w->io), and the runtime's tables of watches, listeners and streams and
+ * the drain's state (rt->io). This header names those structs only: the
+ * scheduler reaches the I/O layer through io/poller.h's calls, which take
+ * the worker.
+ *
  * Lock order: a worker's lock, then a worker's foreign_lock (a mover's step
  * b, deliver.c), or the event depot's lock. Only the steal driver and
- * mely_color_move() hold two worker locks, taken in worker-index order
- * (mely__lock_pair, colormap.h).
+ * mely_color_move() (colormove.c) hold two worker locks, taken in
+ * worker-index order (mely__lock_pair, colormap.h).
  */
 #ifndef MELY_RUNTIME_H
 #define MELY_RUNTIME_H
@@ -50,8 +56,6 @@
 #include "mely/queue/freelist.h"
 #include <mely/mely.h>
 #include "mely/remote/inbox.h"
-#include "mely/io/poller.h"
-#include "mely/io/timer.h"
 #include "mely/remote/outbox.h"
 #include "mely/queue/spinlock.h"
 #include "mely/sched/spinpol.h"
@@ -67,7 +71,8 @@ struct mely__topo;
 struct mely__costtab;
 struct mely__trace;
 struct mely__tracer;
-struct mely__stage;
+struct mely__io_rt;
+struct mely__io_worker;
 
 /* The successful steals whose cycles a worker keeps for the median. */
 #define MELY__STEAL_LOG 1024u
@@ -98,9 +103,6 @@ struct mely__worker {
      * color's mover: the foreign half of the move protocol (deliver.c) */
     alignas(MELY__CACHELINE) mely__spinlock_t foreign_lock;
 
-    /* timers homed on this worker (io/timer.c), under their own lock */
-    alignas(MELY__CACHELINE) struct mely__timers timers;
-
     /* own: only the worker's thread */
     alignas(MELY__CACHELINE) struct mely__evcache evcache;
     struct mely__colorq *run_cq;  /* the color-queue whose batch is running */
@@ -109,7 +111,8 @@ struct mely__worker {
     struct mely__outbox outbox;   /* staged posts to other workers (outbox.h) */
     _Atomic uint32_t post_seq;    /* odd while a flush publishes (deliver.c) */
     uint32_t *head_seen;          /* per owner: its inbox's head, as last read */
-    struct mely__poller io;       /* the poller (io/poller.c); nwatches is shared */
+    struct mely__io_worker *io;   /* its poller, timers and stream staging
+                                     (io/iostate.h): only the I/O layer reads it */
     unsigned *steal_order;        /* the steal driver's core set (nworkers - 1) */
     struct mely__rt *rt;
     unsigned index;
@@ -132,8 +135,7 @@ struct mely__worker {
     } stolen;
     _Atomic uint32_t steal_log[MELY__STEAL_LOG]; /* cycles of the last steals,
                                      a ring; single writer, read by stats */
-    /* the turn's end (turnend.h), the quiet count (quiet.h) and the stream
-     * layer's staging: own, after the fields above, which keep their lines */
+    /* the turn's end (turnend.h) and the quiet count (quiet.h): own */
     struct mely__turnend *batch_end; /* work queued in this batch, and held to */
     struct mely__turnend *turn_end;  /* the end of the turn (turnend.h) */
     struct mely__turnend *batch_done; /* the end of the batch, holding nothing */
@@ -143,10 +145,6 @@ struct mely__worker {
                                      changes every batch, and posters read
                                      those (a ping-pong paid 30-60 ns a hop) */
     uint64_t turn_seq;            /* turns ended: held tags name the turn */
-    struct mely__stage *stage;    /* this worker's writes to streams of other
-                                     workers, sent at its turn's end (io/stream.c) */
-    uint64_t turn_ns;             /* when the worker's turn began (io/poller.c) */
-    unsigned poll_generation;     /* of the last poll's work (io/poller.c) */
 
     /* the stall watch (stall.h): written by the worker around each handler
      * (and its CPU clock once per mely_run()), read by the monitor thread;
@@ -180,19 +178,10 @@ struct mely__rt {
         bool measure; /* unannotated handlers' costs measured */
     } cost;
     struct mely__costtab *costtab; /* measured costs, with cost.measure */
-    struct mely__watchtab *watches; /* fd and signal watches (io/watch.c) */
+    struct mely__io_rt *io;       /* the I/O layer's tables (io/iostate.h):
+                                     watches, listeners, streams, the drain */
     mely_fn_t idle_fn;            /* mely_on_idle(), set while not running */
     void *idle_arg;
-    pthread_mutex_t listen_mu;    /* guards `listeners` (io/listen.c) */
-    struct mely_listener *listeners; /* not yet closed, for shutdown */
-    pthread_mutex_t stream_mu;    /* guards `streams`, `streams_dead` (io/stream.c) */
-    struct mely_stream *streams;  /* every stream not yet freed */
-    bool streams_dead;            /* shutdown frees them: nothing else may */
-    _Atomic uint32_t streams_open; /* streams whose closed callback has not run */
-    _Atomic uint32_t streams_alive; /* streams not yet freed */
-    atomic_bool drain_cut;        /* the drain's timeout fired */
-    atomic_bool draining;         /* mely_drain() in progress (io/drain.c) */
-    _Atomic mely_timer_t drain_timer; /* its timeout, or 0 */
     _Atomic uint32_t range_top;   /* colors >= this are reserved (colorrange.c) */
     const struct mely__engine *engine; /* the queueing engine (engine.h) */
     atomic_bool budget_hit;       /* events handed out passed the budget:
@@ -207,9 +196,10 @@ struct mely__rt {
 
     struct mely__worker *workers; /* nworkers, cache-line aligned */
 
-    /* Color -> owning worker (the paper's 64 KB static array). Pinned colors
-     * (>= MELY_COLORS) are not in it: their owner is fixed. */
-    _Atomic uint8_t owner[MELY_COLORS];
+    /* Color -> owning worker (the paper's 64 KB static array), from a line's
+     * start. Pinned colors (>= MELY_COLORS) are not in it: their owner is
+     * fixed. */
+    alignas(MELY__CACHELINE) _Atomic uint8_t owner[MELY_COLORS];
 
     /* Color -> its color-queue or NULL. Set once, under the owning worker's
      * lock, and never cleared before shutdown, so a non-NULL value read without
@@ -238,11 +228,8 @@ struct mely__rt {
     unsigned stall_ms;            /* MELY_STALL_MS; 0: no monitor */
     struct mely__stall_monitor *stall_mon; /* while mely_run() runs, or NULL */
 
-    /* the drain and quiet (io/drain.c, quiet.h), at the end: the fields
-     * above keep their lines (the 64 KB map stays aligned) */
-    atomic_bool drain_quiet;      /* the drain saw the runtime quiet (io/drain.c) */
+    /* quiet (quiet.h), at the end: the fields above keep their lines */
     _Atomic(void (*)(struct mely__rt *)) quiet_fn; /* run when next quiet (quiet.h) */
-    _Atomic(void (*)(struct mely__rt *)) drain_watch; /* io/streams.h */
     _Atomic(struct mely_color_pool *) pools; /* every pool, a list freed at
                                      shutdown (placement.c) */
 };

@@ -30,7 +30,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 
 # Calls across the ranks that the design allows: FROM-FILE TO-FILE.
 #   The scheduler reaches the I/O layer only through io/poller.h: it polls
-#   while idle and between batches, and sleeps in a blocking poll.
+#   while idle and between batches, and sleeps in a blocking poll. Those
+#   calls take the worker; the I/O state (io/iostate.h) stays the I/O layer's.
 call_exceptions='
 idle poller
 worker poller

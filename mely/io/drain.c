@@ -8,8 +8,8 @@
  * running on any worker, so the work that was in flight between colors
  * when the drain began has run and written its replies. Then it asks every
  * stream that does not drain itself to close after flushing. It counts
- * down meanwhile: rt->streams_open (raised by every stream's registration,
- * lowered when its closed callback has run) and rt->streams_alive
+ * down meanwhile: rt->io->streams_open (raised by every stream's registration,
+ * lowered when its closed callback has run) and rt->io->streams_alive
  * (lowered when it is freed, that is when the events that carried it to
  * other colors have run and dropped their references). When both reach
  * zero the runtime stops, so a shutdown that follows discards no event of a
@@ -19,10 +19,11 @@
  * the drain forever). Streams opened while the drain is on go through the
  * same steps as they start (io/stream.c's stream_start).
  *
- * Who may call: mely_drain from any thread; check (rt->drain_watch) from
+ * Who may call: mely_drain from any thread; check (rt->io->drain_watch) from
  * io/stream.c, on any thread.
  */
 #include "mely/core/handle.h"
+#include "mely/io/iostate.h"
 #include "mely/io/listen.h"
 #include "mely/io/streams.h"
 #include "mely/core/park.h"
@@ -33,11 +34,11 @@
 /* Ends the drain: its timer goes, and the runtime stops. */
 static void finish(struct mely__rt *rt)
 {
-    pthread_mutex_lock(&rt->stream_mu);
-    bool was = atomic_exchange(&rt->draining, false);
-    mely_timer_t t = atomic_exchange(&rt->drain_timer, 0);
-    atomic_store(&rt->drain_watch, NULL);
-    pthread_mutex_unlock(&rt->stream_mu);
+    pthread_mutex_lock(&rt->io->stream_mu);
+    bool was = atomic_exchange(&rt->io->draining, false);
+    mely_timer_t t = atomic_exchange(&rt->io->drain_timer, 0);
+    atomic_store(&rt->io->drain_watch, NULL);
+    pthread_mutex_unlock(&rt->io->stream_mu);
     if (!was)
         return; /* another thread finished it */
     mely__quiet_disarm(rt);
@@ -53,8 +54,8 @@ static void finish(struct mely__rt *rt)
  * timeout, when every stream is closed. */
 static void check(struct mely__rt *rt)
 {
-    if (mely__drain_active(rt) && atomic_load(&rt->streams_open) == 0 &&
-        (atomic_load(&rt->streams_alive) == 0 || atomic_load(&rt->drain_cut)))
+    if (mely__drain_active(rt) && atomic_load(&rt->io->streams_open) == 0 &&
+        (atomic_load(&rt->io->streams_alive) == 0 || atomic_load(&rt->io->drain_cut)))
         finish(rt);
 }
 
@@ -63,7 +64,7 @@ static void on_quiet(struct mely__rt *rt)
 {
     if (!mely__drain_active(rt))
         return;
-    atomic_store(&rt->drain_quiet, true);
+    atomic_store(&rt->io->drain_quiet, true);
     if (mely__streams_ask_all(rt, MELY__ASK_QUIET) != 0) /* out of memory: cut short */
         mely__streams_ask_all(rt, MELY__ASK_CUT);
 }
@@ -72,11 +73,11 @@ static void on_quiet(struct mely__rt *rt)
 static void cut(void *arg)
 {
     struct mely__rt *rt = arg;
-    pthread_mutex_lock(&rt->stream_mu);
-    bool on = atomic_exchange(&rt->drain_timer, 0) != 0;
+    pthread_mutex_lock(&rt->io->stream_mu);
+    bool on = atomic_exchange(&rt->io->drain_timer, 0) != 0;
     if (on)
-        atomic_store(&rt->drain_cut, true);
-    pthread_mutex_unlock(&rt->stream_mu);
+        atomic_store(&rt->io->drain_cut, true);
+    pthread_mutex_unlock(&rt->io->stream_mu);
     if (on) {
         mely__quiet_disarm(rt);
         mely__streams_ask_all(rt, MELY__ASK_CUT);
@@ -91,19 +92,19 @@ static int begin(struct mely__rt *rt, uint64_t timeout_ns)
     int err = 0;
     mely_t m = mely__handle_of(rt);
     mely_timer_t t = 0;
-    pthread_mutex_lock(&rt->stream_mu);
-    if (atomic_load(&rt->draining))
+    pthread_mutex_lock(&rt->io->stream_mu);
+    if (atomic_load(&rt->io->draining))
         err = MELY_EBUSY;
     else if (timeout_ns)
         err = mely_timer_after(&m, timeout_ns, MELY_TO(MELY_COLOR_PINNED(0)), cut, rt, &t);
     if (!err) {
-        atomic_store(&rt->drain_timer, t);
-        atomic_store(&rt->drain_cut, false);
-        atomic_store(&rt->drain_quiet, false);
-        atomic_store(&rt->drain_watch, check);
-        atomic_store(&rt->draining, true);
+        atomic_store(&rt->io->drain_timer, t);
+        atomic_store(&rt->io->drain_cut, false);
+        atomic_store(&rt->io->drain_quiet, false);
+        atomic_store(&rt->io->drain_watch, check);
+        atomic_store(&rt->io->draining, true);
     }
-    pthread_mutex_unlock(&rt->stream_mu);
+    pthread_mutex_unlock(&rt->io->stream_mu);
     return err;
 }
 

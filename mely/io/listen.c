@@ -38,6 +38,7 @@
 
 #include "mely/remote/colormap.h"
 #include "mely/core/handle.h"
+#include "mely/io/iostate.h"
 #include "mely/io/listen.h"
 #include "mely/io/watch.h"
 #include "mely/observe/runname.h"
@@ -64,7 +65,7 @@ struct mely_listener {
     atomic_bool closing;
     atomic_bool held;  /* mely_listener_pause; written under mu */
     pthread_mutex_t mu;
-    struct mely_listener *prev, *next; /* rt->listeners, under rt->listen_mu */
+    struct mely_listener *prev, *next; /* rt->io->listeners, under rt->io->listen_mu */
     unsigned nsock;
     struct lsock socks[];
 };
@@ -270,26 +271,26 @@ static int open_all(struct mely_listener *l, struct sockaddr_storage *ss, sockle
 static void list_link(struct mely_listener *l)
 {
     struct mely__rt *rt = l->rt;
-    pthread_mutex_lock(&rt->listen_mu);
+    pthread_mutex_lock(&rt->io->listen_mu);
     l->prev = NULL;
-    l->next = rt->listeners;
-    if (rt->listeners)
-        rt->listeners->prev = l;
-    rt->listeners = l;
-    pthread_mutex_unlock(&rt->listen_mu);
+    l->next = rt->io->listeners;
+    if (rt->io->listeners)
+        rt->io->listeners->prev = l;
+    rt->io->listeners = l;
+    pthread_mutex_unlock(&rt->io->listen_mu);
 }
 
 static void list_unlink(struct mely_listener *l)
 {
     struct mely__rt *rt = l->rt;
-    pthread_mutex_lock(&rt->listen_mu);
+    pthread_mutex_lock(&rt->io->listen_mu);
     if (l->prev)
         l->prev->next = l->next;
     else
-        rt->listeners = l->next;
+        rt->io->listeners = l->next;
     if (l->next)
         l->next->prev = l->prev;
-    pthread_mutex_unlock(&rt->listen_mu);
+    pthread_mutex_unlock(&rt->io->listen_mu);
 }
 
 static int listen_in(struct mely__rt *rt, const char *host, unsigned port, int backlog,
@@ -423,14 +424,14 @@ int mely_listener_close(mely_listener_t *l)
 
 void mely__listeners_free(struct mely__rt *rt)
 {
-    while (rt->listeners) /* bounded: each pass unlinks one */
-        mely_listener_close(rt->listeners);
+    while (rt->io->listeners) /* bounded: each pass unlinks one */
+        mely_listener_close(rt->io->listeners);
 }
 
 void mely__listeners_pause(struct mely__rt *rt)
 {
-    pthread_mutex_lock(&rt->listen_mu); /* then each l->mu: the only nesting */
-    for (struct mely_listener *l = rt->listeners; l; l = l->next) /* bounded: the list */
+    pthread_mutex_lock(&rt->io->listen_mu); /* then each l->mu: the only nesting */
+    for (struct mely_listener *l = rt->io->listeners; l; l = l->next) /* bounded: the list */
         mely_listener_pause(l);
-    pthread_mutex_unlock(&rt->listen_mu);
+    pthread_mutex_unlock(&rt->io->listen_mu);
 }

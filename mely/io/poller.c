@@ -163,8 +163,8 @@ int mely__pollers_init(struct mely__rt *rt)
     if (threads_err)
         return MELY_ENOMEM;
     for (unsigned i = 0; i < rt->nworkers; i++) {
-        mely__timers_init(&rt->workers[i].timers);
-        int err = poller_init(&rt->workers[i].io, rt->workers[i].wake_fd);
+        mely__timers_init(&rt->io->workers[i].timers);
+        int err = poller_init(&rt->io->workers[i].poller, rt->workers[i].wake_fd);
         if (err)
             return err;
     }
@@ -174,8 +174,8 @@ int mely__pollers_init(struct mely__rt *rt)
 void mely__pollers_free(struct mely__rt *rt)
 {
     for (unsigned i = 0; i < rt->nworkers; i++) {
-        poller_free(&rt->workers[i].io);
-        mely__timers_free(&rt->workers[i].timers);
+        poller_free(&rt->io->workers[i].poller);
+        mely__timers_free(&rt->io->workers[i].timers);
     }
 }
 
@@ -184,7 +184,7 @@ static void trace_poll(struct mely__worker *w, int flags)
 {
     uint64_t ready = mely__counter_read(&w->ctr.io_ready);
     uint64_t start = mely__cycles();
-    event_base_loop(w->io.base, flags | EVLOOP_ONCE);
+    event_base_loop(w->io->poller.base, flags | EVLOOP_ONCE);
     mely__trace_note(w->trace, MELY__TR_POLL, start, mely__cycles() - start, 0,
                      (unsigned)(mely__counter_read(&w->ctr.io_ready) - ready));
 }
@@ -194,8 +194,8 @@ static void trace_poll(struct mely__worker *w, int flags)
 static void new_wave(struct mely__worker *w)
 {
     uint32_t queued = atomic_load_explicit(&w->nevents, memory_order_relaxed);
-    w->io.poll_target = mely__counter_read(&w->ctr.events_run) + queued;
-    w->poll_generation = 0;
+    w->io->poller.poll_target = mely__counter_read(&w->ctr.events_run) + queued;
+    w->io->poll_generation = 0;
     mely__placement_sample(w, queued);
 }
 
@@ -209,7 +209,7 @@ static void loop_base(struct mely__worker *w, int flags)
     if (w->trace)
         trace_poll(w, flags);
     else
-        event_base_loop(w->io.base, flags | EVLOOP_ONCE);
+        event_base_loop(w->io->poller.base, flags | EVLOOP_ONCE);
     new_wave(w);
 }
 
@@ -221,7 +221,7 @@ static void expire(struct mely__worker *w, uint64_t now)
 {
     /* Once stopping, due timers stay in their heap: their events would only
      * be discarded, uncounted as timers (a later mely_run fires them). */
-    if (mely__timers_next(&w->timers) <= now && !mely__stopping(w->rt)) {
+    if (mely__timers_next(&w->io->timers) <= now && !mely__stopping(w->rt)) {
         unsigned fired = mely__timers_expire(w, now);
         if (w->trace && fired)
             mely__trace_note(w->trace, MELY__TR_TIMERS, mely__cycles(), 0, 0, fired);
@@ -232,7 +232,7 @@ static void expire(struct mely__worker *w, uint64_t now)
 
 static void poll_nonblock(struct mely__worker *w, uint64_t now)
 {
-    w->io.last_poll_ns = now;
+    w->io->poller.last_poll_ns = now;
     loop_base(w, EVLOOP_NONBLOCK);
 }
 
@@ -240,7 +240,7 @@ static void poll_nonblock(struct mely__worker *w, uint64_t now)
 static void end_turn(struct mely__worker *w, uint64_t now)
 {
     mely__turnend_run(w);
-    w->turn_ns = now;
+    w->io->turn_ns = now;
 }
 
 void mely__poller_end_turn(struct mely__worker *w)
@@ -251,8 +251,8 @@ void mely__poller_end_turn(struct mely__worker *w)
 static void turn_over(struct mely__worker *w, uint64_t now)
 {
     end_turn(w, now);
-    w->io.last_poll_ns = now;
-    if (mely__poller_watched(&w->io))
+    w->io->poller.last_poll_ns = now;
+    if (mely__poller_watched(w))
         loop_base(w, EVLOOP_NONBLOCK);
     else
         new_wave(w); /* the turn's rhythm without a poll */
@@ -264,24 +264,24 @@ static void turn_over(struct mely__worker *w, uint64_t now)
 static bool wave_done(struct mely__worker *w)
 {
     uint64_t ran = mely__counter_read(&w->ctr.events_run);
-    if (ran < w->io.poll_target)
+    if (ran < w->io->poller.poll_target)
         return false;
     uint32_t queued = atomic_load_explicit(&w->nevents, memory_order_relaxed);
-    if (!queued || ++w->poll_generation >= POLL_GENERATIONS)
+    if (!queued || ++w->io->poll_generation >= POLL_GENERATIONS)
         return true;
-    w->io.poll_target = ran + queued;
+    w->io->poller.poll_target = ran + queued;
     return false;
 }
 
 void mely__poller_tick_slow(struct mely__worker *w)
 {
     uint64_t now = mely__now_ns();
-    uint64_t since = now - w->io.last_poll_ns;
+    uint64_t since = now - w->io->poller.last_poll_ns;
     /* The turn's own limit too: an idle worker's polls do not end it, and a
      * worker that keeps finding work while idle for a moment would keep it
      * going without one. */
-    if ((mely__poller_watched(&w->io) || w->turn_end) &&
-        (since >= POLL_MAX_US * 1000u || now - w->turn_ns >= POLL_MAX_US * 1000u ||
+    if ((mely__poller_watched(w) || w->turn_end) &&
+        (since >= POLL_MAX_US * 1000u || now - w->io->turn_ns >= POLL_MAX_US * 1000u ||
          (since >= MELY_POLL_US * 1000u && wave_done(w))))
         turn_over(w, now);
     expire(w, now);
@@ -290,7 +290,7 @@ void mely__poller_tick_slow(struct mely__worker *w)
 void mely__poller_poll(struct mely__worker *w)
 {
     uint64_t now = mely__now_ns();
-    if (mely__poller_watched(&w->io))
+    if (mely__poller_watched(w))
         poll_nonblock(w, now);
     expire(w, now);
 }
@@ -298,7 +298,7 @@ void mely__poller_poll(struct mely__worker *w)
 void mely__poller_block(struct mely__worker *w, uint64_t wake_by)
 {
     /* Read after `parked` was set (timer.c explains the order). */
-    uint64_t next = mely__timers_next(&w->timers);
+    uint64_t next = mely__timers_next(&w->io->timers);
     uint64_t now = mely__now_ns();
 
     if (wake_by < next) /* the timer_fd wakes the base; expire() finds no timer due */
@@ -310,9 +310,9 @@ void mely__poller_block(struct mely__worker *w, uint64_t wake_by)
     /* With no timer left (next is NEVER), a timer_fd still set for a
      * cancelled timer costs at most one early return. */
     if (next != MELY__NEVER)
-        arm_timer(&w->io, next);
+        arm_timer(&w->io->poller, next);
     loop_base(w, EVLOOP_ONCE);
     now = mely__now_ns();
-    w->io.last_poll_ns = now;
+    w->io->poller.last_poll_ns = now;
     expire(w, now);
 }

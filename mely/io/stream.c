@@ -81,6 +81,7 @@
 
 #include "mely/remote/colormap.h"
 #include "mely/core/handle.h"
+#include "mely/io/iostate.h"
 #include "mely/io/listen.h"
 #include "mely/io/streams.h"
 #include "mely/io/watch.h"
@@ -204,7 +205,7 @@ struct mely_stream {
     _Atomic int fd_seen;           /* fd, for mely_stream_fd from any thread */
     _Atomic uint64_t held_tag;     /* the worker and turn holding the color
                                       for a claim (mely/sched/turnend.h) */
-    struct mely_stream *prev, *next; /* rt->streams, under rt->stream_mu */
+    struct mely_stream *prev, *next; /* rt->io->streams, under rt->io->stream_mu */
 };
 
 static mely_t handle(const struct mely_stream *s)
@@ -361,14 +362,14 @@ static int add_send(struct evbuffer *out, struct send *x)
 static void registry_add(struct mely_stream *s)
 {
     struct mely__rt *rt = s->rt;
-    pthread_mutex_lock(&rt->stream_mu);
-    s->next = rt->streams;
+    pthread_mutex_lock(&rt->io->stream_mu);
+    s->next = rt->io->streams;
     if (s->next)
         s->next->prev = s;
-    rt->streams = s;
-    atomic_fetch_add(&rt->streams_open, 1);
-    atomic_fetch_add(&rt->streams_alive, 1);
-    pthread_mutex_unlock(&rt->stream_mu);
+    rt->io->streams = s;
+    atomic_fetch_add(&rt->io->streams_open, 1);
+    atomic_fetch_add(&rt->io->streams_alive, 1);
+    pthread_mutex_unlock(&rt->io->stream_mu);
 }
 
 static void registry_del(struct mely_stream *s)
@@ -376,8 +377,8 @@ static void registry_del(struct mely_stream *s)
     struct mely__rt *rt = s->rt;
     if (s->prev)
         s->prev->next = s->next;
-    else if (rt->streams == s)
-        rt->streams = s->next;
+    else if (rt->io->streams == s)
+        rt->io->streams = s->next;
     if (s->next)
         s->next->prev = s->prev;
     s->prev = s->next = NULL;
@@ -412,11 +413,11 @@ void mely_stream_unref(mely_stream_t *s)
     if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
         return;
     struct mely__rt *rt = s->rt;
-    pthread_mutex_lock(&rt->stream_mu);
-    bool dying = rt->streams_dead; /* mely__streams_free owns it now */
+    pthread_mutex_lock(&rt->io->stream_mu);
+    bool dying = rt->io->streams_dead; /* mely__streams_free owns it now */
     if (!dying)
         registry_del(s);
-    pthread_mutex_unlock(&rt->stream_mu);
+    pthread_mutex_unlock(&rt->io->stream_mu);
     if (dying)
         return;
     stream_free(s);
@@ -1206,9 +1207,9 @@ static int stream_start(struct mely_stream *s, mely_stream_t **out)
     if (err) {
         if (out)
             *out = NULL;
-        pthread_mutex_lock(&s->rt->stream_mu);
+        pthread_mutex_lock(&s->rt->io->stream_mu);
         registry_del(s);
-        pthread_mutex_unlock(&s->rt->stream_mu);
+        pthread_mutex_unlock(&s->rt->io->stream_mu);
         struct mely__rt *rt = s->rt;
         close(s->fd);
         stream_free(s);
@@ -1396,7 +1397,7 @@ static int write_other(struct mely_stream *s, struct send *x)
     mely_t m = handle(s);
     struct mely__rt *rt = mely__handle_enter(&m, &self);
     int err = 0;
-    if (!rt || rt->streams_dead || refused(s)) {
+    if (!rt || rt->io->streams_dead || refused(s)) {
         err = -EPIPE;
     } else {
         size_t q = atomic_fetch_add_explicit(&s->inflight, x->len, memory_order_relaxed);
@@ -1421,7 +1422,7 @@ static int stage_write(struct mely__worker *w, struct mely_stream *s, size_t len
 static void unstage(struct mely_stream *s)
 {
     struct mely__worker *w = mely__self;
-    if (w && w->stage && w->rt == s->rt)
+    if (w && w->io->stage && w->rt == s->rt)
         stage_send(w, s);
 }
 
@@ -1712,7 +1713,7 @@ static int ask(struct mely_stream *s, unsigned bit, unsigned req)
     struct mely__rt *rt = mely__handle_enter(&m, &self);
     if (!rt)
         return 0;
-    if (rt->streams_dead)
+    if (rt->io->streams_dead)
         return mely__handle_done(self, 0);
     unstage(s); /* this thread's writes before the request */
     atomic_fetch_or(&s->shut, bit);
@@ -1866,7 +1867,7 @@ static void stage_take(struct mely__stage *st, unsigned i)
 
 static void stage_send(struct mely__worker *w, struct mely_stream *s)
 {
-    struct mely__stage *st = w->stage;
+    struct mely__stage *st = w->io->stage;
     if (!st->n)
         return;
     struct staged *sl = stage_find(st, s);
@@ -1885,8 +1886,8 @@ static void stage_run(struct mely__turnend *node)
 
 static struct mely__stage *stage_of(struct mely__worker *w)
 {
-    if (w->stage)
-        return w->stage;
+    if (w->io->stage)
+        return w->io->stage;
     struct mely__stage *st = calloc(1, sizeof(*st));
     struct staged *slot = calloc(STAGE_SLOTS, sizeof(*slot));
     if (!st || !slot) {
@@ -1897,7 +1898,7 @@ static struct mely__stage *stage_of(struct mely__worker *w)
     st->slot = slot;
     st->nslots = STAGE_SLOTS;
     st->node.run = stage_run;
-    return w->stage = st;
+    return w->io->stage = st;
 }
 
 /* Room for one more stream in the table: doubled when half full. */
@@ -1960,7 +1961,7 @@ static int stage_write(struct mely__worker *w, struct mely_stream *s, size_t len
 static void stages_free(struct mely__rt *rt)
 {
     for (unsigned i = 0; i < rt->nworkers; i++) {
-        struct mely__stage *st = rt->workers[i].stage;
+        struct mely__stage *st = mely__io_of(rt, i)->stage;
         if (!st)
             continue;
         for (unsigned k = 0; k < st->nslots; k++)
@@ -1970,7 +1971,7 @@ static void stages_free(struct mely__rt *rt)
             }
         free(st->slot);
         free(st);
-        rt->workers[i].stage = NULL;
+        mely__io_of(rt, i)->stage = NULL;
     }
 }
 
@@ -2117,20 +2118,20 @@ int mely_stream_relay(mely_stream_t *a, mely_stream_t *b, mely_relay_fn done, vo
 
 static void tell_drain(struct mely__rt *rt)
 {
-    void (*watch)(struct mely__rt *) = atomic_load(&rt->drain_watch);
+    void (*watch)(struct mely__rt *) = atomic_load(&rt->io->drain_watch);
     if (watch)
         watch(rt);
 }
 
 void mely__stream_closed(struct mely__rt *rt)
 {
-    atomic_fetch_sub(&rt->streams_open, 1);
+    atomic_fetch_sub(&rt->io->streams_open, 1);
     tell_drain(rt);
 }
 
 void mely__stream_gone(struct mely__rt *rt)
 {
-    atomic_fetch_sub(&rt->streams_alive, 1);
+    atomic_fetch_sub(&rt->io->streams_alive, 1);
     tell_drain(rt);
 }
 
@@ -2155,16 +2156,16 @@ int mely__streams_ask_all(struct mely__rt *rt, enum mely__stream_ask what)
 {
     /* Referenced under the lock, rung outside it: a bell that cannot be
      * posted drops its reference, which may free the stream (stream_mu). */
-    pthread_mutex_lock(&rt->stream_mu);
+    pthread_mutex_lock(&rt->io->stream_mu);
     size_t n = 0;
-    for (struct mely_stream *s = rt->streams; s; s = s->next) /* bounded: the list */
+    for (struct mely_stream *s = rt->io->streams; s; s = s->next) /* bounded: the list */
         n++;
     struct mely_stream **all = malloc((n ? n : 1) * sizeof(*all));
     size_t k = 0;
-    for (struct mely_stream *s = rt->streams; all && s; s = s->next)
+    for (struct mely_stream *s = rt->io->streams; all && s; s = s->next)
         if (ref_live(s))
             all[k++] = s;
-    pthread_mutex_unlock(&rt->stream_mu);
+    pthread_mutex_unlock(&rt->io->stream_mu);
     if (!all)
         return MELY_ENOMEM;
     for (size_t i = 0; i < k; i++) {
@@ -2178,15 +2179,15 @@ int mely__streams_ask_all(struct mely__rt *rt, enum mely__stream_ask what)
 void mely__streams_free(struct mely__rt *rt)
 {
     stages_free(rt);
-    pthread_mutex_lock(&rt->stream_mu);
-    rt->streams_dead = true;
-    pthread_mutex_unlock(&rt->stream_mu);
+    pthread_mutex_lock(&rt->io->stream_mu);
+    rt->io->streams_dead = true;
+    pthread_mutex_unlock(&rt->io->stream_mu);
     for (;;) { /* bounded: each pass frees one */
-        pthread_mutex_lock(&rt->stream_mu);
-        struct mely_stream *s = rt->streams;
+        pthread_mutex_lock(&rt->io->stream_mu);
+        struct mely_stream *s = rt->io->streams;
         if (s)
             registry_del(s);
-        pthread_mutex_unlock(&rt->stream_mu);
+        pthread_mutex_unlock(&rt->io->stream_mu);
         if (!s)
             break;
         if (s->fd >= 0)

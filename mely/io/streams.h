@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 
+#include "mely/io/iostate.h"
 #include "mely/runtime.h"
 
 /* What the drain asks of every stream (mely_drain's steps, stream.h). */
@@ -30,17 +31,17 @@ void mely__streams_free(struct mely__rt *rt);
  * (step 4). Any thread. */
 static inline bool mely__drain_active(struct mely__rt *rt)
 {
-    return atomic_load(&rt->draining);
+    return atomic_load(&rt->io->draining);
 }
 
 static inline bool mely__drain_quiet(struct mely__rt *rt)
 {
-    return atomic_load(&rt->drain_quiet);
+    return atomic_load(&rt->io->drain_quiet);
 }
 
 /* A stream's closed callback ran (or its open failed), or a stream was
- * freed: stream.c lowers rt->streams_open or rt->streams_alive, then calls
- * rt->drain_watch if a drain set it (drain.c: it stops the runtime once
+ * freed: stream.c lowers rt->io->streams_open or rt->io->streams_alive, then calls
+ * rt->io->drain_watch if a drain set it (drain.c: it stops the runtime once
  * every stream is closed and freed). A hook, not a call: the drain is the
  * layer above the streams. Any thread, no lock held. */
 void mely__stream_closed(struct mely__rt *rt);

@@ -41,6 +41,7 @@
 #include "mely/remote/colormap.h"
 #include "mely/queue/cycles.h"
 #include "mely/core/handle.h"
+#include "mely/io/iostate.h"
 #include "mely/io/timer.h"
 #include "mely/core/park.h"
 #include "mely/sched/post.h"
@@ -246,7 +247,7 @@ static void fire(void *arg)
     uintptr_t packed = (uintptr_t)arg;
     struct mely__worker *w = mely__self; /* not the home worker, in general */
     struct mely__rt *rt = w->rt;
-    struct mely__timers *t = &rt->workers[id_worker(packed)].timers;
+    struct mely__timers *t = &mely__io_of(rt, id_worker(packed))->timers;
     uint32_t i = id_slot(packed);
 
     mely__spin_lock(&t->lock, &w->ctr);
@@ -265,7 +266,7 @@ static void fire(void *arg)
 
 unsigned mely__timers_expire(struct mely__worker *w, uint64_t now)
 {
-    struct mely__timers *t = &w->timers;
+    struct mely__timers *t = &w->io->timers;
     struct { uint32_t slot; mely_to_t to; } due[EXPIRE_MAX];
     unsigned n = 0;
 
@@ -315,7 +316,7 @@ static int timer_at(struct mely__rt *rt, uint64_t deadline_ns, mely_to_t to, mel
 
     struct mely__worker *self = mely__self_in(rt);
     struct mely__worker *w = home(rt, to.color);
-    struct mely__timers *t = &w->timers;
+    struct mely__timers *t = &mely__io_of(rt, w->index)->timers;
 
     mely__spin_lock(&t->lock, self ? &self->ctr : NULL);
     uint32_t i = slot_alloc(t);
@@ -377,7 +378,7 @@ static int timer_cancel(struct mely__rt *rt, mely_timer_t id)
         return MELY_ENOENT;
 
     struct mely__worker *self = mely__self_in(rt);
-    struct mely__timers *t = &rt->workers[id_worker(id)].timers;
+    struct mely__timers *t = &mely__io_of(rt, id_worker(id))->timers;
     uint32_t i = id_slot(id);
     int err = MELY_ENOENT;
 

@@ -57,6 +57,7 @@
 #include "mely/remote/colormap.h"
 #include "mely/queue/cycles.h"
 #include "mely/core/handle.h"
+#include "mely/io/iostate.h"
 #include "mely/io/poller.h"
 #include "mely/io/watch.h"
 #include "mely/sched/post.h"
@@ -153,7 +154,7 @@ static void unref(struct mely_watch *wt)
 {
     if (atomic_fetch_sub(&wt->refs, 1) != 1)
         return;
-    struct mely__watchtab *tab = wt->rt->watches;
+    struct mely__watchtab *tab = wt->rt->io->watches;
     pthread_mutex_lock(&tab->mu);
     all_unlink(tab, wt);
     pthread_mutex_unlock(&tab->mu);
@@ -176,21 +177,22 @@ static int arm_on(struct mely_watch *wt, unsigned i)
             return 0;
         event_del(wt->ev);
         atomic_store(&wt->armed, false);
-        atomic_fetch_sub(&rt->workers[was].io.nwatches, 1);
+        atomic_fetch_sub(&mely__io_of(rt, was)->poller.nwatches, 1);
     }
     if (was != (int)i) {
-        event_assign(wt->ev, rt->workers[i].io.base, wt->fd, ev_flags(wt->what), on_ready, wt);
+        event_assign(wt->ev, mely__io_of(rt, i)->poller.base, wt->fd, ev_flags(wt->what),
+                     on_ready, wt);
         atomic_store(&wt->worker, (int)i);
     }
     /* Armed before event_add(): a one-shot event may fire at once, and its
      * callback must find the flag set to clear it (on_ready). */
-    atomic_fetch_add(&rt->workers[i].io.nwatches, 1);
+    atomic_fetch_add(&mely__io_of(rt, i)->poller.nwatches, 1);
     atomic_store(&wt->armed, true);
     errno = 0;
     if (event_add(wt->ev, NULL) != 0) {
         int err = errno ? -errno : MELY_ENOMEM;
         if (atomic_exchange(&wt->armed, false))
-            atomic_fetch_sub(&rt->workers[i].io.nwatches, 1);
+            atomic_fetch_sub(&mely__io_of(rt, i)->poller.nwatches, 1);
         return err;
     }
     return 0;
@@ -200,7 +202,7 @@ static void disarm(struct mely_watch *wt)
 {
     event_del(wt->ev);
     if (atomic_exchange(&wt->armed, false))
-        atomic_fetch_sub(&wt->rt->workers[atomic_load(&wt->worker)].io.nwatches, 1);
+        atomic_fetch_sub(&mely__io_of(wt->rt, atomic_load(&wt->worker))->poller.nwatches, 1);
 }
 
 /* ---- the events ------------------------------------------------------------------ */
@@ -293,7 +295,7 @@ static void on_ready(evutil_socket_t fd, short events, void *arg)
     uint32_t old = atomic_load(&wt->state);
 
     if (wt->what & MELY_ONESHOT && atomic_exchange(&wt->armed, false))
-        atomic_fetch_sub(&self->io.nwatches, 1); /* libevent disarmed it */
+        atomic_fetch_sub(&self->io->poller.nwatches, 1); /* libevent disarmed it */
     for (;;) { /* bounded: retries only when another thread changed the state */
         if (old & W_REMOVED)
             return;
@@ -322,10 +324,10 @@ static void on_ready(evutil_socket_t fd, short events, void *arg)
 
 int mely__watchtab_init(struct mely__rt *rt)
 {
-    rt->watches = calloc(1, sizeof(*rt->watches));
-    if (!rt->watches)
+    rt->io->watches = calloc(1, sizeof(*rt->io->watches));
+    if (!rt->io->watches)
         return MELY_ENOMEM;
-    pthread_mutex_init(&rt->watches->mu, NULL);
+    pthread_mutex_init(&rt->io->watches->mu, NULL);
     return 0;
 }
 
@@ -429,14 +431,14 @@ static int watch_new(struct mely__rt *rt, int fd, unsigned what, const mely_to_t
     atomic_init(&wt->worker, (int)i);
     atomic_init(&wt->armed, false);
     pthread_mutex_init(&wt->mu, NULL);
-    wt->ev = event_new(rt->workers[i].io.base, fd, ev_flags(what), on_ready, wt);
+    wt->ev = event_new(mely__io_of(rt, i)->poller.base, fd, ev_flags(what), on_ready, wt);
     if (!wt->ev) {
         pthread_mutex_destroy(&wt->mu);
         free(wt);
         return MELY_ENOMEM;
     }
 
-    struct mely__watchtab *tab = rt->watches;
+    struct mely__watchtab *tab = rt->io->watches;
     pthread_mutex_lock(&tab->mu);
     int err = tab_link(tab, wt);
     if (!err)
@@ -540,7 +542,7 @@ int mely_watch_remove_then(mely_watch_t *wt, mely_fn_t fin, void *fin_arg)
         wt->fin = fin;
         wt->fin_arg = fin_arg;
     }
-    struct mely__watchtab *tab = wt->rt->watches;
+    struct mely__watchtab *tab = wt->rt->io->watches;
     pthread_mutex_lock(&tab->mu);
     tab_unlink(tab, wt);
     pthread_mutex_unlock(&tab->mu);
@@ -605,7 +607,7 @@ int mely__close_fd(struct mely__rt *rt, int fd)
     if (fd < 0)
         return -EBADF;
 
-    struct mely__watchtab *tab = rt->watches;
+    struct mely__watchtab *tab = rt->io->watches;
     struct mely_watch *list = NULL;
     pthread_mutex_lock(&tab->mu);
     if ((size_t)fd < tab->nfds) {
@@ -633,7 +635,7 @@ int mely_close(mely_t *m, int fd)
  * removed whose last event was queued (shutdown discards it). */
 void mely__watchtab_free(struct mely__rt *rt)
 {
-    struct mely__watchtab *tab = rt->watches;
+    struct mely__watchtab *tab = rt->io->watches;
     if (!tab)
         return;
     while (tab->all) { /* bounded: each pass frees one */
@@ -645,5 +647,5 @@ void mely__watchtab_free(struct mely__rt *rt)
     free(tab->by_fd);
     pthread_mutex_destroy(&tab->mu);
     free(tab);
-    rt->watches = NULL;
+    rt->io->watches = NULL;
 }

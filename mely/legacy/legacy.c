@@ -156,7 +156,7 @@ static void legacy_loop(struct mely__worker *w)
             mely__outbox_flush(w);
         mely__evcache_free(rt, &w->evcache, ev);
         mely__count(&w->ctr.events_run, 1);
-        mely__poller_tick(w, &w->io, &w->timers, w->turn_end);
+        mely__poller_tick(w);
         mely__spin_lock(&w->lock, &w->ctr);
         q->running = NOT_RUNNING;
         w->quiet_seq++;

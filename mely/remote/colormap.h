@@ -11,7 +11,7 @@
  * worker's lock, re-reads the owner; if it changed (a steal moved the color in
  * between), it unlocks and retries. A thief changes an owner only while holding
  * both its lock and the victim's, so the owner read under a lock is stable until
- * that lock is released.
+ * that lock is released. Moving a color on request: colormove.h.
  */
 #ifndef MELY_COLORMAP_H
 #define MELY_COLORMAP_H
@@ -26,10 +26,6 @@ static inline unsigned mely__color_home(const struct mely__rt *rt, mely_color_t 
 {
     return color >= MELY_COLORS ? color - MELY_COLORS : color % rt->nworkers;
 }
-
-/* mely_color_move() without the handle's grace period (the caller holds it):
- * 0, MELY_ECOLOR, MELY_EINVAL, MELY_EBUSY or MELY_ENOMEM as documented there. */
-int mely__color_move(struct mely__rt *rt, mely_color_t color, unsigned worker);
 
 static inline bool mely__color_valid(const struct mely__rt *rt, mely_color_t color)
 {
@@ -81,7 +77,7 @@ static inline struct mely__worker *mely__lock_owner(struct mely__rt *rt, mely_co
 }
 
 /* Locks two different workers in index order (the one order every holder of
- * two worker locks uses: steals and mely_color_move()). */
+ * two worker locks uses: steals and mely_color_move(), colormove.c). */
 static inline void mely__lock_pair(struct mely__worker *a, struct mely__worker *b,
                                    struct mely__counters *ctr)
 {

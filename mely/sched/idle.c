@@ -71,7 +71,7 @@ static enum mely__spin_end spin(struct mely__worker *w, uint64_t start, uint64_t
                                 uint64_t *away)
 {
     uint64_t deadline = start + len, before = start;
-    bool yield = w->rt->oversubscribed || mely__poller_watched(&w->io);
+    bool yield = w->rt->oversubscribed || mely__poller_watched(w);
     int clock_every = yield ? 1 : SPIN_CLOCK_EVERY;
     for (;;) {
         for (int i = 0; i < clock_every; i++) {
@@ -85,14 +85,14 @@ static enum mely__spin_end spin(struct mely__worker *w, uint64_t start, uint64_t
         uint64_t now = mely__now_ns();
         if (now - before > SPINPOL_TAKEN_NS) { /* a busy thread had the CPU */
             *away = now - before;
-            if (!has_work(w) && mely__poller_watched(&w->io))
+            if (!has_work(w) && mely__poller_watched(w))
                 mely__poller_poll(w);
             return has_work(w) ? MELY__SPIN_HANDED : MELY__SPIN_TAKEN;
         }
-        if (now >= deadline || mely__timers_next(&w->timers) <= now)
+        if (now >= deadline || mely__poller_timer_due(w, now))
             /* a due timer: the poll that follows posts it */
             return has_work(w) ? MELY__SPIN_FOUND : MELY__SPIN_EMPTY;
-        if (now - w->io.last_poll_ns >= SPIN_POLL_NS && mely__poller_watched(&w->io)) {
+        if (now - mely__poller_last_ns(w) >= SPIN_POLL_NS && mely__poller_watched(w)) {
             mely__poller_poll(w);
             if (has_work(w))
                 return MELY__SPIN_FOUND;

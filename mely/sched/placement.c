@@ -30,6 +30,7 @@
 #include "mely/core/handle.h"
 #include "mely/queue/cycles.h"
 #include "mely/remote/colormap.h"
+#include "mely/remote/colormove.h"
 #include "mely/sched/colorrange.h"
 #include "mely/sched/placement.h"
 

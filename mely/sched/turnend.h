@@ -19,7 +19,7 @@
  * list, `batch_end`). When the batch ends, under the worker's lock, the
  * nodes move to the turn's list (`turn_end`) and the color-queue is held
  * (`held` counts them): a held color-queue is never stolen nor moved
- * (colorq.h's mely__colorq_movable, colormap.c's busy check), so until the
+ * (colorq.h's mely__colorq_movable, deliver.c's colorq_busy), so until the
  * turn ends no other worker runs the color; this worker may run more of its
  * batches meanwhile, one after the other, which is no concurrency. At the
  * turn's end the worker runs every node with the current color set to the

@@ -157,7 +157,7 @@ static void loop(struct mely__worker *w)
         mely__trace_follow(w);
         if (cq) {
             run_detached(w, cq);
-            mely__poller_tick(w, &w->io, &w->timers, w->turn_end);
+            mely__poller_tick(w);
         } else {
             uint64_t idle = mely__cycles();
             mely__idle(w);

@@ -6,7 +6,7 @@
  * Ownership: a color's map entry changes only with both the victim's and the
  * thief's locks held (the engine's steal: mely__color_handoff in deliver.c
  * for the Mely engine, legacy_steal in legacy.c; and the engine's move for
- * mely_color_move(), colormap.c), in the same step that moves its queued
+ * mely_color_move(), colormove.c), in the same step that moves its queued
  * events from the victim to the thief.
  * Producers lock the owner they read and re-check it (colormap.h), so they
  * either queue on the victim before the move (and the event moves with the

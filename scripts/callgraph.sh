@@ -42,8 +42,8 @@ mely/queue/freelist.c mely/runtime.h the depot and the event budget live in the 
 mely/steal/steal.c mely/observe/trace.h a steal is traced: inline records, no call
 mely/sched/idle.c mely/io/poller.h the scheduler reaches the I/O layer through io/poller.h
 mely/sched/worker.c mely/io/poller.h the scheduler reaches the I/O layer through io/poller.h
-mely/remote/enqueue.h mely/steal/cost.h a post joins the stealing-queue by its expected cost (the engine to choose it: issue 30, step 2)
-mely/remote/enqueue.h mely/steal/steal.h a post joins the stealing-queue by its expected cost (the engine to choose it: issue 30, step 2)
+mely/remote/enqueue.h mely/steal/cost.h a post joins the stealing-queue by its expected cost (the enqueue is compiled with or without it per policy: enqueue.h)
+mely/remote/enqueue.h mely/steal/steal.h a post joins the stealing-queue by its expected cost (the enqueue is compiled with or without it per policy: enqueue.h)
 '
 
 rank_of_room() {

@@ -151,12 +151,7 @@ static void summarize(const struct steal_figures *f, const struct steal_figures 
         if (kevents(&ref[p]) > 0)
             sorted[out->npaired++] = out->ratios[p] = kevents(&f[p]) / kevents(&ref[p]);
         const mely_stats_t *s = &f[p].tot.sum;
-        uint64_t a[sizeof(mely_stats_t) / sizeof(uint64_t)], b[sizeof(a) / sizeof(a[0])];
-        memcpy(a, &out->sum, sizeof(a));
-        memcpy(b, s, sizeof(b));
-        for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++)
-            a[i] += b[i];
-        memcpy(&out->sum, a, sizeof(a));
+        stats_add(&out->sum, s);
         out->rounds += f[p].rounds;
         out->thief_events += s->events_run - f[p].tot.run[0];
         out->elapsed += f[p].elapsed_cycles * f[p].workers;
@@ -165,11 +160,9 @@ static void summarize(const struct steal_figures *f, const struct steal_figures 
     int m = bench_median_pass(f, sizeof(f[0]), passes, kevents);
     out->med = f[m < 0 ? 0 : m];
     if (out->npaired > 0) {
-        qsort(sorted, out->npaired, sizeof(sorted[0]), cmp_double);
+        out->ratio = median(sorted, out->npaired); /* sorts */
         out->rmin = sorted[0];
         out->rmax = sorted[out->npaired - 1];
-        out->ratio = out->npaired % 2 ? sorted[out->npaired / 2]
-                                      : (sorted[out->npaired / 2 - 1] + sorted[out->npaired / 2]) / 2;
     }
 }
 
@@ -284,8 +277,7 @@ static void target(const char *what, const struct row_sum *x, unsigned passes, u
         printf("  %-56s %6s  not judged (no figures)\n", what, "-");
         return;
     }
-    qsort(v, n, sizeof(v[0]), cmp_double);
-    double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    double med = median(v, n); /* sorts */
     printf("  %-56s %6.2f  %-6s (%.2f-%.2f; held in %u of %u passes; against %s)\n", what, med,
            med >= factor ? "met" : "MISSED", v[0], v[n - 1], held, n, steal_configs[b].name);
 }

@@ -269,14 +269,25 @@ double quantile(double *v, size_t n, double q)
     return v[i < n ? i : n - 1];
 }
 
-int stats_sum(const mely_t *m, mely_stats_t *sum)
+void stats_add(mely_stats_t *sum, const mely_stats_t *s)
 {
     /* Every field of mely_stats_t is a uint64_t counter (mely.h). */
     enum { N = sizeof(mely_stats_t) / sizeof(uint64_t) };
     _Static_assert(sizeof(mely_stats_t) % sizeof(uint64_t) == 0, "counters are uint64_t");
-    uint64_t total[N] = {0}, one[N];
+    uint64_t total[N], one[N];
+
+    memcpy(total, sum, sizeof(total));
+    memcpy(one, s, sizeof(one));
+    for (unsigned i = 0; i < N; i++)
+        total[i] += one[i];
+    memcpy(sum, total, sizeof(total));
+}
+
+int stats_sum(const mely_t *m, mely_stats_t *sum)
+{
     int first = 0;
 
+    memset(sum, 0, sizeof(*sum));
     for (unsigned w = 0; w < mely_workers(m); w++) {
         mely_stats_t s;
         int err = mely_worker_stats(m, w, &s);
@@ -284,11 +295,8 @@ int stats_sum(const mely_t *m, mely_stats_t *sum)
             first = first ? first : err;
             continue;
         }
-        memcpy(one, &s, sizeof(one));
-        for (unsigned i = 0; i < N; i++)
-            total[i] += one[i];
+        stats_add(sum, &s);
     }
-    memcpy(sum, total, sizeof(total));
     return first;
 }
 

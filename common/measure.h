@@ -105,6 +105,9 @@ double quantile(double *v, size_t n, double q);
  * mely_worker_stats() (that worker counts 0). */
 int stats_sum(const mely_t *m, mely_stats_t *sum);
 
+/* Adds every counter of *s to *sum (steal_cycles_median too). */
+void stats_add(mely_stats_t *sum, const mely_stats_t *s);
+
 /* ---- Watchdog: a bounded mely_run() -------------------------------------------- */
 
 /* How long mely_run() may take to return after the watchdog's mely_stop(). */

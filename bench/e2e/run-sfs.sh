@@ -319,10 +319,11 @@ echo >&2
 # of the per-pass ratios (each pass's run against the same pass's mely or
 # legacy-steal run, minutes apart at most) and their spread ------------------
 awk -F, -v ceiling="${ceiling:-0}" "$AWK_MEDIAN"'
-    function lo(list,   n, v, i, m) { n = split(list, v, " "); if (n == 0) return ""
-        m = v[1] + 0; for (i = 2; i <= n; i++) if (v[i] + 0 < m) m = v[i] + 0; return m }
-    function hi(list,   n, v, i, m) { n = split(list, v, " "); if (n == 0) return ""
-        m = v[1] + 0; for (i = 2; i <= n; i++) if (v[i] + 0 > m) m = v[i] + 0; return m }
+    function bound(list, sign,   n, v, i, m) { # sign 1: the least, -1: the greatest
+        n = split(list, v, " "); if (n == 0) return ""
+        m = v[1] + 0; for (i = 2; i <= n; i++) if (sign * (v[i] - m) < 0) m = v[i] + 0; return m }
+    function lo(list) { return bound(list, 1) }
+    function hi(list) { return bound(list, -1) }
     NR == 1 { next }
     { k = $1 SUBSEP $2
       if (!(k in seen)) { seen[k] = 1; order[++nk] = k }

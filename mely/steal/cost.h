@@ -105,11 +105,17 @@ static inline uint64_t mely__cost_avg(const struct mely__rt *rt, const void *key
     return a ? atomic_load_explicit(a, memory_order_relaxed) : 0;
 }
 
+/* One of steal.c's moving averages (cycles), in units, >= 1. */
+static inline uint64_t mely__avg_units(const _Atomic uint64_t *avg)
+{
+    uint64_t c = atomic_load_explicit((_Atomic uint64_t *)avg, memory_order_relaxed);
+    return c >> MELY__COST_SHIFT ? c >> MELY__COST_SHIFT : 1;
+}
+
 /* The runtime's estimate of one steal's cost (steal.c), in units, >= 1. */
 static inline uint64_t mely__steal_cost_units(const struct mely__rt *rt)
 {
-    uint64_t c = atomic_load_explicit((_Atomic uint64_t *)&rt->steal_cost, memory_order_relaxed);
-    return c >> MELY__COST_SHIFT ? c >> MELY__COST_SHIFT : 1;
+    return mely__avg_units(&rt->steal_cost);
 }
 
 /* The same in cycles: what a color must have waited to be worth taking
@@ -123,8 +129,7 @@ static inline uint64_t mely__steal_cost_cycles(const struct mely__rt *rt)
  * units, >= 1: what a color stolen for its waiting must be worth. */
 static inline uint64_t mely__steal_hold_units(const struct mely__rt *rt)
 {
-    uint64_t c = atomic_load_explicit((_Atomic uint64_t *)&rt->steal_hold, memory_order_relaxed);
-    return c >> MELY__COST_SHIFT ? c >> MELY__COST_SHIFT : 1;
+    return mely__avg_units(&rt->steal_hold);
 }
 
 /* The expected cost of one event of fn with descriptor h (may be NULL) under

@@ -47,16 +47,30 @@ static void on_signal(int signo, unsigned ready, void *arg)
     mely_drain(&rt, 5000000000u); /* then mely_run returns, within 5 s */
 }
 
+/* The port argument, 0..65535 in decimal; -1 if it is anything else (`echo --help` served
+ * on a free port when this was atoi). */
+static long port_arg(const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *s >= '0' && *s <= '9' && *end == '\0' && v <= 65535 ? v : -1;
+}
+
 int main(int argc, char **argv)
 {
     mely_listener_t *l;
     mely_watch_t *w;
+    long port = argc > 1 ? port_arg(argv[1]) : 7007;
+    if (argc > 2 || port < 0) {
+        fprintf(stderr, "usage: echo [PORT]   (0..65535; default 7007, 0: a free port)\n");
+        return 2;
+    }
     int err = mely_init(&rt, NULL);
     if (err || (err = mely_color_pool(&rt, 4096, &pool)) ||
         (err = mely_color_range(&rt, 1024, &spare)) ||
         (err = mely_signal(&rt, SIGINT, MELY_TO(0), on_signal, NULL, &w)) ||
         (err = mely_signal(&rt, SIGTERM, MELY_TO(0), on_signal, NULL, &w)) ||
-        (err = mely_listen(&rt, "127.0.0.1", argc > 1 ? (unsigned)atoi(argv[1]) : 7007, 0, 0,
+        (err = mely_listen(&rt, "127.0.0.1", (unsigned)port, 0, 0,
                            MELY_TO(1), on_accept, NULL, &l))) {
         fprintf(stderr, "echo: %s\n", mely_strerror(err));
         return 1;
